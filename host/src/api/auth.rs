@@ -1,0 +1,209 @@
+//! Who is calling: a verified JWT's `sub` (the user) and `tenant` claim, never a request field.
+//!
+//! Accepted algorithms follow from the configured keys (HS256 with a secret; RS256 or ES256 with a public
+//! key), so a token cannot pick a weaker algorithm than the operator chose. `alg: none` is not even
+//! parseable by `jsonwebtoken`. `exp` is required; `iss` and `aud` are required when configured.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use jsonwebtoken::{decode, decode_header, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+
+use super::problem::ApiError;
+use super::AppState;
+use crate::config::Config;
+use crate::graph::{TenantId, UserId};
+
+/// The authenticated caller of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub tenant: TenantId,
+    pub user: UserId,
+}
+
+/// Why no verifier could be built from the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthSetupError {
+    #[error("no JWT key configured: set STRAND_JWT_HS256_SECRET or STRAND_JWT_PUBLIC_KEY_FILE (required outside the embedded SQLite default)")]
+    NoKey,
+    #[error("cannot read the JWT public key {path}: {source}")]
+    ReadKey { path: String, source: io::Error },
+    #[error("{0} holds neither an RSA nor an EC P-256 public key in PEM")]
+    BadKey(String),
+    #[error("cannot keep the development JWT secret in {path}: {source}")]
+    DevKey { path: String, source: io::Error },
+    #[error("invalid default_tenant: {0}")]
+    DefaultTenant(#[from] crate::graph::InvalidTenantId),
+}
+
+/// Checks bearer tokens against the configured keys and claims.
+pub struct Authenticator {
+    hs256: Option<DecodingKey>,
+    public: Option<(Algorithm, DecodingKey)>,
+    issuer: Option<String>,
+    audience: Option<String>,
+    default_tenant: TenantId,
+}
+
+impl Authenticator {
+    pub fn from_config(config: &Config) -> Result<Self, AuthSetupError> {
+        let public = match &config.jwt_public_key_file {
+            Some(path) => Some(read_public_key(path)?),
+            None => None,
+        };
+        let secret = match (&config.jwt_hs256_secret, &public) {
+            (Some(secret), _) => Some(secret.clone()),
+            (None, Some(_)) => None,
+            (None, None) => Some(hs256_secret(config)?),
+        };
+        Ok(Self {
+            hs256: secret.map(|s| DecodingKey::from_secret(s.as_bytes())),
+            public,
+            issuer: config.jwt_issuer.clone(),
+            audience: config.jwt_audience.clone(),
+            default_tenant: config.default_tenant.parse()?,
+        })
+    }
+
+    /// Verifies `token` and returns who it speaks for.
+    pub fn verify(&self, token: &str) -> Result<Caller, ApiError> {
+        let invalid = |detail: String| ApiError::unauthorized("invalid_token", detail);
+        let header = decode_header(token).map_err(|e| invalid(format!("malformed token: {e}")))?;
+        let key = match (header.alg, &self.hs256, &self.public) {
+            (Algorithm::HS256, Some(key), _) => key,
+            (alg, _, Some((accepted, key))) if alg == *accepted => key,
+            (alg, _, _) => return Err(invalid(format!("algorithm {alg:?} is not accepted here"))),
+        };
+        let mut validation = Validation::new(header.alg);
+        // `sub` is required by `VerifiedClaims` itself: jsonwebtoken's own check would refuse numeric subjects.
+        let mut required = vec!["exp"];
+        match &self.issuer {
+            Some(issuer) => {
+                validation.set_issuer(&[issuer]);
+                required.push("iss");
+            }
+            None => validation.iss = None,
+        }
+        match &self.audience {
+            Some(audience) => {
+                validation.set_audience(&[audience]);
+                required.push("aud");
+            }
+            None => validation.validate_aud = false,
+        }
+        validation.set_required_spec_claims(&required);
+        let claims = decode::<VerifiedClaims>(token, key, &validation)
+            .map_err(|e| invalid(format!("token rejected: {e}")))?
+            .claims;
+        let user = match claims.sub {
+            Subject::Number(n) => UserId::try_from(n).map_err(|e| invalid(format!("claim sub: {e}")))?,
+            Subject::Text(s) => s.parse().map_err(|e| invalid(format!("claim sub: {e}")))?,
+        };
+        let tenant = match claims.tenant {
+            Some(t) => t.parse().map_err(|e| invalid(format!("claim tenant: {e}")))?,
+            None => self.default_tenant.clone(),
+        };
+        Ok(Caller { tenant, user })
+    }
+}
+
+#[derive(Deserialize)]
+struct VerifiedClaims {
+    sub: Subject,
+    tenant: Option<String>,
+}
+
+/// Identity providers emit `sub` as a string by the JWT spec; many internal ones emit a number.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Subject {
+    Number(i64),
+    Text(String),
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let value = parts
+            .headers
+            .get(AUTHORIZATION)
+            .ok_or_else(|| ApiError::unauthorized("missing_token", "send Authorization: Bearer <JWT>"))?;
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
+            .ok_or_else(|| ApiError::unauthorized("invalid_token", "the Authorization scheme must be Bearer"))?;
+        state.auth.verify(token)
+    }
+}
+
+/// Claims of a token minted for development and tests (`strand token`).
+#[derive(Debug, Serialize)]
+pub struct MintClaims {
+    pub sub: String,
+    pub tenant: String,
+    pub exp: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iss: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aud: Option<String>,
+}
+
+/// Signs `claims` with HS256. Production tokens come from the operator's identity provider instead.
+pub fn mint_hs256(secret: &str, claims: &MintClaims) -> String {
+    encode(&Header::new(Algorithm::HS256), claims, &EncodingKey::from_secret(secret.as_bytes()))
+        .expect("HS256 signing of serialisable claims cannot fail")
+}
+
+/// The HS256 secret in force: the configured one, or on the embedded default a development secret kept in
+/// `dev_key_file` (created on first use) so that `strand serve` and `strand token` agree with no setup.
+pub fn hs256_secret(config: &Config) -> Result<String, AuthSetupError> {
+    if let Some(secret) = &config.jwt_hs256_secret {
+        return Ok(secret.clone());
+    }
+    if !config.is_embedded() {
+        return Err(AuthSetupError::NoKey);
+    }
+    let path = &config.dev_key_file;
+    let dev_key_error = |source| AuthSetupError::DevKey { path: path.display().to_string(), source };
+    match fs::read_to_string(path) {
+        Ok(secret) => Ok(secret.trim().to_owned()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let mut bytes = [0u8; 32];
+            getrandom::fill(&mut bytes).map_err(|e| dev_key_error(io::Error::other(e.to_string())))?;
+            let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            write_private(path, &secret).map_err(dev_key_error)?;
+            tracing::warn!(path = %path.display(), "no JWT key configured; created a development secret");
+            Ok(secret)
+        }
+        Err(e) => Err(dev_key_error(e)),
+    }
+}
+
+fn write_private(path: &Path, contents: &str) -> io::Result<()> {
+    use std::io::Write;
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(contents.as_bytes())
+}
+
+fn read_public_key(path: &Path) -> Result<(Algorithm, DecodingKey), AuthSetupError> {
+    let pem = fs::read(path).map_err(|source| AuthSetupError::ReadKey { path: path.display().to_string(), source })?;
+    if let Ok(key) = DecodingKey::from_rsa_pem(&pem) {
+        return Ok((Algorithm::RS256, key));
+    }
+    if let Ok(key) = DecodingKey::from_ec_pem(&pem) {
+        return Ok((Algorithm::ES256, key));
+    }
+    Err(AuthSetupError::BadKey(path.display().to_string()))
+}

@@ -1,0 +1,101 @@
+//! The HTTP API: routes, authentication, parameters and problem+json errors, and the OpenAPI document
+//! generated from the handlers themselves (so it cannot miss a route).
+
+mod auth;
+mod params;
+mod problem;
+mod seed;
+mod v1;
+
+pub use auth::{hs256_secret, mint_hs256, AuthSetupError, Authenticator, Caller, MintClaims};
+pub use problem::{ApiError, Problem};
+pub use seed::NEXT_CURSOR_HEADER;
+pub use v1::{CountsResponse, CountsView, FollowResponse, ListResponse, RelationshipsResponse};
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::header::CONTENT_LENGTH;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::graph::Database;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub db: Database,
+    pub auth: Arc<Authenticator>,
+    pub max_body_bytes: usize,
+}
+
+impl AppState {
+    /// Wall-clock time of a write, in epoch milliseconds: the follow time lists are ordered by.
+    pub fn now_ms(&self) -> i64 {
+        let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).expect("the clock is after 1970");
+        i64::try_from(since_epoch.as_millis()).expect("milliseconds since 1970 fit in i64")
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Strand", description = "The follow graph as a service."),
+    modifiers(&BearerAuth),
+    components(schemas(Problem))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build();
+        components.add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    }
+}
+
+/// The whole HTTP surface, with `/openapi.json` describing it.
+pub fn router(state: AppState) -> Router {
+    let (router, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(v1::follow, v1::unfollow))
+        .routes(routes!(v1::relationships))
+        .routes(routes!(v1::following))
+        .routes(routes!(v1::followers))
+        .routes(routes!(v1::user_counts))
+        .routes(routes!(v1::batch_counts))
+        .routes(routes!(seed::follow))
+        .routes(routes!(seed::unfollow))
+        .routes(routes!(seed::status))
+        .routes(routes!(seed::following))
+        .routes(routes!(seed::followers))
+        .routes(routes!(seed::counter))
+        .split_for_parts();
+    let openapi = Arc::new(openapi);
+    router
+        .route("/openapi.json", axum::routing::get(move || async move { Json(openapi.as_ref().clone()) }))
+        .fallback(|| async { ApiError::not_found() })
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .layer(middleware::from_fn_with_state(state.clone(), limit_body))
+        .layer(DefaultBodyLimit::max(state.max_body_bytes))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Refuses a declared-too-large body up front, as problem+json, before any handler runs.
+async fn limit_body(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let declared =
+        request.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    match declared {
+        Some(length) if length > state.max_body_bytes => {
+            ApiError::payload_too_large(state.max_body_bytes).into_response()
+        }
+        _ => next.run(request).await,
+    }
+}

@@ -1,0 +1,143 @@
+//! Every error the HTTP API returns, as `application/problem+json` (RFC 9457) with a stable `code`.
+//!
+//! Handlers return [`ApiError`]; this is the one place where failures become status codes, so a client can
+//! switch on `code` without parsing prose, and a database failure never leaks its SQL to the caller.
+
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::graph::WriteError;
+
+/// The body of every error response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Problem {
+    /// `urn:strand:problem:{code}`.
+    #[serde(rename = "type")]
+    pub problem_type: String,
+    /// A short summary of the kind of problem.
+    pub title: &'static str,
+    pub status: u16,
+    /// Stable, machine-readable reason, e.g. `self_follow`, `invalid_token`.
+    pub code: &'static str,
+    /// What went wrong in this request.
+    pub detail: String,
+}
+
+/// An error on its way to becoming a problem+json response.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    detail: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
+        Self { status, code, detail: detail.into() }
+    }
+
+    pub fn bad_request(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, detail)
+    }
+
+    pub fn unauthorized(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, code, detail)
+    }
+
+    pub fn not_found() -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", "no such route; see /openapi.json")
+    }
+
+    pub fn method_not_allowed() -> Self {
+        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
+    }
+
+    pub fn payload_too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("request bodies are limited to {limit} bytes"),
+        )
+    }
+
+    /// A database failure: logged here with its cause, reported to the caller without internals.
+    pub fn database(error: &sqlx::Error) -> Self {
+        tracing::error!(error = %error, "database request failed");
+        let unavailable = matches!(
+            error,
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_)
+        );
+        if unavailable {
+            Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "database_unavailable",
+                "the database cannot be reached; retry later",
+            )
+        } else {
+            Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "database_error",
+                "the database refused the operation; nothing was written",
+            )
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+}
+
+impl From<WriteError> for ApiError {
+    fn from(error: WriteError) -> Self {
+        match error {
+            WriteError::SelfFollow => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "self_follow", "a user cannot follow themselves")
+            }
+            WriteError::Database(e) => Self::database(&e),
+        }
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::database(&error)
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::bad_request("invalid_query", rejection.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        Self::bad_request("invalid_path", rejection.body_text())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let problem = Problem {
+            problem_type: format!("urn:strand:problem:{}", self.code),
+            title: self.status.canonical_reason().unwrap_or("Error"),
+            status: self.status.as_u16(),
+            code: self.code,
+            detail: self.detail,
+        };
+        let mut response = (self.status, axum::Json(problem)).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

@@ -1,0 +1,223 @@
+//! The `/v1` API: follow and unfollow as the caller, and reads of the caller's tenant's graph.
+
+use axum::extract::State;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::auth::Caller;
+use super::params::{encode_cursor, parse_user_ids, ApiQuery, PageParams, UserIdPath};
+use super::problem::{ApiError, Problem};
+use super::AppState;
+use crate::graph::{self, rfc3339_millis, Direction, Page};
+
+/// Outcome of a follow or unfollow.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct FollowResponse {
+    pub user_id: i64,
+    /// Whether the caller follows `user_id` after the call.
+    pub following: bool,
+    /// Whether this call changed anything (false on a repeat: calls are idempotent).
+    pub changed: bool,
+}
+
+/// Follow `user_id` as the caller.
+#[utoipa::path(put, path = "/v1/me/following/{user_id}", tag = "write",
+    params(("user_id" = i64, Path, description = "The user to follow")),
+    responses((status = 200, body = FollowResponse), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 422, description = "Self-follow", body = Problem), (status = 503, body = Problem)),
+    security(("bearer" = [])))]
+pub async fn follow(
+    state: State<AppState>,
+    caller: Caller,
+    target: UserIdPath,
+) -> Result<Json<FollowResponse>, ApiError> {
+    set_following(state, caller, target, true).await
+}
+
+/// Stop following `user_id` as the caller.
+#[utoipa::path(delete, path = "/v1/me/following/{user_id}", tag = "write",
+    params(("user_id" = i64, Path, description = "The user to unfollow")),
+    responses((status = 200, body = FollowResponse), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 422, description = "Self-unfollow", body = Problem), (status = 503, body = Problem)),
+    security(("bearer" = [])))]
+pub async fn unfollow(
+    state: State<AppState>,
+    caller: Caller,
+    target: UserIdPath,
+) -> Result<Json<FollowResponse>, ApiError> {
+    set_following(state, caller, target, false).await
+}
+
+async fn set_following(
+    State(state): State<AppState>,
+    caller: Caller,
+    UserIdPath(target): UserIdPath,
+    follow: bool,
+) -> Result<Json<FollowResponse>, ApiError> {
+    let change = graph::set_following(&state.db, &caller.tenant, caller.user, target, follow, state.now_ms()).await?;
+    Ok(Json(FollowResponse { user_id: target.get(), following: change.following, changed: change.changed }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct UserIdsParams {
+    /// Comma-separated user ids, 1 to 100.
+    pub user_ids: String,
+}
+
+/// How the caller and one other user relate.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RelationshipView {
+    pub user_id: i64,
+    /// The caller follows `user_id`.
+    pub following: bool,
+    /// `user_id` follows the caller.
+    pub followed_by: bool,
+    /// Both.
+    pub mutual: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RelationshipsResponse {
+    pub relationships: Vec<RelationshipView>,
+}
+
+/// Relationship status between the caller and up to 100 users.
+#[utoipa::path(get, path = "/v1/me/relationships", tag = "read", params(UserIdsParams),
+    responses((status = 200, body = RelationshipsResponse), (status = 400, body = Problem), (status = 401, body = Problem)),
+    security(("bearer" = [])))]
+pub async fn relationships(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(params): ApiQuery<UserIdsParams>,
+) -> Result<Json<RelationshipsResponse>, ApiError> {
+    let others = parse_user_ids(&params.user_ids)?;
+    let found = graph::relationships(&state.db, &caller.tenant, caller.user, &others).await?;
+    let relationships = found
+        .into_iter()
+        .map(|r| RelationshipView {
+            user_id: r.user_id,
+            following: r.following,
+            followed_by: r.followed_by,
+            mutual: r.following && r.followed_by,
+        })
+        .collect();
+    Ok(Json(RelationshipsResponse { relationships }))
+}
+
+/// A user in a list, with when the follow happened.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ListedUserView {
+    pub user_id: i64,
+    /// RFC 3339 time of the (latest) follow.
+    pub followed_at: String,
+}
+
+/// A page of a follow list, newest first.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ListResponse {
+    pub items: Vec<ListedUserView>,
+    /// Pass as `cursor` to read the next page; null on the last page.
+    pub next_cursor: Option<String>,
+    pub has_more: bool,
+}
+
+impl From<Page> for ListResponse {
+    fn from(page: Page) -> Self {
+        let next_cursor = if page.has_more { page.items.last().map(encode_cursor) } else { None };
+        let items = page
+            .items
+            .iter()
+            .map(|u| ListedUserView { user_id: u.user_id, followed_at: rfc3339_millis(u.followed_at_ms) })
+            .collect();
+        Self { items, next_cursor, has_more: page.has_more }
+    }
+}
+
+/// Whom `id` follows.
+#[utoipa::path(get, path = "/v1/users/{id}/following", tag = "read",
+    params(("id" = i64, Path, description = "Whose list"), PageParams),
+    responses((status = 200, body = ListResponse), (status = 400, body = Problem), (status = 401, body = Problem)),
+    security(("bearer" = [])))]
+pub async fn following(
+    state: State<AppState>,
+    caller: Caller,
+    user: UserIdPath,
+    params: ApiQuery<PageParams>,
+) -> Result<Json<ListResponse>, ApiError> {
+    list(state, caller, user, params, Direction::Following).await
+}
+
+/// Who follows `id`.
+#[utoipa::path(get, path = "/v1/users/{id}/followers", tag = "read",
+    params(("id" = i64, Path, description = "Whose list"), PageParams),
+    responses((status = 200, body = ListResponse), (status = 400, body = Problem), (status = 401, body = Problem)),
+    security(("bearer" = [])))]
+pub async fn followers(
+    state: State<AppState>,
+    caller: Caller,
+    user: UserIdPath,
+    params: ApiQuery<PageParams>,
+) -> Result<Json<ListResponse>, ApiError> {
+    list(state, caller, user, params, Direction::Followers).await
+}
+
+async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    UserIdPath(user): UserIdPath,
+    ApiQuery(params): ApiQuery<PageParams>,
+    direction: Direction,
+) -> Result<Json<ListResponse>, ApiError> {
+    let page = graph::list(&state.db, &caller.tenant, user, direction, params.to_request()?).await?;
+    Ok(Json(page.into()))
+}
+
+/// How many users a user follows and is followed by.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CountsView {
+    pub user_id: i64,
+    pub followings: i64,
+    pub followers: i64,
+}
+
+impl From<graph::Counts> for CountsView {
+    fn from(c: graph::Counts) -> Self {
+        Self { user_id: c.user_id, followings: c.followings, followers: c.followers }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CountsResponse {
+    pub counts: Vec<CountsView>,
+}
+
+/// Counts of one user.
+#[utoipa::path(get, path = "/v1/users/{id}/counts", tag = "read",
+    params(("id" = i64, Path, description = "Whose counts")),
+    responses((status = 200, body = CountsView), (status = 400, body = Problem), (status = 401, body = Problem)),
+    security(("bearer" = [])))]
+pub async fn user_counts(
+    State(state): State<AppState>,
+    caller: Caller,
+    UserIdPath(user): UserIdPath,
+) -> Result<Json<CountsView>, ApiError> {
+    let counts = graph::counts(&state.db, &caller.tenant, &[user]).await?;
+    let counts = counts.into_iter().next().expect("one count per requested user");
+    Ok(Json(counts.into()))
+}
+
+/// Counts of up to 100 users.
+#[utoipa::path(get, path = "/v1/counts", tag = "read", params(UserIdsParams),
+    responses((status = 200, body = CountsResponse), (status = 400, body = Problem), (status = 401, body = Problem)),
+    security(("bearer" = [])))]
+pub async fn batch_counts(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(params): ApiQuery<UserIdsParams>,
+) -> Result<Json<CountsResponse>, ApiError> {
+    let users = parse_user_ids(&params.user_ids)?;
+    let counts = graph::counts(&state.db, &caller.tenant, &users).await?;
+    Ok(Json(CountsResponse { counts: counts.into_iter().map(Into::into).collect() }))
+}

@@ -1,0 +1,133 @@
+//! One typed configuration, read from `config.toml` and overridden by `STRAND_<KEY>` environment variables.
+//!
+//! Every key is optional: with nothing configured Strand runs on the embedded default (an SQLite file in the
+//! working directory and a development JWT secret kept beside it), so a newcomer's first command serves.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Env, Format, Toml};
+use figment::value::{Dict, Map, Value};
+use figment::{Figment, Metadata, Profile, Provider};
+use serde::Deserialize;
+
+/// The database the embedded default uses: a file in the working directory, created when missing.
+pub const EMBEDDED_DATABASE_URL: &str = "sqlite://strand.db?mode=rwc";
+
+/// Strand's configuration. The doc comment of each field is the user's reference (README repeats it).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address the HTTP API listens on.
+    pub listen: SocketAddr,
+    /// `sqlite://FILE` (embedded default) or `mysql://user:pass@host:port/db` (MySQL ≥ 8, MariaDB ≥ 10.6).
+    pub database_url: String,
+    /// Upper bound of pooled database connections.
+    pub database_max_connections: u32,
+    /// HS256 secret for verifying (and, in development, minting) JWTs.
+    pub jwt_hs256_secret: Option<String>,
+    /// PEM file with an RSA (RS256) or EC P-256 (ES256) public key for verifying JWTs.
+    pub jwt_public_key_file: Option<PathBuf>,
+    /// When set, tokens must carry this `iss`.
+    pub jwt_issuer: Option<String>,
+    /// When set, tokens must carry this `aud`.
+    pub jwt_audience: Option<String>,
+    /// Tenant of tokens that carry no `tenant` claim.
+    pub default_tenant: String,
+    /// Requests with a larger body are refused with 413.
+    pub max_body_bytes: usize,
+    /// Where the development JWT secret is kept when no key is configured (embedded SQLite only).
+    pub dev_key_file: PathBuf,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            database_url: EMBEDDED_DATABASE_URL.to_owned(),
+            database_max_connections: 16,
+            jwt_hs256_secret: None,
+            jwt_public_key_file: None,
+            jwt_issuer: None,
+            jwt_audience: None,
+            default_tenant: "default".to_owned(),
+            max_body_bytes: 64 * 1024,
+            dev_key_file: PathBuf::from("strand-dev.key"),
+        }
+    }
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: {0}")]
+pub struct ConfigError(#[from] Box<figment::Error>);
+
+impl Config {
+    /// Loads `file` (skipped when absent) and then `STRAND_*` variables, which win.
+    pub fn load(file: &Path) -> Result<Self, ConfigError> {
+        Figment::new().merge(Toml::file(file)).merge(StrandEnv).extract_lossy().map_err(|e| ConfigError(Box::new(e)))
+    }
+
+    /// True when the database is the embedded SQLite file rather than a server.
+    pub fn is_embedded(&self) -> bool {
+        self.database_url.starts_with("sqlite:")
+    }
+}
+
+/// `STRAND_<KEY>` variables, kept as strings: figment's own `Env` would turn `STRAND_JWT_HS256_SECRET=12345`
+/// into a number and refuse it; `extract_lossy` still reads "8080" into a numeric field.
+struct StrandEnv;
+
+impl Provider for StrandEnv {
+    fn metadata(&self) -> Metadata {
+        Metadata::named("STRAND_* environment variables")
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        let vars = Env::prefixed("STRAND_").ignore(&["config", "log"]);
+        let dict = vars.iter().map(|(key, value)| (key.as_str().to_lowercase(), Value::from(value))).collect();
+        Ok(Profile::Default.collect(dict))
+    }
+}
+
+#[cfg(test)]
+// figment's `Jail` fixes the closure's error type; its size is not ours to choose.
+#[allow(clippy::result_large_err)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_overrides_file_and_numeric_strings_stay_strings() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("strand.toml", "listen = \"127.0.0.1:9000\"\ndefault_tenant = \"acme\"")?;
+            jail.set_env("STRAND_LISTEN", "127.0.0.1:9100");
+            jail.set_env("STRAND_JWT_HS256_SECRET", "12345");
+            jail.set_env("STRAND_MAX_BODY_BYTES", "1024");
+            let config = Config::load(Path::new("strand.toml")).expect("config loads");
+            assert_eq!(config.listen.port(), 9100);
+            assert_eq!(config.default_tenant, "acme");
+            assert_eq!(config.jwt_hs256_secret.as_deref(), Some("12345"));
+            assert_eq!(config.max_body_bytes, 1024);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn nothing_configured_is_the_embedded_default() {
+        figment::Jail::expect_with(|_| {
+            let config = Config::load(Path::new("missing.toml")).expect("config loads");
+            assert!(config.is_embedded());
+            assert_eq!(config.listen.port(), 8080);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("strand.toml", "databse_url = \"mysql://x\"")?;
+            assert!(Config::load(Path::new("strand.toml")).is_err());
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,117 @@
+//! The connection to the database of record, for both kinds Strand runs on.
+//!
+//! Both kinds go through sqlx's `Any` driver so that the graph's SQL is written once; the few places where
+//! the dialects differ ask [`DatabaseKind`]. SQLite gets a single-connection writer pool: SQLite allows one
+//! writer at a time anyway, and serialising in the pool turns lock upgrades (`SQLITE_BUSY`) into queueing.
+
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::migrate::Migrator;
+use sqlx::{AnyPool, Executor};
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
+static MYSQL_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/mysql");
+
+/// Which SQL dialect the database of record speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatabaseKind {
+    Sqlite,
+    MySql,
+}
+
+/// Why the database could not be opened or migrated.
+#[derive(Debug, thiserror::Error)]
+pub enum DatabaseError {
+    #[error("unsupported database URL {0:?}: use sqlite://FILE or mysql://USER:PASS@HOST:PORT/DB")]
+    UnsupportedUrl(String),
+    #[error("cannot connect to the database: {0}")]
+    Connect(#[source] sqlx::Error),
+    #[error("cannot apply migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// Pools for reading and writing the database of record (the same pool on MySQL).
+#[derive(Debug, Clone)]
+pub struct Database {
+    kind: DatabaseKind,
+    read: AnyPool,
+    write: AnyPool,
+}
+
+impl Database {
+    /// Opens the database at `url` and brings its schema up to date.
+    pub async fn open(url: &str, max_connections: u32) -> Result<Self, DatabaseError> {
+        sqlx::any::install_default_drivers();
+        let kind = if url.starts_with("sqlite:") {
+            DatabaseKind::Sqlite
+        } else if url.starts_with("mysql:") || url.starts_with("mariadb:") {
+            DatabaseKind::MySql
+        } else {
+            return Err(DatabaseError::UnsupportedUrl(url.to_owned()));
+        };
+        let database = match kind {
+            DatabaseKind::Sqlite => {
+                let url = if url.contains("mode=") {
+                    url.to_owned()
+                } else {
+                    // Create the file when missing, as a newcomer expects of an embedded database.
+                    format!("{url}{}mode=rwc", if url.contains('?') { '&' } else { '?' })
+                };
+                let options: AnyConnectOptions = url.parse().map_err(DatabaseError::Connect)?;
+                let write = sqlite_pool(1).connect_with(options.clone()).await.map_err(DatabaseError::Connect)?;
+                let read = sqlite_pool(max_connections).connect_with(options).await.map_err(DatabaseError::Connect)?;
+                Self { kind, read, write }
+            }
+            DatabaseKind::MySql => {
+                let url = url.replacen("mariadb:", "mysql:", 1);
+                let pool = AnyPoolOptions::new()
+                    .max_connections(max_connections)
+                    .acquire_timeout(Duration::from_secs(5))
+                    .connect(&url)
+                    .await
+                    .map_err(DatabaseError::Connect)?;
+                Self { kind, read: pool.clone(), write: pool }
+            }
+        };
+        let migrator = match kind {
+            DatabaseKind::Sqlite => &SQLITE_MIGRATIONS,
+            DatabaseKind::MySql => &MYSQL_MIGRATIONS,
+        };
+        migrator.run(&database.write).await?;
+        Ok(database)
+    }
+
+    pub fn kind(&self) -> DatabaseKind {
+        self.kind
+    }
+
+    /// The pool for reads; on SQLite several readers run beside the one writer (WAL).
+    pub fn reader(&self) -> &AnyPool {
+        &self.read
+    }
+
+    /// The pool for transactions that write.
+    pub fn writer(&self) -> &AnyPool {
+        &self.write
+    }
+
+    /// Closes both pools, waiting for connections in use to be returned.
+    pub async fn close(&self) {
+        self.write.close().await;
+        self.read.close().await;
+    }
+}
+
+fn sqlite_pool(max_connections: u32) -> AnyPoolOptions {
+    AnyPoolOptions::new().max_connections(max_connections).acquire_timeout(Duration::from_secs(30)).after_connect(
+        |conn, _| {
+            Box::pin(async move {
+                // WAL lets readers proceed while the writer commits; NORMAL is durable across process crashes.
+                conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000;")
+                    .await?;
+                Ok(())
+            })
+        },
+    )
+}

@@ -1,0 +1,207 @@
+//! Follow and unfollow: the pair's row and, when its state really changed, an outbox row, in one transaction.
+//!
+//! A real 0↔1 change is detected under a row lock, never from affected-rows (sqlx's MySQL driver sets
+//! CLIENT_FOUND_ROWS, so a no-op update reports one row). For a follow the row is first created if missing
+//! with `INSERT … ON DUPLICATE KEY UPDATE` / `ON CONFLICT DO NOTHING`, which on InnoDB takes the exclusive
+//! row lock straight away: concurrent writers of one pair then queue on that lock instead of deadlocking on a
+//! shared-to-exclusive upgrade. Deadlocks and lock time-outs that still happen are retried whole.
+
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat};
+use serde::Serialize;
+use sqlx::{Any, Row, Transaction};
+
+use super::{Database, DatabaseKind, TenantId, UserId};
+
+/// The aggregate type of follow events; the relay's default topic is derived from it (`strand.following`).
+pub const AGGREGATE_TYPE: &str = "following";
+
+/// How often a transaction that lost a lock race is tried again before the error is returned.
+const MAX_ATTEMPTS: u32 = 8;
+
+/// What a follow or unfollow did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FollowChange {
+    /// Whether `from` follows `to` after the call.
+    pub following: bool,
+    /// Whether the call changed the state (and so wrote an outbox event).
+    pub changed: bool,
+    /// The pair's version after the call (0 when the pair never existed).
+    pub version: i64,
+}
+
+/// The event written to the outbox on every real change; consumers dedupe and order by it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct OutboxEvent {
+    /// `tenant:from:to:version`: a pair's version only grows, so this names one change forever.
+    pub event_id: String,
+    /// `follow` or `unfollow`.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub tenant: String,
+    pub from: i64,
+    pub to: i64,
+    pub version: i64,
+    /// RFC 3339, milliseconds, UTC.
+    pub occurred_at: String,
+}
+
+/// Why a write was refused or failed. Nothing is half-written in any case: the transaction rolls back.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("a user cannot follow themselves")]
+    SelfFollow,
+    #[error("the database failed: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Makes `from` follow (`follow = true`) or stop following `to`, idempotently.
+pub async fn set_following(
+    db: &Database,
+    tenant: &TenantId,
+    from: UserId,
+    to: UserId,
+    follow: bool,
+    now_ms: i64,
+) -> Result<FollowChange, WriteError> {
+    if from == to {
+        return Err(WriteError::SelfFollow);
+    }
+    let mut attempt = 1;
+    loop {
+        match try_set_following(db, tenant, from, to, follow, now_ms).await {
+            Err(WriteError::Database(e)) if attempt < MAX_ATTEMPTS && is_lock_conflict(&e) => {
+                tracing::debug!(%tenant, %from, %to, attempt, error = %e, "write lost a lock race; retrying");
+                tokio::time::sleep(Duration::from_millis(2u64 << attempt)).await;
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
+async fn try_set_following(
+    db: &Database,
+    tenant: &TenantId,
+    from: UserId,
+    to: UserId,
+    follow: bool,
+    now_ms: i64,
+) -> Result<FollowChange, WriteError> {
+    let mut tx = db.writer().begin().await?;
+    if follow {
+        let ensure_row = match db.kind() {
+            DatabaseKind::MySql => {
+                "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at) \
+                 VALUES (?, ?, ?, 0, 0, ?, ?) ON DUPLICATE KEY UPDATE rel_status = rel_status"
+            }
+            DatabaseKind::Sqlite => {
+                "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at) \
+                 VALUES (?, ?, ?, 0, 0, ?, ?) ON CONFLICT DO NOTHING"
+            }
+        };
+        sqlx::query(ensure_row)
+            .bind(tenant.as_str())
+            .bind(from.get())
+            .bind(to.get())
+            .bind(now_ms)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let locking_read = match db.kind() {
+        DatabaseKind::MySql => {
+            "SELECT rel_status, version, created_at FROM following \
+             WHERE tenant_id = ? AND from_user_id = ? AND to_user_id = ? FOR UPDATE"
+        }
+        // SQLite's single writer connection already excludes every other writer.
+        DatabaseKind::Sqlite => {
+            "SELECT rel_status, version, created_at FROM following \
+             WHERE tenant_id = ? AND from_user_id = ? AND to_user_id = ?"
+        }
+    };
+    let current = sqlx::query(locking_read)
+        .bind(tenant.as_str())
+        .bind(from.get())
+        .bind(to.get())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(row) = current else {
+        // Unfollowing a pair that never existed: nothing to change, nothing to publish.
+        return Ok(FollowChange { following: false, changed: false, version: 0 });
+    };
+    let (status, version, followed_at): (i64, i64, i64) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+    if (status == 1) == follow {
+        tx.commit().await?;
+        return Ok(FollowChange { following: follow, changed: false, version });
+    }
+    let version = version + 1;
+    // A follow restarts the pair's follow time: lists are ordered by the latest follow.
+    let followed_at = if follow { now_ms } else { followed_at };
+    sqlx::query(
+        "UPDATE following SET rel_status = ?, version = ?, created_at = ?, updated_at = ? \
+         WHERE tenant_id = ? AND from_user_id = ? AND to_user_id = ?",
+    )
+    .bind(i64::from(follow))
+    .bind(version)
+    .bind(followed_at)
+    .bind(now_ms)
+    .bind(tenant.as_str())
+    .bind(from.get())
+    .bind(to.get())
+    .execute(&mut *tx)
+    .await?;
+    let event = OutboxEvent {
+        event_id: format!("{tenant}:{from}:{to}:{version}"),
+        event_type: if follow { "follow" } else { "unfollow" }.to_owned(),
+        tenant: tenant.to_string(),
+        from: from.get(),
+        to: to.get(),
+        version,
+        occurred_at: rfc3339_millis(now_ms),
+    };
+    insert_outbox(&mut tx, &event, now_ms).await?;
+    tx.commit().await?;
+    Ok(FollowChange { following: follow, changed: true, version })
+}
+
+async fn insert_outbox(tx: &mut Transaction<'static, Any>, event: &OutboxEvent, now_ms: i64) -> Result<(), WriteError> {
+    let payload = serde_json::to_string(event).expect("an OutboxEvent always serialises");
+    sqlx::query(
+        "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(&event.tenant)
+    .bind(AGGREGATE_TYPE)
+    .bind(format!("{}:{}", event.from, event.to))
+    .bind(&event.event_type)
+    // One user's actions share a key, so the bus keeps them in order.
+    .bind(format!("{}:{}", event.tenant, event.from))
+    .bind(payload)
+    .bind(now_ms)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Formats epoch milliseconds the way every Strand API and event does.
+pub fn rfc3339_millis(ms: i64) -> String {
+    match DateTime::from_timestamp_millis(ms) {
+        Some(time) => time.to_rfc3339_opts(SecondsFormat::Millis, true),
+        // Only reachable past the year 262143; say so rather than invent a time.
+        None => format!("out-of-range:{ms}"),
+    }
+}
+
+/// Deadlock (MySQL 1213, SQLSTATE 40001), lock wait time-out (1205) or a busy SQLite: safe to retry whole.
+fn is_lock_conflict(error: &sqlx::Error) -> bool {
+    let Some(db_error) = error.as_database_error() else {
+        return false;
+    };
+    let code = db_error.code();
+    let message = db_error.message();
+    matches!(code.as_deref(), Some("40001") | Some("5") | Some("517"))
+        || message.contains("Lock wait timeout")
+        || message.contains("database is locked")
+}

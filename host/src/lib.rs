@@ -1,0 +1,10 @@
+//! Strand: the follow graph of a social product as a service.
+//!
+//! The flow follows `DESIGN.md` §2 and `ARCHITECTURE.md`: [`api`] authenticates and validates requests,
+//! [`graph`] commits the truth (the `following` row and its outbox event in one transaction) and serves
+//! reads from it, [`startup`] wires them into a server.
+
+pub mod api;
+pub mod config;
+pub mod graph;
+pub mod startup;

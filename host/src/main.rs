@@ -1,0 +1,93 @@
+//! The `strand` command: serve the API, or mint a development token.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use strand::api::{hs256_secret, mint_hs256, MintClaims};
+use strand::config::Config;
+use strand::graph::{TenantId, UserId};
+use strand::startup::Server;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(name = "strand", version, about = "The follow graph as a service")]
+struct Cli {
+    /// Configuration file; `STRAND_<KEY>` environment variables override it. A missing file is fine.
+    #[arg(long, env = "STRAND_CONFIG", default_value = "config.toml", global = true)]
+    config: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API (the embedded SQLite default when nothing is configured).
+    Serve,
+    /// Print a signed HS256 token for development and tests, using the secret `serve` uses.
+    Token {
+        /// The caller's user id.
+        #[arg(long)]
+        sub: UserId,
+        /// The caller's tenant (defaults to `default_tenant`).
+        #[arg(long)]
+        tenant: Option<TenantId>,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl: u64,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_env("STRAND_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .init();
+    let cli = Cli::parse();
+    let config = Config::load(&cli.config)?;
+    match cli.command {
+        Command::Serve => {
+            let server = Server::build(&config).await?;
+            server.run_until(shutdown_signal()).await.context("serving HTTP")?;
+        }
+        Command::Token { sub, tenant, ttl } => {
+            let secret = hs256_secret(&config)?;
+            let expires = SystemTime::now() + Duration::from_secs(ttl);
+            let claims = MintClaims {
+                sub: sub.to_string(),
+                tenant: tenant.map_or_else(|| config.default_tenant.clone(), |t| t.to_string()),
+                exp: expires.duration_since(UNIX_EPOCH)?.as_secs(),
+                iss: config.jwt_issuer.clone(),
+                aud: config.jwt_audience.clone(),
+            };
+            println!("{}", mint_hs256(&secret, &claims));
+        }
+    }
+    Ok(())
+}
+
+/// Completes on Ctrl-C or SIGTERM, so the server drains in-flight requests before exiting.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the server");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => {
+            if let Err(e) = result {
+                tracing::error!(error = %e, "cannot listen for Ctrl-C");
+                std::future::pending::<()>().await;
+            }
+        }
+        () = terminate => {}
+    }
+    tracing::info!("shutting down: draining in-flight requests");
+}

@@ -1,0 +1,63 @@
+//! Wiring: configuration in, a listening server out. Kept apart from `main` so tests and benchmarks run the
+//! very server a user runs, in-process.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use tokio::net::TcpListener;
+
+use crate::api::{self, AppState, AuthSetupError, Authenticator};
+use crate::config::Config;
+use crate::graph::{Database, DatabaseError};
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error(transparent)]
+    Database(#[from] DatabaseError),
+    #[error(transparent)]
+    Auth(#[from] AuthSetupError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: io::Error },
+}
+
+/// A bound, ready-to-serve Strand.
+pub struct Server {
+    listener: TcpListener,
+    router: Router,
+    db: Database,
+}
+
+impl Server {
+    /// Opens and migrates the database, loads the JWT keys and binds the listener.
+    pub async fn build(config: &Config) -> Result<Self, StartupError> {
+        let auth = Arc::new(Authenticator::from_config(config)?);
+        let db = Database::open(&config.database_url, config.database_max_connections).await?;
+        let state = AppState { db: db.clone(), auth, max_body_bytes: config.max_body_bytes };
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
+        Ok(Self { listener, router: api::router(state), db })
+    }
+
+    /// The address actually bound (differs from the configured one when its port is 0).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The database the server writes to.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// Serves until `shutdown` completes, then drains in-flight requests and closes the database.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
+        tracing::info!(addr = %self.local_addr()?, database = ?self.db.kind(), "strand is serving");
+        axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await?;
+        self.db.close().await;
+        Ok(())
+    }
+}

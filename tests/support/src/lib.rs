@@ -1,0 +1,63 @@
+//! What Strand's tests and benchmarks share: throwaway database servers, the real server in-process, and an
+//! HTTP client that mints its own tokens. Tests read as specifications; this crate keeps the plumbing out.
+
+mod mariadb;
+mod server;
+
+pub use mariadb::MariaDb;
+pub use server::{token, ApiClient, Reply, TestServer, TEST_SECRET};
+
+use std::net::TcpListener;
+
+use tempfile::TempDir;
+
+/// The database kinds every scenario runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The embedded default: an SQLite file in a temporary directory.
+    Sqlite,
+    /// A database on the process's throwaway MariaDB (binlog on, as production runs it).
+    MariaDb,
+}
+
+/// A fresh, empty database; an SQLite file is removed when this is dropped.
+pub struct TestDatabase {
+    pub url: String,
+    _dir: Option<TempDir>,
+}
+
+impl Backend {
+    pub async fn fresh_database(self) -> anyhow::Result<TestDatabase> {
+        match self {
+            Backend::Sqlite => {
+                let dir = tempfile::Builder::new().prefix("strand-sqlite-").tempdir()?;
+                let url = format!("sqlite://{}?mode=rwc", dir.path().join("strand.db").display());
+                Ok(TestDatabase { url, _dir: Some(dir) })
+            }
+            Backend::MariaDb => Ok(TestDatabase { url: MariaDb::shared()?.create_database().await?, _dir: None }),
+        }
+    }
+}
+
+/// A TCP port that was free a moment ago, for servers that must be told their port up front.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Runs each named `async fn scenario(backend: Backend)` as two tests, `scenario::sqlite` and
+/// `scenario::mariadb`, so every behaviour is specified once and checked on both database kinds.
+#[macro_export]
+macro_rules! on_every_backend {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() {
+                super::$scenario($crate::Backend::Sqlite).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn mariadb() {
+                super::$scenario($crate::Backend::MariaDb).await
+            }
+        }
+    )*};
+}

@@ -1,0 +1,185 @@
+//! The real Strand server, started in-process on a free port, and a client that speaks for one user.
+
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::Method;
+use serde_json::Value;
+use strand::api::{mint_hs256, MintClaims};
+use strand::config::Config;
+use strand::graph::Database;
+use strand::startup::Server;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::{Backend, TestDatabase};
+
+/// The HS256 secret test servers verify with.
+pub const TEST_SECRET: &str = "strand-test-secret";
+
+/// A running server on a fresh database; stopped (gracefully) when dropped.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub config: Config,
+    db: Database,
+    http: reqwest::Client,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+    _database: TestDatabase,
+}
+
+impl TestServer {
+    pub async fn start(backend: Backend) -> Self {
+        Self::start_with(backend, |_| {}).await
+    }
+
+    /// Starts a server whose configuration `adjust` may change (keys, tenants, limits).
+    pub async fn start_with(backend: Backend, adjust: impl FnOnce(&mut Config)) -> Self {
+        let database = backend.fresh_database().await.expect("a fresh test database");
+        let mut config = Config {
+            listen: "127.0.0.1:0".parse().expect("a socket address"),
+            database_url: database.url.clone(),
+            jwt_hs256_secret: Some(TEST_SECRET.to_owned()),
+            ..Config::default()
+        };
+        adjust(&mut config);
+        let server = Server::build(&config).await.expect("the server starts");
+        let addr = server.local_addr().expect("a bound address");
+        let db = server.database().clone();
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(server.run_until(async move {
+            // Either a stop request or the TestServer being dropped ends the server.
+            let _stopped_or_dropped = rx.await;
+        }));
+        Self {
+            addr,
+            config,
+            db,
+            http: reqwest::Client::new(),
+            shutdown: Some(tx),
+            task: Some(task),
+            _database: database,
+        }
+    }
+
+    /// The server's database, for checking the truth behind the API.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// A client calling as `user` of `tenant`, with a valid one-hour token.
+    pub fn client(&self, tenant: &str, user: i64) -> ApiClient {
+        self.client_with_token(&token(TEST_SECRET, &user.to_string(), tenant, 3600))
+    }
+
+    pub fn client_with_token(&self, token: &str) -> ApiClient {
+        ApiClient { http: self.http.clone(), base: format!("http://{}", self.addr), token: Some(token.to_owned()) }
+    }
+
+    /// A client sending no Authorization header.
+    pub fn anonymous(&self) -> ApiClient {
+        ApiClient { http: self.http.clone(), base: format!("http://{}", self.addr), token: None }
+    }
+
+    /// Stops accepting, drains in-flight requests and waits for the server to finish.
+    pub async fn stop(mut self) {
+        self.shutdown_now().await;
+    }
+
+    async fn shutdown_now(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            // The server may already be gone; then there is nothing to stop.
+            let _already_stopped = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("the server task does not panic").expect("the server stops cleanly");
+        }
+    }
+}
+
+/// An HS256 token for `sub` of `tenant`, valid for `ttl_secs` (negative: already expired).
+pub fn token(secret: &str, sub: &str, tenant: &str, ttl_secs: i64) -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970").as_secs() as i64;
+    let claims = MintClaims {
+        sub: sub.to_owned(),
+        tenant: tenant.to_owned(),
+        exp: (now + ttl_secs) as u64,
+        iss: None,
+        aud: None,
+    };
+    mint_hs256(secret, &claims)
+}
+
+/// What the server answered.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub content_type: String,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Reply {
+    /// The problem+json `code`, for error replies.
+    pub fn code(&self) -> &str {
+        self.body["code"].as_str().unwrap_or("")
+    }
+}
+
+/// Calls the API as one caller.
+#[derive(Clone)]
+pub struct ApiClient {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl ApiClient {
+    pub async fn call(&self, method: Method, path: &str) -> Reply {
+        let mut request = self.http.request(method, format!("{}{path}", self.base)).timeout(Duration::from_secs(30));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("the server answers");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        let bytes = response.bytes().await.expect("a complete body");
+        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
+        Reply { status, content_type, headers, body }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.call(Method::GET, path).await
+    }
+
+    pub async fn put(&self, path: &str) -> Reply {
+        self.call(Method::PUT, path).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.call(Method::DELETE, path).await
+    }
+
+    pub async fn post(&self, path: &str) -> Reply {
+        self.call(Method::POST, path).await
+    }
+
+    /// Follows `user` and returns the reply body, asserting success.
+    pub async fn follow(&self, user: i64) -> Value {
+        let reply = self.put(&format!("/v1/me/following/{user}")).await;
+        assert_eq!(reply.status, 200, "follow {user}: {reply:?}");
+        reply.body
+    }
+
+    /// Unfollows `user` and returns the reply body, asserting success.
+    pub async fn unfollow(&self, user: i64) -> Value {
+        let reply = self.delete(&format!("/v1/me/following/{user}")).await;
+        assert_eq!(reply.status, 200, "unfollow {user}: {reply:?}");
+        reply.body
+    }
+}
