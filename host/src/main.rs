@@ -42,6 +42,8 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
+        // Logs on stderr keep stdout for output, e.g. `TOKEN=$(strand token --sub 1)`.
+        .with_writer(std::io::stderr)
         .with_env_filter(EnvFilter::try_from_env("STRAND_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
         .init();
     let cli = Cli::parse();

@@ -180,21 +180,36 @@ pub fn hs256_secret(config: &Config) -> Result<String, AuthSetupError> {
             let mut bytes = [0u8; 32];
             getrandom::fill(&mut bytes).map_err(|e| dev_key_error(io::Error::other(e.to_string())))?;
             let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            write_private(path, &secret).map_err(dev_key_error)?;
-            tracing::warn!(path = %path.display(), "no JWT key configured; created a development secret");
-            Ok(secret)
+            match write_private(path, &secret) {
+                Ok(()) => {
+                    tracing::warn!(path = %path.display(), "no JWT key configured; created a development secret");
+                    Ok(secret)
+                }
+                // Another `strand` process created it first: use theirs, so both agree.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    fs::read_to_string(path).map(|s| s.trim().to_owned()).map_err(dev_key_error)
+                }
+                Err(e) => Err(dev_key_error(e)),
+            }
         }
         Err(e) => Err(dev_key_error(e)),
     }
 }
 
+/// Creates `path` holding `contents`, readable by the owner only, all at once: the contents go to a private
+/// temporary file that is then linked into place, so a concurrent reader never sees a partial key, and a
+/// concurrent creator gets `AlreadyExists`.
 fn write_private(path: &Path, contents: &str) -> io::Result<()> {
     use std::io::Write;
+    let temporary = path.with_extension(format!("tmp.{}", std::process::id()));
     let mut options = fs::OpenOptions::new();
-    options.write(true).create_new(true);
+    options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(contents.as_bytes())
+    let written = options.open(&temporary).and_then(|mut f| f.write_all(contents.as_bytes()));
+    let linked = written.and_then(|()| fs::hard_link(&temporary, path));
+    fs::remove_file(&temporary)?;
+    linked
 }
 
 fn read_public_key(path: &Path) -> Result<(Algorithm, DecodingKey), AuthSetupError> {

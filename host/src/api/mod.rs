@@ -13,7 +13,6 @@ pub use seed::NEXT_CURSOR_HEADER;
 pub use v1::{CountsResponse, CountsView, FollowResponse, ListResponse, RelationshipsResponse};
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::header::CONTENT_LENGTH;
@@ -33,14 +32,6 @@ pub struct AppState {
     pub db: Database,
     pub auth: Arc<Authenticator>,
     pub max_body_bytes: usize,
-}
-
-impl AppState {
-    /// Wall-clock time of a write, in epoch milliseconds: the follow time lists are ordered by.
-    pub fn now_ms(&self) -> i64 {
-        let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).expect("the clock is after 1970");
-        i64::try_from(since_epoch.as_millis()).expect("milliseconds since 1970 fit in i64")
-    }
 }
 
 #[derive(OpenApi)]

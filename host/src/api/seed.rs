@@ -58,7 +58,7 @@ async fn set_following(
     follow: bool,
 ) -> Result<Json<bool>, ApiError> {
     let target = parse_user_id(&params.to_user_id)?;
-    graph::set_following(&state.db, &caller.tenant, caller.user, target, follow, state.now_ms()).await?;
+    graph::set_following(&state.db, &caller.tenant, caller.user, target, follow, graph::now_ms()).await?;
     Ok(Json(true))
 }
 

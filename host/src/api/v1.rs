@@ -55,7 +55,7 @@ async fn set_following(
     UserIdPath(target): UserIdPath,
     follow: bool,
 ) -> Result<Json<FollowResponse>, ApiError> {
-    let change = graph::set_following(&state.db, &caller.tenant, caller.user, target, follow, state.now_ms()).await?;
+    let change = graph::set_following(&state.db, &caller.tenant, caller.user, target, follow, graph::now_ms()).await?;
     Ok(Json(FollowResponse { user_id: target.get(), following: change.following, changed: change.changed }))
 }
 

@@ -7,7 +7,7 @@ mod write;
 
 pub use database::{Database, DatabaseError, DatabaseKind};
 pub use read::{counts, list, relationships, Counts, Direction, ListedUser, Page, PageRequest, Position, Relationship};
-pub use write::{rfc3339_millis, set_following, FollowChange, OutboxEvent, WriteError, AGGREGATE_TYPE};
+pub use write::{now_ms, rfc3339_millis, set_following, FollowChange, OutboxEvent, WriteError, AGGREGATE_TYPE};
 
 use std::fmt;
 use std::str::FromStr;

@@ -6,7 +6,7 @@
 //! row lock straight away: concurrent writers of one pair then queue on that lock instead of deadlocking on a
 //! shared-to-exclusive upgrade. Deadlocks and lock time-outs that still happen are retried whole.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, SecondsFormat};
 use serde::Serialize;
@@ -183,6 +183,12 @@ async fn insert_outbox(tx: &mut Transaction<'static, Any>, event: &OutboxEvent, 
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// Wall-clock time in epoch milliseconds: the time a write records and lists are ordered by.
+pub fn now_ms() -> i64 {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).expect("the clock is after 1970");
+    i64::try_from(since_epoch.as_millis()).expect("milliseconds since 1970 fit in i64")
 }
 
 /// Formats epoch milliseconds the way every Strand API and event does.
