@@ -38,6 +38,20 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Where the development JWT secret is kept when no key is configured (embedded SQLite only).
     pub dev_key_file: PathBuf,
+    /// `redis://HOST:PORT` for token buckets (and, later, caches); unset: in-process buckets.
+    pub redis_url: Option<String>,
+    /// Bearer token of the admin API (`/admin/v1/…`); unset: the admin API is disabled.
+    pub admin_token: Option<String>,
+    /// Directory for compiled plugin code, reused across restarts; must be trusted (it is loaded as code).
+    pub plugin_cache_dir: Option<PathBuf>,
+    /// Wall-clock limit of one plugin call, in milliseconds.
+    pub plugin_deadline_ms: u64,
+    /// Linear-memory limit of one plugin instance, in bytes.
+    pub plugin_memory_bytes: usize,
+    /// Fuel (about one unit per wasm instruction) per plugin call; 0 turns metering off.
+    pub plugin_fuel: u64,
+    /// Largest plugin upload accepted by the admin API, in bytes.
+    pub max_plugin_bytes: usize,
 }
 
 impl Default for Config {
@@ -53,6 +67,13 @@ impl Default for Config {
             default_tenant: "default".to_owned(),
             max_body_bytes: 64 * 1024,
             dev_key_file: PathBuf::from("strand-dev.key"),
+            redis_url: None,
+            admin_token: None,
+            plugin_cache_dir: Some(PathBuf::from("strand-plugin-cache")),
+            plugin_deadline_ms: 50,
+            plugin_memory_bytes: 16 << 20,
+            plugin_fuel: 50_000_000,
+            max_plugin_bytes: 16 << 20,
         }
     }
 }
@@ -66,6 +87,15 @@ impl Config {
     /// Loads `file` (skipped when absent) and then `STRAND_*` variables, which win.
     pub fn load(file: &Path) -> Result<Self, ConfigError> {
         Figment::new().merge(Toml::file(file)).merge(StrandEnv).extract_lossy().map_err(|e| ConfigError(Box::new(e)))
+    }
+
+    /// The sandbox every plugin call runs in.
+    pub fn plugin_limits(&self) -> crate::plugins::PluginLimits {
+        crate::plugins::PluginLimits {
+            deadline: std::time::Duration::from_millis(self.plugin_deadline_ms),
+            memory_bytes: self.plugin_memory_bytes,
+            fuel: (self.plugin_fuel > 0).then_some(self.plugin_fuel),
+        }
     }
 
     /// True when the database is the embedded SQLite file rather than a server.

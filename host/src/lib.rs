@@ -1,10 +1,14 @@
 //! Strand: the follow graph of a social product as a service.
 //!
 //! The flow follows `DESIGN.md` §2 and `ARCHITECTURE.md`: [`api`] authenticates and validates requests,
-//! [`graph`] commits the truth (the `following` row and its outbox event in one transaction) and serves
-//! reads from it, [`startup`] wires them into a server.
+//! [`ratelimit`] asks the tenant's policy plugin and charges its token bucket, [`graph`] commits the truth
+//! (the `following` row and its outbox event in one transaction) and serves reads from it, [`plugins`] runs
+//! the tenants' WebAssembly plugins, [`startup`] wires them into a server.
 
 pub mod api;
 pub mod config;
 pub mod graph;
+pub mod plugins;
+pub mod ratelimit;
 pub mod startup;
+pub mod tenants;

@@ -12,6 +12,9 @@ use tokio::net::TcpListener;
 use crate::api::{self, AppState, AuthSetupError, Authenticator};
 use crate::config::Config;
 use crate::graph::{Database, DatabaseError};
+use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
+use crate::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
+use crate::tenants::TenantSettings;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +23,14 @@ pub enum StartupError {
     Database(#[from] DatabaseError),
     #[error(transparent)]
     Auth(#[from] AuthSetupError),
+    #[error("cannot start the plugin runtime: {0}")]
+    Plugins(#[from] PluginError),
+    #[error("cannot load deployed plugins: {0}")]
+    Registry(#[from] RegistryError),
+    #[error("cannot read tenant settings: {0}")]
+    Tenants(#[from] sqlx::Error),
+    #[error("cannot connect to Redis: {0}")]
+    Redis(#[from] redis::RedisError),
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: SocketAddr, source: io::Error },
 }
@@ -36,7 +47,24 @@ impl Server {
     pub async fn build(config: &Config) -> Result<Self, StartupError> {
         let auth = Arc::new(Authenticator::from_config(config)?);
         let db = Database::open(&config.database_url, config.database_max_connections).await?;
-        let state = AppState { db: db.clone(), auth, max_body_bytes: config.max_body_bytes };
+        let runtime = Arc::new(PluginRuntime::new(config.plugin_limits(), config.plugin_cache_dir.clone())?);
+        let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await?);
+        let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
+        let buckets = match &config.redis_url {
+            Some(url) => TokenBuckets::Redis(RedisBuckets::connect(url).await?),
+            None => TokenBuckets::Local(LocalBuckets::default()),
+        };
+        let rate_limiting = Arc::new(RateLimiting::new(plugins.clone(), tenants.clone(), buckets));
+        let state = AppState {
+            db: db.clone(),
+            auth,
+            rate_limiting,
+            plugins,
+            tenants,
+            admin_token: config.admin_token.as_deref().map(Arc::from),
+            max_body_bytes: config.max_body_bytes,
+            max_plugin_bytes: config.max_plugin_bytes,
+        };
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|source| StartupError::Bind { addr: config.listen, source })?;

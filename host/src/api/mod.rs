@@ -1,16 +1,19 @@
 //! The HTTP API: routes, authentication, parameters and problem+json errors, and the OpenAPI document
 //! generated from the handlers themselves (so it cannot miss a route).
 
+mod admin;
 mod auth;
 mod params;
 mod problem;
 mod seed;
 mod v1;
+mod write;
 
 pub use auth::{hs256_secret, mint_hs256, AuthSetupError, Authenticator, Caller, MintClaims};
 pub use problem::{ApiError, Problem};
 pub use seed::NEXT_CURSOR_HEADER;
 pub use v1::{CountsResponse, CountsView, FollowResponse, ListResponse, RelationshipsResponse};
+pub use write::follow_or_unfollow;
 
 use std::sync::Arc;
 
@@ -25,13 +28,22 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::graph::Database;
+use crate::plugins::PluginRegistry;
+use crate::ratelimit::RateLimiting;
+use crate::tenants::TenantSettings;
 
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
     pub db: Database,
     pub auth: Arc<Authenticator>,
+    pub rate_limiting: Arc<RateLimiting>,
+    pub plugins: Arc<PluginRegistry>,
+    pub tenants: Arc<TenantSettings>,
+    /// `None`: the admin API is disabled.
+    pub admin_token: Option<Arc<str>>,
     pub max_body_bytes: usize,
+    pub max_plugin_bytes: usize,
 }
 
 #[derive(OpenApi)]
@@ -49,12 +61,14 @@ impl Modify for BearerAuth {
         let components = openapi.components.get_or_insert_with(Default::default);
         let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build();
         components.add_security_scheme("bearer", SecurityScheme::Http(scheme));
+        let admin = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some("STRAND_ADMIN_TOKEN")).build();
+        components.add_security_scheme("admin", SecurityScheme::Http(admin));
     }
 }
 
 /// The whole HTTP surface, with `/openapi.json` describing it.
 pub fn router(state: AppState) -> Router {
-    let (router, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let api = OpenApiRouter::new()
         .routes(routes!(v1::follow, v1::unfollow))
         .routes(routes!(v1::relationships))
         .routes(routes!(v1::following))
@@ -67,26 +81,32 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(seed::following))
         .routes(routes!(seed::followers))
         .routes(routes!(seed::counter))
-        .split_for_parts();
+        .layer(middleware::from_fn_with_state(state.max_body_bytes, refuse_declared_over))
+        .layer(DefaultBodyLimit::max(state.max_body_bytes));
+    let admin = OpenApiRouter::new()
+        .routes(routes!(admin::deploy, admin::remove))
+        .routes(routes!(admin::rollback))
+        .routes(routes!(admin::list))
+        .routes(routes!(admin::settings, admin::set_settings))
+        .layer(middleware::from_fn_with_state(state.max_plugin_bytes, refuse_declared_over))
+        .layer(DefaultBodyLimit::max(state.max_plugin_bytes));
+    let (router, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(api).merge(admin).split_for_parts();
     let openapi = Arc::new(openapi);
     router
         .route("/openapi.json", axum::routing::get(move || async move { Json(openapi.as_ref().clone()) }))
         .fallback(|| async { ApiError::not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
-        .layer(middleware::from_fn_with_state(state.clone(), limit_body))
-        .layer(DefaultBodyLimit::max(state.max_body_bytes))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
 
-/// Refuses a declared-too-large body up front, as problem+json, before any handler runs.
-async fn limit_body(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// Refuses a declared-too-large body up front, as problem+json, before any handler runs. (Bodies of
+/// undeclared length are cut by `DefaultBodyLimit` in the extractors.)
+async fn refuse_declared_over(State(limit): State<usize>, request: Request, next: Next) -> Response {
     let declared =
         request.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
     match declared {
-        Some(length) if length > state.max_body_bytes => {
-            ApiError::payload_too_large(state.max_body_bytes).into_response()
-        }
+        Some(length) if length > limit => ApiError::payload_too_large(limit).into_response(),
         _ => next.run(request).await,
     }
 }

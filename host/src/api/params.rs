@@ -24,6 +24,16 @@ pub const DEFAULT_LIMIT: u32 = 20;
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub struct ApiQuery<T>(pub T);
 
+/// `Path<T>` whose rejection is problem+json.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct ApiPath<T>(pub T);
+
+/// `Json<T>` whose rejection is problem+json.
+#[derive(axum::extract::FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct ApiJson<T>(pub T);
+
 /// The `{user_id}` segment of a route, a positive integer.
 pub struct UserIdPath(pub UserId);
 

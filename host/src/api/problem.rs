@@ -3,7 +3,7 @@
 //! Handlers return [`ApiError`]; this is the one place where failures become status codes, so a client can
 //! switch on `code` without parsing prose, and a database failure never leaks its SQL to the caller.
 
-use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -32,11 +32,17 @@ pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     detail: String,
+    retry_after: Option<std::time::Duration>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
-        Self { status, code, detail: detail.into() }
+        Self { status, code, detail: detail.into(), retry_after: None }
+    }
+
+    /// Over a rate limit: 429, with `Retry-After` (whole seconds, rounded up) when known.
+    pub fn rate_limited(retry_after: Option<std::time::Duration>, reason: String) -> Self {
+        Self { retry_after, ..Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", reason) }
     }
 
     pub fn bad_request(code: &'static str, detail: impl Into<String>) -> Self {
@@ -117,6 +123,12 @@ impl From<QueryRejection> for ApiError {
     }
 }
 
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        Self::bad_request("invalid_body", rejection.body_text())
+    }
+}
+
 impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> Self {
         Self::bad_request("invalid_path", rejection.body_text())
@@ -135,6 +147,10 @@ impl IntoResponse for ApiError {
         let mut response = (self.status, axum::Json(problem)).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if let Some(wait) = self.retry_after {
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }

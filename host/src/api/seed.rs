@@ -11,6 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::auth::Caller;
 use super::params::{encode_cursor, parse_user_id, ApiQuery, PageParams};
 use super::problem::{ApiError, Problem};
+use super::write::follow_or_unfollow;
 use super::AppState;
 use crate::graph::{self, Direction};
 
@@ -28,7 +29,7 @@ pub struct TargetParams {
 /// Follow `toUserId`. Answers a bare `true` once the caller follows them (also on a repeat).
 #[utoipa::path(post, path = "/api/v1/relation/follow", tag = "seed", params(TargetParams),
     responses((status = 200, body = bool), (status = 400, body = Problem), (status = 401, body = Problem),
-        (status = 422, body = Problem)),
+        (status = 422, body = Problem), (status = 429, body = Problem)),
     security(("bearer" = [])))]
 pub async fn follow(
     state: State<AppState>,
@@ -41,7 +42,7 @@ pub async fn follow(
 /// Unfollow `toUserId`. Answers a bare `true` once the caller no longer follows them.
 #[utoipa::path(post, path = "/api/v1/relation/unfollow", tag = "seed", params(TargetParams),
     responses((status = 200, body = bool), (status = 400, body = Problem), (status = 401, body = Problem),
-        (status = 422, body = Problem)),
+        (status = 422, body = Problem), (status = 429, body = Problem)),
     security(("bearer" = [])))]
 pub async fn unfollow(
     state: State<AppState>,
@@ -58,7 +59,7 @@ async fn set_following(
     follow: bool,
 ) -> Result<Json<bool>, ApiError> {
     let target = parse_user_id(&params.to_user_id)?;
-    graph::set_following(&state.db, &caller.tenant, caller.user, target, follow, graph::now_ms()).await?;
+    follow_or_unfollow(&state, &caller, target, follow).await?;
     Ok(Json(true))
 }
 

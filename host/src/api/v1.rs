@@ -8,6 +8,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::auth::Caller;
 use super::params::{encode_cursor, parse_user_ids, ApiQuery, PageParams, UserIdPath};
 use super::problem::{ApiError, Problem};
+use super::write::follow_or_unfollow;
 use super::AppState;
 use crate::graph::{self, rfc3339_millis, Direction, Page};
 
@@ -25,7 +26,8 @@ pub struct FollowResponse {
 #[utoipa::path(put, path = "/v1/me/following/{user_id}", tag = "write",
     params(("user_id" = i64, Path, description = "The user to follow")),
     responses((status = 200, body = FollowResponse), (status = 400, body = Problem), (status = 401, body = Problem),
-        (status = 422, description = "Self-follow", body = Problem), (status = 503, body = Problem)),
+        (status = 422, description = "Self-follow", body = Problem), (status = 429, body = Problem),
+        (status = 503, body = Problem)),
     security(("bearer" = [])))]
 pub async fn follow(
     state: State<AppState>,
@@ -39,7 +41,8 @@ pub async fn follow(
 #[utoipa::path(delete, path = "/v1/me/following/{user_id}", tag = "write",
     params(("user_id" = i64, Path, description = "The user to unfollow")),
     responses((status = 200, body = FollowResponse), (status = 400, body = Problem), (status = 401, body = Problem),
-        (status = 422, description = "Self-unfollow", body = Problem), (status = 503, body = Problem)),
+        (status = 422, description = "Self-unfollow", body = Problem), (status = 429, body = Problem),
+        (status = 503, body = Problem)),
     security(("bearer" = [])))]
 pub async fn unfollow(
     state: State<AppState>,
@@ -55,7 +58,7 @@ async fn set_following(
     UserIdPath(target): UserIdPath,
     follow: bool,
 ) -> Result<Json<FollowResponse>, ApiError> {
-    let change = graph::set_following(&state.db, &caller.tenant, caller.user, target, follow, graph::now_ms()).await?;
+    let change = follow_or_unfollow(&state, &caller, target, follow).await?;
     Ok(Json(FollowResponse { user_id: target.get(), following: change.following, changed: change.changed }))
 }
 

@@ -47,6 +47,10 @@ async fn openapi_document_covers_every_route() {
         ("/api/v1/relation/following", &["get"]),
         ("/api/v1/relation/followers", &["get"]),
         ("/api/v1/relation/counter", &["get"]),
+        ("/admin/v1/tenants/{tenant}/plugins", &["get"]),
+        ("/admin/v1/tenants/{tenant}/plugins/{kind}/{name}", &["put", "delete"]),
+        ("/admin/v1/tenants/{tenant}/plugins/{kind}/{name}/rollback", &["post"]),
+        ("/admin/v1/tenants/{tenant}/settings", &["get", "put"]),
     ];
     for (path, methods) in expected {
         for method in methods {
@@ -55,4 +59,5 @@ async fn openapi_document_covers_every_route() {
     }
     assert_eq!(paths.len(), expected.len(), "a route the test does not know of: {:?}", paths.keys());
     assert!(doc.body["components"]["securitySchemes"]["bearer"].is_object());
+    assert!(doc.body["components"]["securitySchemes"]["admin"].is_object());
 }

@@ -2,10 +2,15 @@
 //! HTTP client that mints its own tokens. Tests read as specifications; this crate keeps the plumbing out.
 
 mod mariadb;
+mod redis;
 mod server;
+mod test_plugins;
+mod watched;
 
 pub use mariadb::MariaDb;
-pub use server::{token, ApiClient, Reply, TestServer, TEST_SECRET};
+pub use redis::Redis;
+pub use server::{token, ApiClient, Reply, TestServer, ADMIN_TOKEN, TEST_SECRET};
+pub use test_plugins::test_plugin;
 
 use std::net::TcpListener;
 
@@ -23,7 +28,7 @@ pub enum Backend {
 /// A fresh, empty database; an SQLite file is removed when this is dropped.
 pub struct TestDatabase {
     pub url: String,
-    _dir: Option<TempDir>,
+    pub(crate) _dir: Option<TempDir>,
 }
 
 impl Backend {
@@ -36,6 +41,16 @@ impl Backend {
             }
             Backend::MariaDb => Ok(TestDatabase { url: MariaDb::shared()?.create_database().await?, _dir: None }),
         }
+    }
+}
+
+/// Waits until `condition` holds, checking every 10 ms, and fails the test with `what` after `limit`.
+/// Tests synchronise on conditions like this, never on fixed sleeps.
+pub async fn wait_until(what: &str, limit: std::time::Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !condition() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out after {limit:?} waiting until {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
 

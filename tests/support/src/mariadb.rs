@@ -1,28 +1,17 @@
 //! A throwaway MariaDB server for the test process: own data directory, free port, binlog on (DESIGN §11).
-//!
-//! The server runs under a small shell watchdog that holds a pipe from this process: when the test process
-//! exits, however it exits, the pipe closes and the watchdog stops the server and deletes its data. So the
-//! machine's shared MariaDB is never touched and no server outlives its tests.
 
-use std::io::Read;
-use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
 
 use anyhow::{bail, Context};
 use sqlx::{Connection, Executor, MySqlConnection};
 
-/// Where Debian keeps the server binaries (not on a non-root user's PATH).
-const SEARCH_PATH: &str = "/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin";
+use crate::watched::{scratch_dir, server_path, WatchedServer};
 
 /// A running MariaDB that lives as long as the test process.
 pub struct MariaDb {
-    port: u16,
-    dir: PathBuf,
-    watchdog: Mutex<Child>,
+    server: WatchedServer,
 }
 
 static SHARED: OnceLock<Result<MariaDb, String>> = OnceLock::new();
@@ -38,11 +27,9 @@ impl MariaDb {
     }
 
     fn start() -> anyhow::Result<Self> {
-        let dir = tempfile::Builder::new().prefix("strand-mariadb-").tempdir()?.keep();
-        let port = crate::free_port()?;
-        let path = format!("{}:{SEARCH_PATH}", std::env::var("PATH").unwrap_or_default());
+        let dir = scratch_dir("strand-mariadb-")?;
         let install = Command::new("mariadb-install-db")
-            .env("PATH", &path)
+            .env("PATH", server_path())
             .arg("--no-defaults")
             .arg(format!("--datadir={}/data", dir.display()))
             .arg("--auth-root-authentication-method=normal")
@@ -51,55 +38,20 @@ impl MariaDb {
         if !install.status.success() {
             bail!("mariadb-install-db failed: {}", String::from_utf8_lossy(&install.stderr));
         }
-        let script = r#"
-            mariadbd --no-defaults --datadir="$0/data" --port="$1" --socket="$0/sock" --bind-address=127.0.0.1 \
-                --log-bin="$0/data/binlog" --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL \
-                --server-id=1 --user=root --innodb-flush-log-at-trx-commit=2 --max-connections=500 \
-                >"$0/server.log" 2>&1 &
-            server=$!
-            cat >/dev/null
-            kill "$server"; wait "$server"; rm -rf "$0"
-        "#;
-        let watchdog = Command::new("sh")
-            .env("PATH", &path)
-            .args(["-c", script])
-            .arg(&dir)
-            .arg(port.to_string())
-            .stdin(Stdio::piped())
-            .spawn()
-            .context("starting mariadbd")?;
-        let server = MariaDb { port, dir, watchdog: Mutex::new(watchdog) };
-        server.wait_until_listening(Duration::from_secs(60))?;
-        Ok(server)
-    }
-
-    fn wait_until_listening(&self, limit: Duration) -> anyhow::Result<()> {
-        let deadline = Instant::now() + limit;
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            let exited = self.watchdog.lock().expect("watchdog lock").try_wait()?;
-            if exited.is_some() || Instant::now() > deadline {
-                bail!("mariadbd did not start listening on {}: {}", self.port, self.log());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(())
-    }
-
-    fn log(&self) -> String {
-        let mut log = String::new();
-        match std::fs::File::open(self.dir.join("server.log")).and_then(|mut f| f.read_to_string(&mut log)) {
-            Ok(_) => log,
-            Err(e) => format!("(no server log: {e})"),
-        }
+        let command = "mariadbd --no-defaults --datadir=\"$DIR/data\" --port=\"$PORT\" --socket=\"$DIR/sock\" \
+            --bind-address=127.0.0.1 --log-bin=\"$DIR/data/binlog\" --binlog-format=ROW --binlog-row-image=FULL \
+            --binlog-row-metadata=FULL --server-id=1 --user=root --innodb-flush-log-at-trx-commit=2 \
+            --max-connections=500";
+        Ok(MariaDb { server: WatchedServer::start(&dir, crate::free_port()?, command)? })
     }
 
     pub fn port(&self) -> u16 {
-        self.port
+        self.server.port
     }
 
     /// A URL for the server's root account on `database`.
     pub fn url(&self, database: &str) -> String {
-        format!("mysql://root@127.0.0.1:{}/{database}", self.port)
+        format!("mysql://root@127.0.0.1:{}/{database}", self.server.port)
     }
 
     /// Creates an empty database for one test and returns its URL.

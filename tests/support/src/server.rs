@@ -16,6 +16,8 @@ use crate::{Backend, TestDatabase};
 
 /// The HS256 secret test servers verify with.
 pub const TEST_SECRET: &str = "strand-test-secret";
+/// The admin token of test servers.
+pub const ADMIN_TOKEN: &str = "strand-test-admin";
 
 /// A running server on a fresh database; stopped (gracefully) when dropped.
 pub struct TestServer {
@@ -40,9 +42,16 @@ impl TestServer {
             listen: "127.0.0.1:0".parse().expect("a socket address"),
             database_url: database.url.clone(),
             jwt_hs256_secret: Some(TEST_SECRET.to_owned()),
+            admin_token: Some(ADMIN_TOKEN.to_owned()),
+            // Shared by every test server: each component is compiled once per machine, not per test.
+            plugin_cache_dir: Some(std::env::temp_dir().join("strand-test-plugin-cache")),
             ..Config::default()
         };
         adjust(&mut config);
+        Self::start_on(database, config).await
+    }
+
+    async fn start_on(database: TestDatabase, config: Config) -> Self {
         let server = Server::build(&config).await.expect("the server starts");
         let addr = server.local_addr().expect("a bound address");
         let db = server.database().clone();
@@ -60,6 +69,19 @@ impl TestServer {
             task: Some(task),
             _database: database,
         }
+    }
+
+    /// Stops this server and starts a new one on the same database and configuration, as a process
+    /// restart would (nothing in memory survives).
+    pub async fn restart(mut self) -> Self {
+        self.shutdown_now().await;
+        let database = std::mem::replace(&mut self._database, TestDatabase { url: String::new(), _dir: None });
+        Self::start_on(database, self.config.clone()).await
+    }
+
+    /// Calls the admin API with the admin token.
+    pub fn admin(&self) -> ApiClient {
+        self.client_with_token(ADMIN_TOKEN)
     }
 
     /// The server's database, for checking the truth behind the API.
@@ -139,8 +161,31 @@ pub struct ApiClient {
 }
 
 impl ApiClient {
+    /// The same server, called as `user` of `tenant` (a fresh one-hour token).
+    pub fn as_user(&self, tenant: &str, user: i64) -> ApiClient {
+        ApiClient { token: Some(token(TEST_SECRET, &user.to_string(), tenant, 3600)), ..self.clone() }
+    }
+
     pub async fn call(&self, method: Method, path: &str) -> Reply {
-        let mut request = self.http.request(method, format!("{}{path}", self.base)).timeout(Duration::from_secs(30));
+        self.send(method, path, Vec::new(), None).await
+    }
+
+    /// Sends a component (or any bytes) as the request body.
+    pub async fn upload(&self, method: Method, path: &str, body: Vec<u8>) -> Reply {
+        self.send(method, path, body, Some("application/wasm")).await
+    }
+
+    /// Sends `body` as JSON.
+    pub async fn send_json(&self, method: Method, path: &str, body: &Value) -> Reply {
+        self.send(method, path, body.to_string().into_bytes(), Some("application/json")).await
+    }
+
+    async fn send(&self, method: Method, path: &str, body: Vec<u8>, content_type: Option<&str>) -> Reply {
+        let mut request =
+            self.http.request(method, format!("{}{path}", self.base)).timeout(Duration::from_secs(30)).body(body);
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }

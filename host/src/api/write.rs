@@ -1,0 +1,34 @@
+//! The write both surfaces share (v1 and seed): refuse self-follows, ask the rate limiter, then commit.
+
+use axum::http::StatusCode;
+
+use super::auth::Caller;
+use super::problem::ApiError;
+use super::AppState;
+use crate::graph::{self, FollowChange, UserId, WriteError};
+use crate::ratelimit::Verdict;
+
+/// Follows (`follow = true`) or unfollows `target` as `caller`.
+pub async fn follow_or_unfollow(
+    state: &AppState,
+    caller: &Caller,
+    target: UserId,
+    follow: bool,
+) -> Result<FollowChange, ApiError> {
+    // Checked before the rate limiter, so a refused self-follow costs the caller no token.
+    if caller.user == target {
+        return Err(WriteError::SelfFollow.into());
+    }
+    match state.rate_limiting.check(&caller.tenant, caller.user, follow, target).await {
+        Verdict::Allowed => {}
+        Verdict::Limited { retry_after, reason } => return Err(ApiError::rate_limited(retry_after, reason)),
+        Verdict::Unavailable => {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "rate_limiter_unavailable",
+                "rate limiting is failing and this tenant fails closed; retry later",
+            ))
+        }
+    }
+    Ok(graph::set_following(&state.db, &caller.tenant, caller.user, target, follow, graph::now_ms()).await?)
+}

@@ -1,0 +1,26 @@
+//! Host bindings generated from `wit/`. The `types` interface is generated once (with the rate-limiter
+//! world) and shared by the other two, so a `RelationEvent` or `Effect` is one Rust type everywhere.
+
+pub mod rate_limiter {
+    wasmtime::component::bindgen!({ world: "rate-limiter", path: "../wit" });
+}
+
+pub mod router {
+    wasmtime::component::bindgen!({
+        world: "router",
+        path: "../wit",
+        with: { "strand:plugin/types": super::rate_limiter::strand::plugin::types },
+    });
+}
+
+pub mod projector {
+    wasmtime::component::bindgen!({
+        world: "projector",
+        path: "../wit",
+        with: { "strand:plugin/types": super::rate_limiter::strand::plugin::types },
+    });
+}
+
+pub use rate_limiter::strand::plugin::types::{
+    Action, Bucket, Decision, Destination, Effect, Key, OutboxEvent, RelationEvent, WriteRequest,
+};

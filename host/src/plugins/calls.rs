@@ -1,0 +1,162 @@
+//! Typed calls into each world, and the checks a plugin's output must pass before the host acts on it.
+//!
+//! Output is untrusted: one result per input, bounded sizes, names the host can render safely. Anything
+//! else is [`PluginError::InvalidOutput`], handled by the kind's failure policy like a trap.
+
+use super::bindings::{Decision, Destination, Effect, Key, OutboxEvent, RelationEvent, WriteRequest};
+use super::runtime::{CallCost, PluginError, PluginRuntime, PreparedPlugin};
+
+/// Most destinations one event may be routed to.
+pub const MAX_DESTINATIONS: usize = 16;
+/// Most effects one event may have.
+pub const MAX_EFFECTS: usize = 64;
+const MAX_NAME: usize = 200;
+const MAX_KEY_IDS: usize = 8;
+const MAX_VALUE: usize = 64 * 1024;
+
+impl PluginRuntime {
+    /// The rate-limit policy's decision for each request.
+    pub fn decide(
+        &self,
+        plugin: &PreparedPlugin,
+        requests: &[WriteRequest],
+    ) -> Result<(Vec<Decision>, CallCost), PluginError> {
+        let PreparedPlugin::RateLimiter(pre) = plugin else { return Err(mismatch(plugin, "rate-limiter")) };
+        let (decisions, cost) = self.run(|store| pre.instantiate(&mut *store)?.call_decide(&mut *store, requests))?;
+        check_count(decisions.len(), requests.len())?;
+        decisions.iter().try_for_each(check_decision)?;
+        Ok((decisions, cost))
+    }
+
+    /// The router's destinations for each event (empty: dropped).
+    pub fn route(
+        &self,
+        plugin: &PreparedPlugin,
+        events: &[OutboxEvent],
+    ) -> Result<(Vec<Vec<Destination>>, CallCost), PluginError> {
+        let PreparedPlugin::Router(pre) = plugin else { return Err(mismatch(plugin, "router")) };
+        let (routes, cost) = self.run(|store| pre.instantiate(&mut *store)?.call_route(&mut *store, events))?;
+        check_count(routes.len(), events.len())?;
+        routes.iter().try_for_each(|r| check_destinations(r))?;
+        Ok((routes, cost))
+    }
+
+    /// The projector's effects for each event.
+    pub fn project(
+        &self,
+        plugin: &PreparedPlugin,
+        events: &[RelationEvent],
+    ) -> Result<(Vec<Vec<Effect>>, CallCost), PluginError> {
+        let PreparedPlugin::Projector(pre) = plugin else { return Err(mismatch(plugin, "projector")) };
+        let (effects, cost) = self.run(|store| pre.instantiate(&mut *store)?.call_project(&mut *store, events))?;
+        check_count(effects.len(), events.len())?;
+        effects.iter().try_for_each(|e| check_effects(e))?;
+        Ok((effects, cost))
+    }
+}
+
+fn mismatch(plugin: &PreparedPlugin, wanted: &str) -> PluginError {
+    PluginError::Host(format!("called a {} plugin as a {wanted}", plugin.kind()))
+}
+
+fn invalid(detail: impl Into<String>) -> PluginError {
+    PluginError::InvalidOutput(detail.into())
+}
+
+fn check_count(got: usize, expected: usize) -> Result<(), PluginError> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(invalid(format!("{got} results for {expected} inputs")))
+    }
+}
+
+/// Names become parts of Redis keys and Kafka topics: a narrow alphabet keeps them unambiguous.
+fn check_name(what: &str, name: &str) -> Result<(), PluginError> {
+    let valid = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(invalid(format!("{what} {name:?} is not 1 to {MAX_NAME} characters of A-Z a-z 0-9 . _ -")))
+    }
+}
+
+fn check_decision(decision: &Decision) -> Result<(), PluginError> {
+    match decision {
+        Decision::Allow => Ok(()),
+        Decision::Deny(reason) if reason.len() <= MAX_NAME => Ok(()),
+        Decision::Deny(_) => Err(invalid("deny reason too long")),
+        Decision::Charge(bucket) => {
+            check_name("bucket key", &bucket.key.replace(':', "."))?;
+            let refill_ok = bucket.refill_per_second.is_finite() && bucket.refill_per_second > 0.0;
+            if bucket.capacity == 0 || bucket.cost == 0 || !refill_ok {
+                return Err(invalid(format!("bucket {bucket:?} needs capacity, cost and refill above zero")));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn check_destinations(destinations: &[Destination]) -> Result<(), PluginError> {
+    if destinations.len() > MAX_DESTINATIONS {
+        return Err(invalid(format!("{} destinations for one event (at most {MAX_DESTINATIONS})", destinations.len())));
+    }
+    for destination in destinations {
+        check_name("topic", &destination.topic)?;
+        let header_bytes: usize = destination.headers.iter().map(|(k, v)| k.len() + v.len()).sum();
+        if destination.key.len() > MAX_VALUE || destination.headers.len() > 16 || header_bytes > MAX_VALUE {
+            return Err(invalid("message key or headers too large"));
+        }
+    }
+    Ok(())
+}
+
+fn check_key(key: &Key) -> Result<(), PluginError> {
+    check_name("key space", &key.space)?;
+    if key.ids.len() > MAX_KEY_IDS {
+        return Err(invalid(format!("key with {} ids (at most {MAX_KEY_IDS})", key.ids.len())));
+    }
+    Ok(())
+}
+
+fn check_score(score: f64) -> Result<(), PluginError> {
+    if score.is_finite() {
+        Ok(())
+    } else {
+        Err(invalid("sorted-set score is not a finite number"))
+    }
+}
+
+fn check_effects(effects: &[Effect]) -> Result<(), PluginError> {
+    if effects.len() > MAX_EFFECTS {
+        return Err(invalid(format!("{} effects for one event (at most {MAX_EFFECTS})", effects.len())));
+    }
+    for effect in effects {
+        match effect {
+            Effect::CounterAdd((key, _)) | Effect::ZsetRemove((key, _)) | Effect::ValueDelete(key) => check_key(key)?,
+            Effect::Expire((key, _)) => check_key(key)?,
+            Effect::ZsetAdd(entry) => {
+                check_key(&entry.key)?;
+                check_score(entry.score)?;
+            }
+            Effect::ZsetAddCapped(capped) => {
+                check_key(&capped.entry.key)?;
+                check_score(capped.entry.score)?;
+            }
+            Effect::ZsetAddGuarded(guarded) => {
+                check_key(&guarded.add.entry.key)?;
+                check_key(&guarded.counter)?;
+                check_score(guarded.add.entry.score)?;
+            }
+            Effect::ValueSet((key, value)) => {
+                check_key(key)?;
+                if value.len() > MAX_VALUE {
+                    return Err(invalid("value larger than 64 KiB"));
+                }
+            }
+        }
+    }
+    Ok(())
+}

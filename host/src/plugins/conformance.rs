@@ -1,0 +1,66 @@
+//! The sample run every uploaded plugin must pass before it is swapped in: realistic input for its world,
+//! within the production limits, with output that passes the host's checks. A plugin that traps, loops or
+//! answers nonsense on ordinary events is refused at upload, not discovered in production.
+
+use super::bindings::{Action, OutboxEvent, RelationEvent, WriteRequest};
+use super::runtime::{CallCost, PluginError, PluginRuntime, PreparedPlugin};
+
+/// Write requests covering both actions and several users.
+pub fn sample_requests() -> Vec<WriteRequest> {
+    (1..=8)
+        .map(|i| WriteRequest {
+            tenant: "conformance".into(),
+            user: i,
+            action: if i % 2 == 0 { Action::Unfollow } else { Action::Follow },
+            target: i + 100,
+            now_ms: 1_700_000_000_000 + i,
+        })
+        .collect()
+}
+
+/// Relation events covering follow, unfollow and re-follow of pairs.
+pub fn sample_events() -> Vec<RelationEvent> {
+    (1..=8)
+        .map(|i| RelationEvent {
+            event_id: format!("conformance:{i}:{}:{i}", i + 100),
+            tenant: "conformance".into(),
+            action: if i % 2 == 0 { Action::Unfollow } else { Action::Follow },
+            follower: i,
+            followee: i + 100,
+            version: i,
+            occurred_at_ms: 1_700_000_000_000 + i,
+        })
+        .collect()
+}
+
+/// Outbox rows as the relay hands them to the router.
+pub fn sample_outbox_events() -> Vec<OutboxEvent> {
+    sample_events()
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let event_type = if e.action == Action::Follow { "follow" } else { "unfollow" };
+            OutboxEvent {
+                id: i as i64 + 1,
+                tenant: e.tenant.clone(),
+                aggregate_type: "following".into(),
+                aggregate_id: format!("{}:{}", e.follower, e.followee),
+                event_type: event_type.into(),
+                key: format!("{}:{}", e.tenant, e.follower),
+                payload: format!(
+                    r#"{{"event_id":"{}","type":"{event_type}","tenant":"{}","from":{},"to":{},"version":{},"occurred_at":"2023-11-14T22:13:20.000Z"}}"#,
+                    e.event_id, e.tenant, e.follower, e.followee, e.version
+                ),
+            }
+        })
+        .collect()
+}
+
+/// Runs `plugin` on its kind's samples.
+pub fn check(runtime: &PluginRuntime, plugin: &PreparedPlugin) -> Result<CallCost, PluginError> {
+    Ok(match plugin {
+        PreparedPlugin::RateLimiter(_) => runtime.decide(plugin, &sample_requests())?.1,
+        PreparedPlugin::Router(_) => runtime.route(plugin, &sample_outbox_events())?.1,
+        PreparedPlugin::Projector(_) => runtime.project(plugin, &sample_events())?.1,
+    })
+}

@@ -1,0 +1,97 @@
+//! WebAssembly plugins: the rate-limit policy, the event router and projectors, per tenant, hot-swapped.
+//!
+//! `runtime` owns the engine and the sandbox, `calls` the typed calls and output checks, `conformance` the
+//! sample run every upload must pass, `registry` the deployed versions (database) and the atomic swap.
+
+mod bindings;
+mod calls;
+mod conformance;
+mod registry;
+mod runtime;
+
+pub use bindings::{Action, Bucket, Decision, Destination, Effect, Key, OutboxEvent, RelationEvent, WriteRequest};
+pub use calls::{MAX_DESTINATIONS, MAX_EFFECTS};
+pub use conformance::{sample_events, sample_outbox_events, sample_requests};
+pub use registry::{blocking, ActivePlugin, PluginRegistry, PluginSlot, PluginVersion, RegistryError, SINGLETON_NAME};
+pub use runtime::{hex_sha256, CallCost, PluginError, PluginLimits, PluginRuntime, PreparedPlugin};
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The three things a plugin can be, one WIT world each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PluginKind {
+    RateLimiter,
+    Router,
+    Projector,
+}
+
+impl PluginKind {
+    pub const ALL: [PluginKind; 3] = [PluginKind::RateLimiter, PluginKind::Router, PluginKind::Projector];
+
+    /// The world's name in `wit/`, also used in URLs, the CLI and the `plugins` table.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginKind::RateLimiter => "rate-limiter",
+            PluginKind::Router => "router",
+            PluginKind::Projector => "projector",
+        }
+    }
+
+    /// Rate limiters and routers: one per tenant. Projectors: as many as the tenant deploys, each named.
+    pub fn is_singleton(self) -> bool {
+        self != PluginKind::Projector
+    }
+}
+
+impl fmt::Display for PluginKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for PluginKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PluginKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| format!("unknown plugin kind {s:?}: use rate-limiter, router or projector"))
+    }
+}
+
+/// A plugin that ships inside the `strand` binary, used by every tenant that has not deployed its own.
+pub struct BundledPlugin {
+    pub kind: PluginKind,
+    pub name: &'static str,
+    pub wasm: &'static [u8],
+}
+
+/// The bundled plugins, built from `plugins/` for `wasm32-wasip2` by `host/build.rs`.
+pub const BUNDLED: [BundledPlugin; 5] = [
+    BundledPlugin {
+        kind: PluginKind::RateLimiter,
+        name: registry::SINGLETON_NAME,
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/default_rate_limit.wasm")),
+    },
+    BundledPlugin {
+        kind: PluginKind::Router,
+        name: registry::SINGLETON_NAME,
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/default_router.wasm")),
+    },
+    BundledPlugin {
+        kind: PluginKind::Projector,
+        name: "follow-lists",
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/follow_lists.wasm")),
+    },
+    BundledPlugin {
+        kind: PluginKind::Projector,
+        name: "follow-counts",
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/follow_counts.wasm")),
+    },
+    BundledPlugin {
+        kind: PluginKind::Projector,
+        name: "top-followers",
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/top_followers.wasm")),
+    },
+];

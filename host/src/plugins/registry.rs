@@ -1,0 +1,354 @@
+//! Which plugin version serves each tenant, kind and name — and the hot swap.
+//!
+//! Deployed versions live in the `plugins` table (the source of truth across restarts and nodes); the
+//! active set is an immutable map behind an `ArcSwap`. A swap publishes a new map in one atomic store:
+//! a call that already holds an `Arc<ActivePlugin>` finishes on the old version, every call that starts
+//! after the swap returns sees the new one, and no call ever waits on a lock.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use serde::Serialize;
+use sqlx::Row;
+
+use super::runtime::{hex_sha256, CallCost, PluginError, PluginRuntime, PreparedPlugin};
+use super::{conformance, PluginKind, BUNDLED};
+use crate::graph::{now_ms, rfc3339_millis, Database, TenantId};
+
+/// The one name of a tenant's rate limiter and router (projectors are named freely).
+pub const SINGLETON_NAME: &str = "default";
+
+/// Where a plugin version is deployed: a tenant's rate limiter, router, or one named projector.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PluginSlot {
+    pub tenant: TenantId,
+    pub kind: PluginKind,
+    pub name: String,
+}
+
+impl PluginSlot {
+    pub fn new(tenant: TenantId, kind: PluginKind, name: &str) -> Result<Self, RegistryError> {
+        let valid_name = (1..=64).contains(&name.len())
+            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !valid_name {
+            return Err(RegistryError::InvalidName(format!("{name:?} is not 1 to 64 characters of a-z, 0-9, -")));
+        }
+        if kind.is_singleton() && name != SINGLETON_NAME {
+            return Err(RegistryError::InvalidName(format!(
+                "a tenant has one {kind}; its name is {SINGLETON_NAME:?}, not {name:?}"
+            )));
+        }
+        Ok(Self { tenant, kind, name: name.to_owned() })
+    }
+}
+
+/// A loaded plugin version, shared by the calls using it.
+pub struct ActivePlugin {
+    pub kind: PluginKind,
+    pub name: String,
+    /// The deployed version; 0 for a bundled plugin.
+    pub version: i64,
+    pub sha256: String,
+    pub prepared: PreparedPlugin,
+}
+
+/// A stored version, as the admin API lists it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct PluginVersion {
+    pub tenant: String,
+    pub kind: String,
+    pub name: String,
+    pub version: i64,
+    pub sha256: String,
+    pub size_bytes: i64,
+    /// `active` or `inactive`.
+    pub state: String,
+    pub created_at: String,
+}
+
+/// Why a deploy, rollback or removal was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("invalid plugin name: {0}")]
+    InvalidName(String),
+    #[error("rejected: {0}")]
+    Rejected(#[from] PluginError),
+    #[error("no version {version} of {kind} {name:?}")]
+    NoSuchVersion { kind: PluginKind, name: String, version: i64 },
+    #[error("no {kind} {name:?} is deployed")]
+    NotDeployed { kind: PluginKind, name: String },
+    #[error("the database failed: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+type Deployed = HashMap<PluginSlot, Arc<ActivePlugin>>;
+
+/// Bundled defaults, deployed versions and the swap between them.
+pub struct PluginRegistry {
+    runtime: Arc<PluginRuntime>,
+    db: Database,
+    bundled: Vec<Arc<ActivePlugin>>,
+    deployed: ArcSwap<Deployed>,
+    /// Serialises deploys, rollbacks and removals; calls never take it.
+    changes: tokio::sync::Mutex<()>,
+}
+
+impl PluginRegistry {
+    /// Loads the bundled plugins and every active deployed version from the database.
+    pub async fn load(runtime: Arc<PluginRuntime>, db: Database) -> Result<Self, RegistryError> {
+        let rt = runtime.clone();
+        let bundled = blocking(move || {
+            BUNDLED
+                .iter()
+                .map(|b| {
+                    let prepared = rt.prepare(b.kind, b.wasm)?;
+                    Ok(Arc::new(ActivePlugin {
+                        kind: b.kind,
+                        name: b.name.to_owned(),
+                        version: 0,
+                        sha256: hex_sha256(b.wasm),
+                        prepared,
+                    }))
+                })
+                .collect::<Result<Vec<_>, PluginError>>()
+        })
+        .await?;
+        let rows = sqlx::query("SELECT tenant_id, kind, name, version, wasm FROM plugins WHERE state = 'active'")
+            .fetch_all(db.reader())
+            .await?;
+        let mut deployed = Deployed::new();
+        for row in rows {
+            let (tenant, kind, name): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+            let (version, wasm): (i64, Vec<u8>) = (row.try_get(3)?, row.try_get(4)?);
+            let loaded = match (tenant.parse(), kind.parse()) {
+                (Ok(tenant), Ok(kind)) => {
+                    let slot = PluginSlot { tenant, kind, name };
+                    load_version(&runtime, &slot, version, wasm).await.map(|plugin| (slot, plugin))
+                }
+                _ => Err(PluginError::Host(format!("unreadable plugins row {tenant}/{kind}"))),
+            };
+            match loaded {
+                Ok((slot, plugin)) => {
+                    deployed.insert(slot, plugin);
+                }
+                // One broken row must not keep every tenant down: that slot falls back to the default.
+                Err(e) => tracing::error!(%tenant, %kind, version, error = %e, "cannot load deployed plugin"),
+            }
+        }
+        Ok(Self { runtime, db, bundled, deployed: ArcSwap::from_pointee(deployed), changes: Default::default() })
+    }
+
+    pub fn runtime(&self) -> &Arc<PluginRuntime> {
+        &self.runtime
+    }
+
+    /// The plugin serving `tenant`'s `kind` slot `name`: its deployed version, else the bundled one.
+    pub fn active(&self, tenant: &TenantId, kind: PluginKind, name: &str) -> Option<Arc<ActivePlugin>> {
+        let slot = PluginSlot { tenant: tenant.clone(), kind, name: name.to_owned() };
+        self.deployed.load().get(&slot).cloned().or_else(|| self.bundled(kind, name))
+    }
+
+    /// The tenant's rate-limit policy.
+    pub fn rate_limiter(&self, tenant: &TenantId) -> Arc<ActivePlugin> {
+        self.active(tenant, PluginKind::RateLimiter, SINGLETON_NAME).expect("a bundled rate limiter")
+    }
+
+    /// The tenant's router.
+    pub fn router(&self, tenant: &TenantId) -> Arc<ActivePlugin> {
+        self.active(tenant, PluginKind::Router, SINGLETON_NAME).expect("a bundled router")
+    }
+
+    /// The tenant's projectors: the bundled ones (each replaceable by a deployed one of the same name) and
+    /// every other projector the tenant deployed.
+    pub fn projectors(&self, tenant: &TenantId) -> Vec<Arc<ActivePlugin>> {
+        let deployed = self.deployed.load();
+        let mut projectors: Vec<_> = self
+            .bundled
+            .iter()
+            .filter(|b| b.kind == PluginKind::Projector)
+            .map(|b| self.active(tenant, PluginKind::Projector, &b.name).unwrap_or_else(|| b.clone()))
+            .collect();
+        projectors.extend(
+            deployed
+                .iter()
+                .filter(|(slot, _)| {
+                    slot.tenant == *tenant
+                        && slot.kind == PluginKind::Projector
+                        && self.bundled(PluginKind::Projector, &slot.name).is_none()
+                })
+                .map(|(_, plugin)| plugin.clone()),
+        );
+        projectors
+    }
+
+    fn bundled(&self, kind: PluginKind, name: &str) -> Option<Arc<ActivePlugin>> {
+        self.bundled.iter().find(|b| b.kind == kind && b.name == name).cloned()
+    }
+
+    /// Validates, compiles and conformance-checks `wasm`, stores it as the slot's next version and swaps it
+    /// in. Returns the new version and the cost of the conformance run.
+    pub async fn deploy(&self, slot: PluginSlot, wasm: Vec<u8>) -> Result<(PluginVersion, CallCost), RegistryError> {
+        let _change = self.changes.lock().await;
+        let (runtime, kind, bytes) = (self.runtime.clone(), slot.kind, wasm.clone());
+        let (prepared, cost) = blocking(move || {
+            let prepared = runtime.prepare(kind, &bytes)?;
+            let cost = conformance::check(&runtime, &prepared)?;
+            Ok((prepared, cost))
+        })
+        .await?;
+        let sha256 = hex_sha256(&wasm);
+        let mut tx = self.db.writer().begin().await?;
+        let version: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(MAX(version), 0) + 1 FROM plugins WHERE tenant_id = ? AND kind = ? AND name = ?",
+        )
+        .bind(slot.tenant.as_str())
+        .bind(slot.kind.as_str())
+        .bind(&slot.name)
+        .fetch_one(&mut *tx)
+        .await?;
+        deactivate(&mut tx, &slot).await?;
+        sqlx::query(
+            "INSERT INTO plugins (tenant_id, kind, name, version, sha256, wasm, state, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, 'active', ?)",
+        )
+        .bind(slot.tenant.as_str())
+        .bind(slot.kind.as_str())
+        .bind(&slot.name)
+        .bind(version)
+        .bind(&sha256)
+        .bind(wasm)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let plugin = Arc::new(ActivePlugin { kind: slot.kind, name: slot.name.clone(), version, sha256, prepared });
+        self.swap(|deployed| {
+            deployed.insert(slot.clone(), plugin.clone());
+        });
+        tracing::info!(tenant = %slot.tenant, kind = %slot.kind, name = %slot.name, version, "plugin deployed");
+        let listed = self.versions(&slot.tenant).await?;
+        let stored =
+            listed.into_iter().find(|v| v.kind == slot.kind.as_str() && v.name == slot.name && v.version == version);
+        Ok((stored.expect("the version just committed"), cost))
+    }
+
+    /// Makes a kept version of the slot active again.
+    pub async fn rollback(&self, slot: PluginSlot, version: i64) -> Result<PluginVersion, RegistryError> {
+        let _change = self.changes.lock().await;
+        let row = sqlx::query("SELECT wasm FROM plugins WHERE tenant_id = ? AND kind = ? AND name = ? AND version = ?")
+            .bind(slot.tenant.as_str())
+            .bind(slot.kind.as_str())
+            .bind(&slot.name)
+            .bind(version)
+            .fetch_optional(self.db.reader())
+            .await?
+            .ok_or_else(|| RegistryError::NoSuchVersion { kind: slot.kind, name: slot.name.clone(), version })?;
+        let plugin = load_version(&self.runtime, &slot, version, row.try_get(0)?).await?;
+        let mut tx = self.db.writer().begin().await?;
+        deactivate(&mut tx, &slot).await?;
+        sqlx::query(
+            "UPDATE plugins SET state = 'active' WHERE tenant_id = ? AND kind = ? AND name = ? AND version = ?",
+        )
+        .bind(slot.tenant.as_str())
+        .bind(slot.kind.as_str())
+        .bind(&slot.name)
+        .bind(version)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        self.swap(|deployed| {
+            deployed.insert(slot.clone(), plugin.clone());
+        });
+        tracing::info!(tenant = %slot.tenant, kind = %slot.kind, name = %slot.name, version, "plugin rolled back");
+        let listed = self.versions(&slot.tenant).await?;
+        Ok(listed
+            .into_iter()
+            .find(|v| v.kind == slot.kind.as_str() && v.name == slot.name && v.version == version)
+            .expect("the version just activated"))
+    }
+
+    /// Deletes every version of the slot; the tenant falls back to the bundled plugin (if any).
+    pub async fn remove(&self, slot: PluginSlot) -> Result<(), RegistryError> {
+        let _change = self.changes.lock().await;
+        let removed = sqlx::query("DELETE FROM plugins WHERE tenant_id = ? AND kind = ? AND name = ?")
+            .bind(slot.tenant.as_str())
+            .bind(slot.kind.as_str())
+            .bind(&slot.name)
+            .execute(self.db.writer())
+            .await?
+            .rows_affected();
+        if removed == 0 {
+            return Err(RegistryError::NotDeployed { kind: slot.kind, name: slot.name });
+        }
+        self.swap(|deployed| {
+            deployed.remove(&slot);
+        });
+        tracing::info!(tenant = %slot.tenant, kind = %slot.kind, name = %slot.name, "plugin removed");
+        Ok(())
+    }
+
+    /// Every stored version of the tenant's plugins.
+    pub async fn versions(&self, tenant: &TenantId) -> Result<Vec<PluginVersion>, RegistryError> {
+        let rows = sqlx::query(
+            "SELECT kind, name, version, sha256, LENGTH(wasm), state, created_at FROM plugins \
+             WHERE tenant_id = ? ORDER BY kind, name, version",
+        )
+        .bind(tenant.as_str())
+        .fetch_all(self.db.reader())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(PluginVersion {
+                    tenant: tenant.to_string(),
+                    kind: row.try_get(0)?,
+                    name: row.try_get(1)?,
+                    version: row.try_get(2)?,
+                    sha256: row.try_get(3)?,
+                    size_bytes: row.try_get(4)?,
+                    state: row.try_get(5)?,
+                    created_at: rfc3339_millis(row.try_get(6)?),
+                })
+            })
+            .collect()
+    }
+
+    fn swap(&self, change: impl Fn(&mut Deployed)) {
+        self.deployed.rcu(|current| {
+            let mut next = Deployed::clone(current);
+            change(&mut next);
+            next
+        });
+    }
+}
+
+async fn deactivate(tx: &mut sqlx::Transaction<'static, sqlx::Any>, slot: &PluginSlot) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE plugins SET state = 'inactive' WHERE tenant_id = ? AND kind = ? AND name = ?")
+        .bind(slot.tenant.as_str())
+        .bind(slot.kind.as_str())
+        .bind(&slot.name)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn load_version(
+    runtime: &Arc<PluginRuntime>,
+    slot: &PluginSlot,
+    version: i64,
+    wasm: Vec<u8>,
+) -> Result<Arc<ActivePlugin>, PluginError> {
+    let (runtime, kind, name) = (runtime.clone(), slot.kind, slot.name.clone());
+    blocking(move || {
+        let prepared = runtime.prepare(kind, &wasm)?;
+        Ok(Arc::new(ActivePlugin { kind, name, version, sha256: hex_sha256(&wasm), prepared }))
+    })
+    .await
+}
+
+/// Compilation and plugin calls are CPU work with their own deadlines: keep them off the async workers.
+pub async fn blocking<R: Send + 'static>(
+    work: impl FnOnce() -> Result<R, PluginError> + Send + 'static,
+) -> Result<R, PluginError> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| PluginError::Host(format!("plugin worker: {e}")))?
+}

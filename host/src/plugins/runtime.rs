@@ -1,0 +1,227 @@
+//! One wasmtime `Engine` for every plugin of every tenant, and the sandbox each call runs in.
+//!
+//! A component is compiled once (cached on disk by its sha256 and the engine's compatibility hash),
+//! type-checked once against its world (`*Pre`), then instantiated per batch from the pooling allocator, in
+//! a fresh `Store` with the plugin limits: an epoch deadline (wall clock), a memory cap and optional fuel.
+//! Whatever a plugin does — loop, allocate, trap, return garbage — ends as a [`PluginError`] for that call.
+
+use std::collections::hash_map::DefaultHasher;
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits};
+use wasmtime::{StoreLimitsBuilder, Trap};
+
+use super::bindings::{projector::ProjectorPre, rate_limiter::RateLimiterPre, router::RouterPre};
+use super::PluginKind;
+
+/// How often the epoch advances; deadlines are rounded up to it.
+const EPOCH_TICK: Duration = Duration::from_millis(2);
+/// Concurrent plugin instances the pool holds (calls beyond it fail and take their kind's failure policy).
+const POOLED_INSTANCES: u32 = 256;
+
+/// What one call may use.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PluginLimits {
+    /// Wall-clock time for instantiation plus the call.
+    pub deadline: Duration,
+    /// Linear memory of the instance, in bytes.
+    pub memory_bytes: usize,
+    /// Fuel (roughly, wasm instructions) per call; `None` leaves only the deadline.
+    pub fuel: Option<u64>,
+}
+
+impl Default for PluginLimits {
+    fn default() -> Self {
+        Self { deadline: Duration::from_millis(50), memory_bytes: 16 << 20, fuel: Some(50_000_000) }
+    }
+}
+
+/// Why a plugin could not be loaded or a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    #[error("not a WebAssembly component: {0}")]
+    NotAComponent(String),
+    #[error("the component does not implement the {kind} world: {detail}")]
+    WrongWorld { kind: PluginKind, detail: String },
+    #[error("the plugin did not finish within its {0:?} deadline")]
+    Timeout(Duration),
+    #[error("the plugin ran out of fuel ({0} units)")]
+    OutOfFuel(u64),
+    #[error("the plugin trapped: {0}")]
+    Trap(String),
+    #[error("the plugin returned an invalid result: {0}")]
+    InvalidOutput(String),
+    #[error("the plugin host failed: {0}")]
+    Host(String),
+}
+
+/// What a call cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CallCost {
+    pub elapsed: Duration,
+    /// Fuel consumed, when fuel is metered.
+    pub fuel: Option<u64>,
+}
+
+/// A component checked against its kind's world, ready to instantiate.
+#[derive(Clone)]
+pub enum PreparedPlugin {
+    RateLimiter(RateLimiterPre<PluginState>),
+    Router(RouterPre<PluginState>),
+    Projector(ProjectorPre<PluginState>),
+}
+
+impl PreparedPlugin {
+    pub fn kind(&self) -> PluginKind {
+        match self {
+            PreparedPlugin::RateLimiter(_) => PluginKind::RateLimiter,
+            PreparedPlugin::Router(_) => PluginKind::Router,
+            PreparedPlugin::Projector(_) => PluginKind::Projector,
+        }
+    }
+}
+
+/// Per-call store data: only the limiter. Plugins get no host state at all.
+pub struct PluginState {
+    limits: StoreLimits,
+}
+
+/// The engine, the linker and the compiled-code cache.
+pub struct PluginRuntime {
+    engine: Engine,
+    limits: PluginLimits,
+    cache_dir: Option<PathBuf>,
+    engine_hash: String,
+    ticking: Arc<AtomicBool>,
+}
+
+impl PluginRuntime {
+    /// `cache_dir`: where compiled code is kept between runs; it must be trusted (it is loaded as code).
+    pub fn new(limits: PluginLimits, cache_dir: Option<PathBuf>) -> Result<Self, PluginError> {
+        let mut config = Config::new();
+        config.wasm_component_model(true).epoch_interruption(true).consume_fuel(limits.fuel.is_some());
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(POOLED_INSTANCES)
+            .total_core_instances(4 * POOLED_INSTANCES)
+            .total_memories(2 * POOLED_INSTANCES)
+            .total_tables(2 * POOLED_INSTANCES)
+            .max_memory_size(limits.memory_bytes);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).map_err(|e| PluginError::Host(format!("wasmtime engine: {e:#}")))?;
+        let mut hasher = DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        let engine_hash = format!("{:016x}", hasher.finish());
+        let ticking = Arc::new(AtomicBool::new(true));
+        let (ticker_engine, ticker_flag) = (engine.clone(), ticking.clone());
+        std::thread::Builder::new()
+            .name("strand-plugin-epoch".into())
+            .spawn(move || {
+                while ticker_flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    ticker_engine.increment_epoch();
+                }
+            })
+            .map_err(|e| PluginError::Host(format!("epoch thread: {e}")))?;
+        Ok(Self { engine, limits, cache_dir, engine_hash, ticking })
+    }
+
+    pub fn limits(&self) -> PluginLimits {
+        self.limits
+    }
+
+    /// Compiles `wasm` (or loads it from the cache) and checks it against `kind`'s world.
+    pub fn prepare(&self, kind: PluginKind, wasm: &[u8]) -> Result<PreparedPlugin, PluginError> {
+        let component = self.compile(wasm)?;
+        let mut linker = Linker::<PluginState>::new(&self.engine);
+        // Rust's std makes even a pure plugin import WASI; those imports trap if ever called.
+        linker.define_unknown_imports_as_traps(&component).map_err(|e| PluginError::Host(format!("{e:#}")))?;
+        let instance_pre = linker
+            .instantiate_pre(&component)
+            .map_err(|e| PluginError::WrongWorld { kind, detail: format!("{e:#}") })?;
+        let wrong_world = |e: wasmtime::Error| PluginError::WrongWorld { kind, detail: format!("{e:#}") };
+        Ok(match kind {
+            PluginKind::RateLimiter => {
+                PreparedPlugin::RateLimiter(RateLimiterPre::new(instance_pre).map_err(wrong_world)?)
+            }
+            PluginKind::Router => PreparedPlugin::Router(RouterPre::new(instance_pre).map_err(wrong_world)?),
+            PluginKind::Projector => PreparedPlugin::Projector(ProjectorPre::new(instance_pre).map_err(wrong_world)?),
+        })
+    }
+
+    fn compile(&self, wasm: &[u8]) -> Result<Component, PluginError> {
+        let not_a_component = |e: wasmtime::Error| PluginError::NotAComponent(format!("{e:#}"));
+        let Some(dir) = &self.cache_dir else {
+            return Component::new(&self.engine, wasm).map_err(not_a_component);
+        };
+        let path = dir.join(format!("{}-{}.cwasm", hex_sha256(wasm), self.engine_hash));
+        if path.exists() {
+            // SAFETY: the cache directory holds only what `serialize` below wrote for this engine build
+            // (the file name carries the engine's compatibility hash, and wasmtime re-checks it).
+            match unsafe { Component::deserialize_file(&self.engine, &path) } {
+                Ok(component) => return Ok(component),
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "unusable compiled plugin; recompiling"),
+            }
+        }
+        let component = Component::new(&self.engine, wasm).map_err(not_a_component)?;
+        if let Err(e) = self.store_compiled(&component, dir, &path) {
+            // The cache only saves start-up time: a failure to write it is reported, not fatal.
+            tracing::warn!(path = %path.display(), error = %e, "cannot cache compiled plugin");
+        }
+        Ok(component)
+    }
+
+    fn store_compiled(&self, component: &Component, dir: &PathBuf, path: &PathBuf) -> io::Result<()> {
+        let bytes = component.serialize().map_err(|e| io::Error::other(format!("{e:#}")))?;
+        fs::create_dir_all(dir)?;
+        let temporary = path.with_extension(format!("tmp.{}", std::process::id()));
+        fs::write(&temporary, bytes)?;
+        fs::rename(&temporary, path)
+    }
+
+    /// Runs `call` against a fresh instance in a fresh, limited store.
+    pub fn run<R>(
+        &self,
+        call: impl FnOnce(&mut Store<PluginState>) -> wasmtime::Result<R>,
+    ) -> Result<(R, CallCost), PluginError> {
+        let limits = StoreLimitsBuilder::new().memory_size(self.limits.memory_bytes).trap_on_grow_failure(true).build();
+        let mut store = Store::new(&self.engine, PluginState { limits });
+        store.limiter(|state| &mut state.limits);
+        if let Some(fuel) = self.limits.fuel {
+            store.set_fuel(fuel).map_err(|e| PluginError::Host(format!("{e:#}")))?;
+        }
+        let ticks = self.limits.deadline.as_micros().div_ceil(EPOCH_TICK.as_micros()) as u64 + 1;
+        store.set_epoch_deadline(ticks);
+        store.epoch_deadline_trap();
+        let started = Instant::now();
+        let result = call(&mut store);
+        let fuel = self.limits.fuel.map(|total| total - store.get_fuel().unwrap_or(total));
+        let cost = CallCost { elapsed: started.elapsed(), fuel };
+        match result {
+            Ok(value) => Ok((value, cost)),
+            Err(e) => Err(match e.downcast_ref::<Trap>() {
+                Some(Trap::Interrupt) => PluginError::Timeout(self.limits.deadline),
+                Some(Trap::OutOfFuel) => PluginError::OutOfFuel(self.limits.fuel.unwrap_or_default()),
+                _ => PluginError::Trap(format!("{e:#}")),
+            }),
+        }
+    }
+}
+
+impl Drop for PluginRuntime {
+    fn drop(&mut self) {
+        self.ticking.store(false, Ordering::Relaxed);
+    }
+}
+
+/// The content address plugins are stored and cached under.
+pub fn hex_sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,104 @@
+//! Rate limiting of writes: the tenant's policy plugin decides which bucket a request charges; the host
+//! charges it atomically — one Lua script on Redis (Redis `TIME` as the clock, so every API node agrees),
+//! or an in-process bucket on the embedded default.
+//!
+//! A failing policy or bucket store never fails silently: it is logged and the tenant's [`FailureMode`]
+//! decides (open: the write goes through; closed: 503).
+
+mod local;
+mod redis;
+
+pub use self::redis::RedisBuckets;
+pub use local::LocalBuckets;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::graph::{TenantId, UserId};
+use crate::plugins::{blocking, Action, Bucket, Decision, PluginRegistry, WriteRequest};
+use crate::tenants::{FailureMode, TenantSettings};
+
+/// The answer for one write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allowed,
+    /// Over the limit: 429, with `Retry-After` when the bucket says when a token will be there.
+    Limited {
+        retry_after: Option<Duration>,
+        reason: String,
+    },
+    /// The policy or bucket store failed and the tenant fails closed: 503.
+    Unavailable,
+}
+
+/// Where token buckets live.
+pub enum TokenBuckets {
+    Local(LocalBuckets),
+    Redis(RedisBuckets),
+}
+
+impl TokenBuckets {
+    /// Takes `bucket.cost` tokens from the bucket at `key`; `Ok(None)` when granted, else when to retry.
+    pub async fn take(&self, key: &str, bucket: &Bucket) -> Result<Option<Duration>, String> {
+        match self {
+            TokenBuckets::Local(local) => Ok(local.take(key, bucket)),
+            TokenBuckets::Redis(redis) => redis.take(key, bucket).await.map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// The policy call plus the bucket charge, per write.
+pub struct RateLimiting {
+    registry: Arc<PluginRegistry>,
+    tenants: Arc<TenantSettings>,
+    buckets: TokenBuckets,
+}
+
+impl RateLimiting {
+    pub fn new(registry: Arc<PluginRegistry>, tenants: Arc<TenantSettings>, buckets: TokenBuckets) -> Self {
+        Self { registry, tenants, buckets }
+    }
+
+    /// Decides whether `user` of `tenant` may follow or unfollow `target` now.
+    pub async fn check(&self, tenant: &TenantId, user: UserId, follow: bool, target: UserId) -> Verdict {
+        let request = WriteRequest {
+            tenant: tenant.to_string(),
+            user: user.get(),
+            action: if follow { Action::Follow } else { Action::Unfollow },
+            target: target.get(),
+            now_ms: crate::graph::now_ms(),
+        };
+        let policy = self.registry.rate_limiter(tenant);
+        let runtime = self.registry.runtime().clone();
+        let decided = blocking(move || {
+            let (mut decisions, _cost) = runtime.decide(&policy.prepared, &[request])?;
+            Ok(decisions.remove(0))
+        })
+        .await;
+        let decision = match decided {
+            Ok(decision) => decision,
+            Err(e) => return self.on_failure(tenant, &format!("rate-limit policy failed: {e}")),
+        };
+        match decision {
+            Decision::Allow => Verdict::Allowed,
+            Decision::Deny(reason) => Verdict::Limited { retry_after: None, reason },
+            Decision::Charge(bucket) => match self.buckets.take(&format!("{tenant}:{}", bucket.key), &bucket).await {
+                Ok(None) => Verdict::Allowed,
+                Ok(Some(retry_after)) => Verdict::Limited {
+                    retry_after: Some(retry_after),
+                    reason: format!("rate limit {} exceeded", bucket.key),
+                },
+                Err(e) => self.on_failure(tenant, &format!("token bucket store failed: {e}")),
+            },
+        }
+    }
+
+    fn on_failure(&self, tenant: &TenantId, error: &str) -> Verdict {
+        let mode = self.tenants.get(tenant).rate_limit_failure;
+        tracing::error!(%tenant, ?mode, error, "rate limiting failed; applying the tenant's failure mode");
+        match mode {
+            FailureMode::Open => Verdict::Allowed,
+            FailureMode::Closed => Verdict::Unavailable,
+        }
+    }
+}

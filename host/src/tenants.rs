@@ -1,0 +1,76 @@
+//! Per-tenant settings an operator changes at runtime through the admin API, cached in memory.
+
+use std::collections::HashMap;
+
+use arc_swap::ArcSwap;
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+use utoipa::ToSchema;
+
+use crate::graph::{now_ms, Database, TenantId};
+
+/// What happens to a write when the tenant's rate-limit policy or its bucket store fails.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FailureMode {
+    /// Let the write through (availability first; the default).
+    #[default]
+    Open,
+    /// Refuse the write with 503 (protection first).
+    Closed,
+}
+
+/// A tenant's settings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    pub rate_limit_failure: FailureMode,
+}
+
+/// Every tenant's settings, read from the database at start and on change.
+pub struct TenantSettings {
+    db: Database,
+    cache: ArcSwap<HashMap<TenantId, TenantConfig>>,
+}
+
+impl TenantSettings {
+    pub async fn load(db: Database) -> Result<Self, sqlx::Error> {
+        let rows =
+            sqlx::query("SELECT tenant_id, rate_limit_fail_closed FROM tenant_settings").fetch_all(db.reader()).await?;
+        let mut settings = HashMap::new();
+        for row in rows {
+            let tenant: String = row.try_get(0)?;
+            let closed: i64 = row.try_get(1)?;
+            match tenant.parse() {
+                Ok(tenant) => {
+                    let failure = if closed == 1 { FailureMode::Closed } else { FailureMode::Open };
+                    settings.insert(tenant, TenantConfig { rate_limit_failure: failure });
+                }
+                Err(e) => tracing::error!(error = %e, "ignoring tenant_settings row with an invalid tenant id"),
+            }
+        }
+        Ok(Self { db, cache: ArcSwap::from_pointee(settings) })
+    }
+
+    pub fn get(&self, tenant: &TenantId) -> TenantConfig {
+        self.cache.load().get(tenant).copied().unwrap_or_default()
+    }
+
+    pub async fn set(&self, tenant: &TenantId, config: TenantConfig) -> Result<(), sqlx::Error> {
+        let mut tx = self.db.writer().begin().await?;
+        sqlx::query("DELETE FROM tenant_settings WHERE tenant_id = ?").bind(tenant.as_str()).execute(&mut *tx).await?;
+        sqlx::query("INSERT INTO tenant_settings (tenant_id, rate_limit_fail_closed, updated_at) VALUES (?, ?, ?)")
+            .bind(tenant.as_str())
+            .bind(i64::from(config.rate_limit_failure == FailureMode::Closed))
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.cache.rcu(|current| {
+            let mut next = HashMap::clone(current);
+            next.insert(tenant.clone(), config);
+            next
+        });
+        Ok(())
+    }
+}

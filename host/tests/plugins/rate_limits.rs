@@ -1,0 +1,70 @@
+//! The host enforces the policy's token buckets exactly: in Redis for any number of nodes, in-process on
+//! the embedded default.
+
+use std::time::Instant;
+
+use futures::future::join_all;
+use strand::plugins::Bucket;
+use strand::ratelimit::RedisBuckets;
+use strand_test_support::{Backend, Redis, TestServer};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_redis_bucket_grants_exactly_its_capacity_to_8_concurrent_clients() {
+    let buckets = RedisBuckets::connect(&Redis::shared().unwrap().url()).await.unwrap();
+    let bucket = Bucket { key: "exact".into(), capacity: 37, refill_per_second: 0.0001, cost: 1 };
+    let key = format!("exact-{}", std::process::id());
+    let clients = (0..8).map(|_| async {
+        let mut granted = 0;
+        for _ in 0..20 {
+            if buckets.take(&key, &bucket).await.unwrap().is_none() {
+                granted += 1;
+            }
+        }
+        granted
+    });
+    let granted: u32 = join_all(clients).await.into_iter().sum();
+    assert_eq!(granted, 37, "160 attempts on a 37-token bucket that barely refills");
+    let retry = buckets.take(&key, &bucket).await.unwrap().expect("empty");
+    assert!(retry.as_secs() > 1000, "retry after the refill of one token: {retry:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn follows_through_redis_never_exceed_capacity_plus_refill() {
+    let server = TestServer::start_with(Backend::Sqlite, |c| c.redis_url = Some(Redis::shared().unwrap().url())).await;
+    let alice = server.client("acme", 1);
+    let started = Instant::now();
+    let clients = (0..8).map(|task| {
+        let alice = alice.clone();
+        async move {
+            let mut replies = Vec::new();
+            for i in 0..30 {
+                replies.push(alice.put(&format!("/v1/me/following/{}", 10_000 * (task + 1) + i)).await);
+            }
+            replies
+        }
+    });
+    let replies: Vec<_> = join_all(clients).await.into_iter().flatten().collect();
+    let elapsed = started.elapsed().as_secs_f64();
+    let granted = replies.iter().filter(|r| r.status == 200).count() as f64;
+    // The bundled policy: 100 tokens, 1 per second, per user and action.
+    assert!(granted >= 100.0, "the full burst is granted: {granted}");
+    assert!(granted <= 100.0 + elapsed.ceil(), "never more than capacity + refill: {granted} in {elapsed:.2}s");
+    for refused in replies.iter().filter(|r| r.status != 200) {
+        assert_eq!((refused.status, refused.code()), (429, "rate_limited"));
+        assert_eq!(refused.headers["retry-after"], "1");
+    }
+    // Unfollows have their own bucket.
+    assert_eq!(alice.delete("/v1/me/following/10000").await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_bucket_limits_follows_too() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    let alice = server.client("acme", 1);
+    let mut statuses = Vec::new();
+    for target in 2..=102 {
+        statuses.push(alice.put(&format!("/v1/me/following/{target}")).await.status);
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 100, "{statuses:?}");
+    assert_eq!(statuses.last(), Some(&429));
+}

@@ -1,0 +1,64 @@
+//! Hostile plugins: stopped by their limits, the failure mode applied, the host serving on.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::json;
+use strand::plugins::{Action, PluginError, PluginKind, PluginLimits, PluginRuntime, WriteRequest};
+use strand_test_support::{test_plugin, Backend, TestServer};
+
+use super::deploy;
+
+/// Targets on which the hostile limiter loops, traps, exhausts memory and floods its output.
+const HOSTILE_TARGETS: [i64; 4] = [666, 667, 668, 669];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hostile_plugins_are_stopped_and_the_tenants_failure_mode_applies() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    let deployed = deploy(&server, "acme", "rate-limiter", "default", test_plugin("hostile-limiter")).await;
+    assert_eq!(deployed.status, 200, "it behaves on the conformance samples: {deployed:?}");
+    let alice = server.client("acme", 1);
+
+    for target in HOSTILE_TARGETS {
+        let reply = alice.put(&format!("/v1/me/following/{target}")).await;
+        assert_eq!(reply.status, 200, "fails open by default (target {target}): {reply:?}");
+    }
+    let closed = server
+        .admin()
+        .send_json(Method::PUT, "/admin/v1/tenants/acme/settings", &json!({"rate_limit_failure": "closed"}))
+        .await;
+    assert_eq!(closed.status, 200, "{closed:?}");
+    for target in HOSTILE_TARGETS {
+        let reply = alice.delete(&format!("/v1/me/following/{target}")).await;
+        assert_eq!((reply.status, reply.code()), (503, "rate_limiter_unavailable"), "fails closed (target {target})");
+    }
+    // The host and the plugin keep serving ordinary requests, for this tenant and for others.
+    assert_eq!(alice.put("/v1/me/following/5").await.status, 200);
+    assert_eq!(server.client("globex", 1).put("/v1/me/following/666").await.status, 200);
+    let settings = server.admin().get("/admin/v1/tenants/acme/settings").await;
+    assert_eq!(settings.body, json!({"rate_limit_failure": "closed"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runtime_says_why_a_call_was_stopped() {
+    let deadline = Duration::from_millis(50);
+    let on_the_clock = PluginRuntime::new(PluginLimits { deadline, memory_bytes: 16 << 20, fuel: None }, None).unwrap();
+    let metered = PluginRuntime::new(PluginLimits { fuel: Some(5_000_000), ..on_the_clock.limits() }, None).unwrap();
+    let wasm = test_plugin("hostile-limiter");
+    let request = |target| WriteRequest { tenant: "acme".into(), user: 1, action: Action::Follow, target, now_ms: 0 };
+    let call = |runtime: &PluginRuntime, target| {
+        let plugin = runtime.prepare(PluginKind::RateLimiter, &wasm).expect("a rate-limiter component");
+        runtime.decide(&plugin, &[request(target)]).map(|_| ()).unwrap_err()
+    };
+
+    let timeout = call(&on_the_clock, 666);
+    assert!(matches!(timeout, PluginError::Timeout(d) if d == deadline), "{timeout}");
+    assert!(matches!(call(&metered, 666), PluginError::OutOfFuel(5_000_000)));
+    // A Rust panic traps (its hook even reaches for WASI `getenv`, which the host links as a trap).
+    let trap = call(&on_the_clock, 667);
+    assert!(matches!(&trap, PluginError::Trap(_)), "{trap}");
+    let memory = call(&on_the_clock, 668);
+    assert!(matches!(&memory, PluginError::Trap(m) if m.contains("memory")), "{memory}");
+    let oversized = call(&on_the_clock, 669);
+    assert!(matches!(&oversized, PluginError::InvalidOutput(m) if m.contains("too long")), "{oversized}");
+}

@@ -1,0 +1,38 @@
+//! The bundled counters: `followings:{user}` and `followers:{user}`.
+
+use strand_plugin_sdk::{export_projector, Effect, Key, Projector, RelationEvent};
+
+pub struct FollowCounts;
+
+impl Projector for FollowCounts {
+    fn project(event: &RelationEvent) -> Vec<Effect> {
+        vec![
+            Effect::counter_add(Key::new("followings", [event.follower]), event.delta()),
+            Effect::counter_add(Key::new("followers", [event.followee]), event.delta()),
+        ]
+    }
+}
+
+export_projector!(FollowCounts);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strand_plugin_sdk::Action;
+
+    #[test]
+    fn an_unfollow_takes_back_what_a_follow_added() {
+        let mut event = RelationEvent {
+            event_id: "acme:1:2:1".into(),
+            tenant: "acme".into(),
+            action: Action::Follow,
+            follower: 1,
+            followee: 2,
+            version: 1,
+            occurred_at_ms: 0,
+        };
+        assert_eq!(FollowCounts::project(&event)[1], Effect::counter_add(Key::new("followers", [2]), 1));
+        event.action = Action::Unfollow;
+        assert_eq!(FollowCounts::project(&event)[0], Effect::counter_add(Key::new("followings", [1]), -1));
+    }
+}

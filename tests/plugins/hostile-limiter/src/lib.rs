@@ -1,0 +1,32 @@
+//! Behaves on conformance samples (targets 101..=108), then misbehaves on chosen targets:
+//! 666 loops forever, 667 traps, 668 allocates until memory runs out, 669 answers a 1 MiB reason.
+
+use std::hint::black_box;
+
+use strand_plugin_sdk::{export_rate_limiter, Decision, RateLimiter, WriteRequest};
+
+struct Hostile;
+
+impl RateLimiter for Hostile {
+    fn decide(request: &WriteRequest) -> Decision {
+        match request.target {
+            666 => {
+                let mut spins = 0u64;
+                loop {
+                    spins = black_box(spins.wrapping_add(1));
+                }
+            }
+            667 => panic!("hostile plugin traps on purpose"),
+            668 => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(black_box(vec![1u8; 1 << 20]));
+                }
+            }
+            669 => Decision::Deny("x".repeat(1 << 20)),
+            _ => Decision::Allow,
+        }
+    }
+}
+
+export_rate_limiter!(Hostile);
