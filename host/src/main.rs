@@ -1,4 +1,6 @@
-//! The `strand` command: serve the API, or mint a development token.
+//! The `strand` command: serve the API, mint a development token, build, test and deploy plugins.
+
+mod plugin_cli;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -37,6 +39,9 @@ enum Command {
         #[arg(long, default_value_t = 3600)]
         ttl: u64,
     },
+    /// Build, test, deploy, list and roll back WASM plugins.
+    #[command(subcommand)]
+    Plugin(plugin_cli::PluginCommand),
 }
 
 #[tokio::main]
@@ -65,6 +70,7 @@ async fn main() -> anyhow::Result<()> {
             };
             println!("{}", mint_hs256(&secret, &claims));
         }
+        Command::Plugin(command) => plugin_cli::run(command, &config).await?,
     }
     Ok(())
 }

@@ -2,7 +2,12 @@
 //! world) and shared by the other two, so a `RelationEvent` or `Effect` is one Rust type everywhere.
 
 pub mod rate_limiter {
-    wasmtime::component::bindgen!({ world: "rate-limiter", path: "../wit" });
+    wasmtime::component::bindgen!({
+        world: "rate-limiter",
+        path: "../wit",
+        // `strand plugin test` reads inputs and prints outputs as JSON.
+        additional_derives: [serde::Serialize, serde::Deserialize],
+    });
 }
 
 pub mod router {

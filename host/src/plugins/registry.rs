@@ -182,6 +182,11 @@ impl PluginRegistry {
         projectors
     }
 
+    /// The bundled router: the fallback when a tenant's router fails.
+    pub fn default_router(&self) -> Arc<ActivePlugin> {
+        self.bundled(PluginKind::Router, SINGLETON_NAME).expect("a bundled router")
+    }
+
     fn bundled(&self, kind: PluginKind, name: &str) -> Option<Arc<ActivePlugin>> {
         self.bundled.iter().find(|b| b.kind == kind && b.name == name).cloned()
     }

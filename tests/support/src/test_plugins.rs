@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use anyhow::{bail, Context};
 
-const TEST_PLUGINS: [&str; 3] = ["deny-all", "hostile-limiter", "broken-limiter"];
+const TEST_PLUGINS: [&str; 5] = ["deny-all", "hostile-limiter", "broken-limiter", "fanout-router", "hostile-projector"];
 
 static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
 

@@ -1,0 +1,190 @@
+//! `strand plugin …`: the plugin author's loop — build, test locally, deploy, list, roll back.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use strand::config::Config;
+use strand::plugins::{
+    sample_events, sample_outbox_events, sample_requests, CallCost, PluginKind, PluginRuntime, PreparedPlugin,
+};
+
+#[derive(Subcommand)]
+pub enum PluginCommand {
+    /// Build the plugin crate in DIR as a WASM component (installs the wasm32-wasip2 target if missing).
+    Build {
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Run a component locally, within the configured limits, and print its output and cost.
+    Test {
+        /// rate-limiter, router or projector.
+        #[arg(long)]
+        kind: PluginKind,
+        /// JSON array of inputs for the kind's world; the conformance samples when omitted.
+        #[arg(long)]
+        input: Option<PathBuf>,
+        wasm: PathBuf,
+    },
+    /// Upload a component as the next version of a tenant's plugin and make it active.
+    Deploy {
+        #[command(flatten)]
+        slot: SlotArgs,
+        wasm: PathBuf,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// List a tenant's plugin versions.
+    List {
+        #[arg(long)]
+        tenant: String,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Make a kept version active again.
+    Rollback {
+        #[command(flatten)]
+        slot: SlotArgs,
+        #[arg(long)]
+        version: i64,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+}
+
+#[derive(Args)]
+pub struct SlotArgs {
+    #[arg(long)]
+    tenant: String,
+    /// rate-limiter, router or projector.
+    #[arg(long)]
+    kind: PluginKind,
+    /// `default` for rate-limiter and router; the projection's name for a projector.
+    #[arg(long, default_value = "default")]
+    name: String,
+}
+
+#[derive(Args)]
+pub struct AdminArgs {
+    /// Base URL of a running Strand; defaults to the configured `listen` address.
+    #[arg(long)]
+    server: Option<String>,
+}
+
+pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> {
+    match command {
+        PluginCommand::Build { dir } => build(&dir),
+        PluginCommand::Test { kind, input, wasm } => test(config, kind, input.as_deref(), &wasm),
+        PluginCommand::Deploy { slot, wasm, admin } => {
+            let bytes = std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
+            let url = format!("{}/plugins/{}/{}", tenant_url(config, &admin, &slot.tenant), slot.kind, slot.name);
+            admin_call(config, reqwest::Client::new().put(url).header("content-type", "application/wasm").body(bytes))
+                .await
+        }
+        PluginCommand::List { tenant, admin } => {
+            admin_call(config, reqwest::Client::new().get(format!("{}/plugins", tenant_url(config, &admin, &tenant))))
+                .await
+        }
+        PluginCommand::Rollback { slot, version, admin } => {
+            let base = tenant_url(config, &admin, &slot.tenant);
+            let url = format!("{base}/plugins/{}/{}/rollback", slot.kind, slot.name);
+            admin_call(config, reqwest::Client::new().post(url).json(&serde_json::json!({ "version": version }))).await
+        }
+    }
+}
+
+fn build(dir: &Path) -> anyhow::Result<()> {
+    let status = Command::new("rustup").args(["target", "add", "wasm32-wasip2"]).stdout(Stdio::null()).status();
+    if !status.is_ok_and(|s| s.success()) {
+        eprintln!("warning: could not run `rustup target add wasm32-wasip2`; trying the build anyway");
+    }
+    let output = Command::new("cargo")
+        .current_dir(dir)
+        .args(["build", "--release", "--target", "wasm32-wasip2", "--message-format=json-render-diagnostics"])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running cargo")?;
+    if !output.status.success() {
+        bail!("the plugin did not build");
+    }
+    let mut built = 0;
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        if message["reason"] != "compiler-artifact" {
+            continue;
+        }
+        for file in message["filenames"].as_array().into_iter().flatten().filter_map(|f| f.as_str()) {
+            if file.ends_with(".wasm") {
+                println!("{file}");
+                built += 1;
+            }
+        }
+    }
+    if built == 0 {
+        bail!("cargo built no .wasm: is the crate a cdylib (`crate-type = [\"cdylib\"]`)?");
+    }
+    Ok(())
+}
+
+fn test(config: &Config, kind: PluginKind, input: Option<&Path>, wasm: &Path) -> anyhow::Result<()> {
+    let bytes = std::fs::read(wasm).with_context(|| format!("reading {}", wasm.display()))?;
+    let runtime = PluginRuntime::new(config.plugin_limits(), None)?;
+    let plugin = runtime.prepare(kind, &bytes)?;
+    let (output, cost) = match &plugin {
+        PreparedPlugin::RateLimiter(_) => {
+            let (out, cost) = runtime.decide(&plugin, &inputs(input, sample_requests)?)?;
+            (serde_json::to_value(out)?, cost)
+        }
+        PreparedPlugin::Router(_) => {
+            let (out, cost) = runtime.route(&plugin, &inputs(input, sample_outbox_events)?)?;
+            (serde_json::to_value(out)?, cost)
+        }
+        PreparedPlugin::Projector(_) => {
+            let (out, cost) = runtime.project(&plugin, &inputs(input, sample_events)?)?;
+            (serde_json::to_value(out)?, cost)
+        }
+    };
+    print_report(&output, &cost)
+}
+
+fn inputs<T: DeserializeOwned + Serialize>(file: Option<&Path>, samples: fn() -> Vec<T>) -> anyhow::Result<Vec<T>> {
+    match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            serde_json::from_str(&text).with_context(|| format!("{} is not a JSON array of inputs", path.display()))
+        }
+        None => Ok(samples()),
+    }
+}
+
+fn print_report(output: &serde_json::Value, cost: &CallCost) -> anyhow::Result<()> {
+    let report = serde_json::json!({
+        "output": output,
+        "elapsed_micros": cost.elapsed.as_micros() as u64,
+        "fuel": cost.fuel,
+    });
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+fn tenant_url(config: &Config, admin: &AdminArgs, tenant: &str) -> String {
+    let server = admin.server.clone().unwrap_or_else(|| format!("http://{}", config.listen));
+    format!("{}/admin/v1/tenants/{tenant}", server.trim_end_matches('/'))
+}
+
+/// Sends an admin request with the configured admin token and prints the JSON answer.
+async fn admin_call(config: &Config, request: reqwest::RequestBuilder) -> anyhow::Result<()> {
+    let token = config.admin_token.as_deref().context("set STRAND_ADMIN_TOKEN (the admin API's token)")?;
+    let response = request.bearer_auth(token).send().await.context("calling the admin API")?;
+    let status = response.status();
+    let text = response.text().await.context("reading the admin API's answer")?;
+    let body: serde_json::Value = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+    if !status.is_success() {
+        bail!("{status}: {}", body["detail"].as_str().unwrap_or(&body.to_string()));
+    }
+    println!("{}", serde_json::to_string_pretty(&body)?);
+    Ok(())
+}

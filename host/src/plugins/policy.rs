@@ -1,0 +1,106 @@
+//! What happens when a plugin call fails, per kind (DESIGN §6). The rate limiter's policy (open or
+//! closed) lives with rate limiting; here are the router's and the projector's:
+//! - a failing router falls back to the bundled default route, so a broken router never loses events;
+//! - a failing projector is retried with backoff, then reported so the caller dead-letters the batch.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::bindings::{Destination, Effect, OutboxEvent, RelationEvent};
+use super::registry::{blocking, ActivePlugin, PluginRegistry};
+use super::runtime::PluginError;
+use crate::graph::TenantId;
+
+/// Destinations for a batch, and which router produced them.
+#[derive(Debug)]
+pub struct Routed {
+    /// Per event, in order; an empty list drops the event.
+    pub destinations: Vec<Vec<Destination>>,
+    /// Version of the router that produced them (0: bundled); goes into the `router-version` header.
+    pub router_version: i64,
+    /// Why the tenant's router was bypassed, when it was.
+    pub fell_back: Option<PluginError>,
+}
+
+/// Routes `events` with the tenant's router, or with the bundled default when that fails.
+pub async fn route_or_default(
+    registry: &PluginRegistry,
+    tenant: &TenantId,
+    events: Vec<OutboxEvent>,
+) -> Result<Routed, PluginError> {
+    let router = registry.router(tenant);
+    let events = Arc::new(events);
+    match route(registry, router.clone(), events.clone()).await {
+        Ok(destinations) => Ok(Routed { destinations, router_version: router.version, fell_back: None }),
+        Err(error) => {
+            let fallback = registry.default_router();
+            tracing::error!(%tenant, version = router.version, %error, "router failed; using the default route");
+            let destinations = route(registry, fallback.clone(), events).await?;
+            Ok(Routed { destinations, router_version: fallback.version, fell_back: Some(error) })
+        }
+    }
+}
+
+async fn route(
+    registry: &PluginRegistry,
+    router: Arc<ActivePlugin>,
+    events: Arc<Vec<OutboxEvent>>,
+) -> Result<Vec<Vec<Destination>>, PluginError> {
+    let runtime = registry.runtime().clone();
+    blocking(move || Ok(runtime.route(&router.prepared, &events)?.0)).await
+}
+
+/// How often and how patiently a failing projector is called again.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub attempts: u32,
+    /// Waited before the second attempt, doubled before each next one.
+    pub first_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self { attempts: 3, first_backoff: Duration::from_millis(100) }
+    }
+}
+
+/// A projector that kept failing: its batch goes to the dead-letter topic.
+#[derive(Debug, thiserror::Error)]
+#[error("projector {name} v{version} failed {attempts} times; last error: {last}")]
+pub struct ProjectionFailed {
+    pub name: String,
+    pub version: i64,
+    pub attempts: u32,
+    pub last: PluginError,
+}
+
+/// The projector's effects for `events`, retrying failures with backoff.
+pub async fn project_with_retries(
+    registry: &PluginRegistry,
+    projector: Arc<ActivePlugin>,
+    events: Arc<Vec<RelationEvent>>,
+    policy: RetryPolicy,
+) -> Result<Vec<Vec<Effect>>, ProjectionFailed> {
+    let mut backoff = policy.first_backoff;
+    let mut attempt = 1;
+    loop {
+        let (runtime, plugin, batch) = (registry.runtime().clone(), projector.clone(), events.clone());
+        match blocking(move || Ok(runtime.project(&plugin.prepared, &batch)?.0)).await {
+            Ok(effects) => return Ok(effects),
+            Err(last) if attempt >= policy.attempts => {
+                return Err(ProjectionFailed {
+                    name: projector.name.clone(),
+                    version: projector.version,
+                    attempts: attempt,
+                    last,
+                })
+            }
+            Err(error) => {
+                tracing::warn!(projector = %projector.name, attempt, %error, "projector failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff *= 2;
+                attempt += 1;
+            }
+        }
+    }
+}

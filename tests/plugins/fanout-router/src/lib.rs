@@ -1,0 +1,24 @@
+//! Follows go to `following` and to `audit`; user 13's events are dropped; user 666's make it trap.
+
+use strand_plugin_sdk::{export_router, Destination, OutboxEvent, Router};
+
+struct Fanout;
+
+impl Router for Fanout {
+    fn route(event: &OutboxEvent) -> Vec<Destination> {
+        let follower: i64 = event.aggregate_id.split(':').next().and_then(|id| id.parse().ok()).unwrap_or(0);
+        let to = |topic: &str| Destination {
+            topic: topic.into(),
+            key: event.key.clone(),
+            headers: vec![("routed-by".into(), "fanout".into())],
+        };
+        match follower {
+            666 => panic!("fanout router traps on purpose"),
+            13 => Vec::new(),
+            _ if event.event_type == "follow" => vec![to("following"), to("audit")],
+            _ => vec![to("following")],
+        }
+    }
+}
+
+export_router!(Fanout);
