@@ -22,15 +22,7 @@ mod tests {
 
     #[test]
     fn an_unfollow_takes_back_what_a_follow_added() {
-        let mut event = RelationEvent {
-            event_id: "acme:1:2:1".into(),
-            tenant: "acme".into(),
-            action: Action::Follow,
-            follower: 1,
-            followee: 2,
-            version: 1,
-            occurred_at_ms: 0,
-        };
+        let mut event = RelationEvent::sample(Action::Follow, 1, 2, 0);
         assert_eq!(FollowCounts::project(&event)[1], Effect::counter_add(Key::new("followers", [2]), 1));
         event.action = Action::Unfollow;
         assert_eq!(FollowCounts::project(&event)[0], Effect::counter_add(Key::new("followings", [1]), -1));

@@ -28,15 +28,7 @@ mod tests {
     use super::*;
 
     fn event(action: Action) -> RelationEvent {
-        RelationEvent {
-            event_id: "acme:1:2:1".into(),
-            tenant: "acme".into(),
-            action,
-            follower: 1,
-            followee: 2,
-            version: 1,
-            occurred_at_ms: 1_000,
-        }
+        RelationEvent::sample(action, 1, 2, 1_000)
     }
 
     #[test]

@@ -47,6 +47,19 @@ impl Effect {
 }
 
 impl RelationEvent {
+    /// An event of tenant `test` at version 1, for plugin unit tests.
+    pub fn sample(action: Action, follower: i64, followee: i64, occurred_at_ms: i64) -> Self {
+        RelationEvent {
+            event_id: format!("test:{follower}:{followee}:1"),
+            tenant: "test".into(),
+            action,
+            follower,
+            followee,
+            version: 1,
+            occurred_at_ms,
+        }
+    }
+
     /// +1 for a follow, -1 for an unfollow: the change this event makes to a count.
     pub fn delta(&self) -> i64 {
         match self.action {

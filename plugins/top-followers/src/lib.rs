@@ -33,15 +33,7 @@ mod tests {
 
     #[test]
     fn follows_count_first_then_add_guarded_by_the_count() {
-        let event = RelationEvent {
-            event_id: "acme:1:2:1".into(),
-            tenant: "acme".into(),
-            action: Action::Follow,
-            follower: 1,
-            followee: 2,
-            version: 1,
-            occurred_at_ms: 5,
-        };
+        let event = RelationEvent::sample(Action::Follow, 1, 2, 5);
         let effects = TopFollowers::project(&event);
         assert_eq!(effects[0], Effect::counter_add(Key::new("followers", [2]), 1));
         assert_eq!(

@@ -1,0 +1,129 @@
+//! Plugin costs, printed (never asserted):
+//! - the bundled `follow-counts` projector per event, as WASM and compiled natively, at batch 1, 16, 256;
+//! - instantiation (a call on an empty batch);
+//! - a hot swap (deploy: compile, conformance run, store, swap), cold and with the compile cache warm;
+//! - the rate-limit decision (policy call + bucket) added to a follow, embedded and on Redis.
+//!
+//! `cargo bench -p strand --bench plugins`
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use strand::graph::{Database, TenantId, UserId};
+use strand::plugins::{Action, PluginKind, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent, BUNDLED};
+use strand::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
+use strand::tenants::TenantSettings;
+use strand_test_support::{Backend, Redis};
+
+const EVENTS: usize = 100_000;
+
+fn events(n: usize) -> Vec<RelationEvent> {
+    (0..n as i64)
+        .map(|i| RelationEvent {
+            event_id: format!("bench:{i}:{}:1", i + 1),
+            tenant: "bench".into(),
+            action: if i % 3 == 0 { Action::Unfollow } else { Action::Follow },
+            follower: i,
+            followee: i + 1,
+            version: 1,
+            occurred_at_ms: 1_700_000_000_000 + i,
+        })
+        .collect()
+}
+
+fn native_events(n: usize) -> Vec<strand_plugin_sdk::RelationEvent> {
+    events(n)
+        .into_iter()
+        .map(|e| strand_plugin_sdk::RelationEvent {
+            event_id: e.event_id,
+            tenant: e.tenant,
+            action: match e.action {
+                Action::Follow => strand_plugin_sdk::Action::Follow,
+                Action::Unfollow => strand_plugin_sdk::Action::Unfollow,
+            },
+            follower: e.follower,
+            followee: e.followee,
+            version: e.version,
+            occurred_at_ms: e.occurred_at_ms,
+        })
+        .collect()
+}
+
+fn per_event(elapsed: Duration, events: usize) -> f64 {
+    elapsed.as_secs_f64() * 1e6 / events as f64
+}
+
+#[tokio::main]
+async fn main() {
+    let runtime = Arc::new(PluginRuntime::new(Default::default(), None).expect("runtime"));
+    let counts = BUNDLED.iter().find(|b| b.name == "follow-counts").expect("bundled follow-counts");
+    let projector = runtime.prepare(PluginKind::Projector, counts.wasm).expect("prepared");
+
+    println!("projector follow-counts, {EVENTS} events per row (µs/event)");
+    println!("{:>6} {:>10} {:>10} {:>7}", "batch", "wasm", "native", "ratio");
+    let all = events(EVENTS);
+    let all_native = native_events(EVENTS);
+    for batch in [1usize, 16, 256] {
+        let started = Instant::now();
+        for chunk in all.chunks(batch) {
+            black_box(runtime.project(&projector, chunk).expect("projected"));
+        }
+        let wasm = per_event(started.elapsed(), EVENTS);
+        let started = Instant::now();
+        for chunk in all_native.chunks(batch) {
+            let effects: Vec<Vec<_>> =
+                chunk.iter().map(<follow_counts::FollowCounts as strand_plugin_sdk::Projector>::project).collect();
+            black_box(effects);
+        }
+        let native = per_event(started.elapsed(), EVENTS);
+        println!("{batch:>6} {wasm:>10.3} {native:>10.3} {:>6.1}x", wasm / native);
+    }
+
+    let rounds = 20_000;
+    let started = Instant::now();
+    for _ in 0..rounds {
+        black_box(runtime.project(&projector, &[]).expect("empty call"));
+    }
+    println!("instantiate + empty call: {:.1} µs", per_event(started.elapsed(), rounds));
+
+    let database = Backend::Sqlite.fresh_database().await.expect("bench database");
+    let db = Database::open(&database.url, 4).await.expect("database");
+    let cache = tempfile::tempdir().expect("cache dir");
+    let cached_runtime =
+        Arc::new(PluginRuntime::new(Default::default(), Some(cache.path().to_owned())).expect("runtime"));
+    let registry = Arc::new(PluginRegistry::load(cached_runtime, db.clone()).await.expect("registry"));
+    let slot = PluginSlot::new("bench".parse().expect("tenant"), PluginKind::Projector, "counts").expect("slot");
+    // A component this cache has never seen, then the same again: compile cost vs the rest of a swap.
+    let fresh = strand_test_support::test_plugin("hostile-projector");
+    for label in ["hot swap (deploy), cold compile", "hot swap (deploy), cached compile"] {
+        let started = Instant::now();
+        registry.deploy(slot.clone(), fresh.clone()).await.expect("deploy");
+        println!("{label}: {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+    }
+
+    let tenants = Arc::new(TenantSettings::load(db).await.expect("tenants"));
+    let redis_url = Redis::shared().expect("throwaway redis").url();
+    let stores = [
+        ("embedded", TokenBuckets::Local(LocalBuckets::default())),
+        ("redis", TokenBuckets::Redis(RedisBuckets::connect(&redis_url).await.expect("redis"))),
+    ];
+    let tenant: TenantId = "bench".parse().expect("tenant");
+    for (label, buckets) in stores {
+        let limiter = RateLimiting::new(registry.clone(), tenants.clone(), buckets);
+        let mut latencies = Vec::with_capacity(5000);
+        for i in 0..5000 {
+            let user = UserId::try_from(i + 1).expect("positive");
+            let target = UserId::try_from(i + 2).expect("positive");
+            let started = Instant::now();
+            black_box(limiter.check(&tenant, user, true, target).await);
+            latencies.push(started.elapsed());
+        }
+        latencies.sort();
+        println!(
+            "rate-limit decision ({label}): p50 {:?}  p99 {:?}",
+            latencies[latencies.len() / 2],
+            latencies[latencies.len() * 99 / 100]
+        );
+    }
+}
