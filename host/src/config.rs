@@ -52,6 +52,9 @@ pub struct Config {
     pub plugin_fuel: u64,
     /// Largest plugin upload accepted by the admin API, in bytes.
     pub max_plugin_bytes: usize,
+    /// How often, in milliseconds, a node re-reads deployed plugins and tenant settings, so changes made
+    /// through another node's admin API take effect here too.
+    pub refresh_ms: u64,
 }
 
 impl Default for Config {
@@ -74,6 +77,7 @@ impl Default for Config {
             plugin_memory_bytes: 16 << 20,
             plugin_fuel: 50_000_000,
             max_plugin_bytes: 16 << 20,
+            refresh_ms: 2000,
         }
     }
 }

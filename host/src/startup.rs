@@ -5,6 +5,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use tokio::net::TcpListener;
@@ -40,6 +41,9 @@ pub struct Server {
     listener: TcpListener,
     router: Router,
     db: Database,
+    plugins: Arc<PluginRegistry>,
+    tenants: Arc<TenantSettings>,
+    refresh_every: Duration,
 }
 
 impl Server {
@@ -59,8 +63,8 @@ impl Server {
             db: db.clone(),
             auth,
             rate_limiting,
-            plugins,
-            tenants,
+            plugins: plugins.clone(),
+            tenants: tenants.clone(),
             admin_token: config.admin_token.as_deref().map(Arc::from),
             max_body_bytes: config.max_body_bytes,
             max_plugin_bytes: config.max_plugin_bytes,
@@ -68,7 +72,8 @@ impl Server {
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
-        Ok(Self { listener, router: api::router(state), db })
+        let refresh_every = Duration::from_millis(config.refresh_ms.max(100));
+        Ok(Self { listener, router: api::router(state), db, plugins, tenants, refresh_every })
     }
 
     /// The address actually bound (differs from the configured one when its port is 0).
@@ -84,8 +89,26 @@ impl Server {
     /// Serves until `shutdown` completes, then drains in-flight requests and closes the database.
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
         tracing::info!(addr = %self.local_addr()?, database = ?self.db.kind(), "strand is serving");
-        axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await?;
+        let refresher = tokio::spawn(refresh_from_database(self.plugins, self.tenants, self.refresh_every));
+        let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
+        refresher.abort();
         self.db.close().await;
-        Ok(())
+        served
+    }
+}
+
+/// Keeps this node's plugins and tenant settings in line with the database. A failed refresh is logged and
+/// tried again on the next tick; the node keeps serving with what it has.
+async fn refresh_from_database(plugins: Arc<PluginRegistry>, tenants: Arc<TenantSettings>, every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if let Err(e) = plugins.refresh().await {
+            tracing::error!(error = %e, "cannot refresh deployed plugins; retrying on the next tick");
+        }
+        if let Err(e) = tenants.refresh().await {
+            tracing::error!(error = %e, "cannot refresh tenant settings; retrying on the next tick");
+        }
     }
 }

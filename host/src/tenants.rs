@@ -1,6 +1,7 @@
 //! Per-tenant settings an operator changes at runtime through the admin API, cached in memory.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
@@ -35,8 +36,16 @@ pub struct TenantSettings {
 
 impl TenantSettings {
     pub async fn load(db: Database) -> Result<Self, sqlx::Error> {
-        let rows =
-            sqlx::query("SELECT tenant_id, rate_limit_fail_closed FROM tenant_settings").fetch_all(db.reader()).await?;
+        let settings = Self { db, cache: ArcSwap::from_pointee(HashMap::new()) };
+        settings.refresh().await?;
+        Ok(settings)
+    }
+
+    /// Re-reads every tenant's settings: how changes made through another node reach this one.
+    pub async fn refresh(&self) -> Result<(), sqlx::Error> {
+        let rows = sqlx::query("SELECT tenant_id, rate_limit_fail_closed FROM tenant_settings")
+            .fetch_all(self.db.reader())
+            .await?;
         let mut settings = HashMap::new();
         for row in rows {
             let tenant: String = row.try_get(0)?;
@@ -49,7 +58,8 @@ impl TenantSettings {
                 Err(e) => tracing::error!(error = %e, "ignoring tenant_settings row with an invalid tenant id"),
             }
         }
-        Ok(Self { db, cache: ArcSwap::from_pointee(settings) })
+        self.cache.store(Arc::new(settings));
+        Ok(())
     }
 
     pub fn get(&self, tenant: &TenantId) -> TenantConfig {

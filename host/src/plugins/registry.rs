@@ -114,29 +114,67 @@ impl PluginRegistry {
                 .collect::<Result<Vec<_>, PluginError>>()
         })
         .await?;
-        let rows = sqlx::query("SELECT tenant_id, kind, name, version, wasm FROM plugins WHERE state = 'active'")
-            .fetch_all(db.reader())
+        let registry = Self {
+            runtime,
+            db,
+            bundled,
+            deployed: ArcSwap::from_pointee(Deployed::new()),
+            changes: Default::default(),
+        };
+        registry.refresh().await?;
+        Ok(registry)
+    }
+
+    /// Brings the active set in line with the `plugins` table, loading only what changed: how deploys and
+    /// rollbacks made through another node reach this one. Returns how many slots changed.
+    pub async fn refresh(&self) -> Result<usize, RegistryError> {
+        let _change = self.changes.lock().await;
+        let rows = sqlx::query("SELECT tenant_id, kind, name, version FROM plugins WHERE state = 'active'")
+            .fetch_all(self.db.reader())
             .await?;
-        let mut deployed = Deployed::new();
+        let current = self.deployed.load_full();
+        let mut next = Deployed::new();
+        let mut changed = 0;
         for row in rows {
             let (tenant, kind, name): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
-            let (version, wasm): (i64, Vec<u8>) = (row.try_get(3)?, row.try_get(4)?);
-            let loaded = match (tenant.parse(), kind.parse()) {
-                (Ok(tenant), Ok(kind)) => {
-                    let slot = PluginSlot { tenant, kind, name };
-                    load_version(&runtime, &slot, version, wasm).await.map(|plugin| (slot, plugin))
-                }
-                _ => Err(PluginError::Host(format!("unreadable plugins row {tenant}/{kind}"))),
+            let version: i64 = row.try_get(3)?;
+            let (Ok(tenant), Ok(kind)) = (tenant.parse(), kind.parse()) else {
+                tracing::error!(%tenant, %kind, version, "ignoring an unreadable plugins row");
+                continue;
             };
-            match loaded {
-                Ok((slot, plugin)) => {
-                    deployed.insert(slot, plugin);
+            let slot = PluginSlot { tenant, kind, name };
+            if let Some(plugin) = current.get(&slot).filter(|p| p.version == version) {
+                next.insert(slot, plugin.clone());
+                continue;
+            }
+            changed += 1;
+            match self.load_stored(&slot, version).await {
+                Ok(plugin) => {
+                    next.insert(slot, plugin);
                 }
-                // One broken row must not keep every tenant down: that slot falls back to the default.
-                Err(e) => tracing::error!(%tenant, %kind, version, error = %e, "cannot load deployed plugin"),
+                // One broken version must not keep every tenant down: that slot falls back to the default.
+                Err(e) => tracing::error!(tenant = %slot.tenant, kind = %slot.kind, version, error = %e,
+                    "cannot load deployed plugin"),
             }
         }
-        Ok(Self { runtime, db, bundled, deployed: ArcSwap::from_pointee(deployed), changes: Default::default() })
+        changed += current.keys().filter(|slot| !next.contains_key(slot)).count();
+        if changed > 0 {
+            self.deployed.store(Arc::new(next));
+            tracing::info!(changed, "plugin set refreshed from the database");
+        }
+        Ok(changed)
+    }
+
+    async fn load_stored(&self, slot: &PluginSlot, version: i64) -> Result<Arc<ActivePlugin>, RegistryError> {
+        let row = sqlx::query("SELECT wasm FROM plugins WHERE tenant_id = ? AND kind = ? AND name = ? AND version = ?")
+            .bind(slot.tenant.as_str())
+            .bind(slot.kind.as_str())
+            .bind(&slot.name)
+            .bind(version)
+            .fetch_optional(self.db.reader())
+            .await?
+            .ok_or_else(|| RegistryError::NoSuchVersion { kind: slot.kind, name: slot.name.clone(), version })?;
+        Ok(load_version(&self.runtime, slot, version, row.try_get(0)?).await?)
     }
 
     pub fn runtime(&self) -> &Arc<PluginRuntime> {
@@ -241,15 +279,7 @@ impl PluginRegistry {
     /// Makes a kept version of the slot active again.
     pub async fn rollback(&self, slot: PluginSlot, version: i64) -> Result<PluginVersion, RegistryError> {
         let _change = self.changes.lock().await;
-        let row = sqlx::query("SELECT wasm FROM plugins WHERE tenant_id = ? AND kind = ? AND name = ? AND version = ?")
-            .bind(slot.tenant.as_str())
-            .bind(slot.kind.as_str())
-            .bind(&slot.name)
-            .bind(version)
-            .fetch_optional(self.db.reader())
-            .await?
-            .ok_or_else(|| RegistryError::NoSuchVersion { kind: slot.kind, name: slot.name.clone(), version })?;
-        let plugin = load_version(&self.runtime, &slot, version, row.try_get(0)?).await?;
+        let plugin = self.load_stored(&slot, version).await?;
         let mut tx = self.db.writer().begin().await?;
         deactivate(&mut tx, &slot).await?;
         sqlx::query(

@@ -13,6 +13,31 @@ use super::{bundled, deploy, rollback};
 on_every_backend!(deployed_plugins_survive_a_restart);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deploy_through_one_node_reaches_the_others() {
+    let node_a = TestServer::start_with(Backend::MariaDb, |c| c.refresh_ms = 100).await;
+    let node_b = node_a.sibling().await;
+    assert_eq!(node_b.client("acme", 1).put("/v1/me/following/2").await.status, 200);
+
+    assert_eq!(deploy(&node_a, "acme", "rate-limiter", "default", test_plugin("hostile-limiter")).await.status, 200);
+    let closed = serde_json::json!({"rate_limit_failure": "closed"});
+    let set = node_a.admin().send_json(Method::PUT, "/admin/v1/tenants/acme/settings", &closed).await;
+    assert_eq!(set.status, 200);
+    let alice_on_b = node_b.client("acme", 1);
+    wait_until("node B runs node A's plugin and settings", Duration::from_secs(30), || async {
+        // Only the hostile plugin with the closed failure mode answers 503 here.
+        alice_on_b.put("/v1/me/following/667").await.status == 503
+    })
+    .await;
+
+    let removed = node_a.admin().call(Method::DELETE, "/admin/v1/tenants/acme/plugins/rate-limiter/default").await;
+    assert_eq!(removed.status, 204);
+    wait_until("node B is back on the bundled policy", Duration::from_secs(30), || async {
+        alice_on_b.put("/v1/me/following/667").await.status == 200
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn swapping_the_policy_under_load_drops_no_request_and_applies_from_the_swap_on() {
     let server = TestServer::start(Backend::Sqlite).await;
     let v1 = deploy(&server, "acme", "rate-limiter", "default", bundled("rate-limiter", "default")).await;
@@ -43,7 +68,7 @@ async fn swapping_the_policy_under_load_drops_no_request_and_applies_from_the_sw
         .collect();
     let under_load = |n: usize| {
         let done = done.clone();
-        move || done.load(Ordering::Relaxed) >= n
+        move || std::future::ready(done.load(Ordering::Relaxed) >= n)
     };
     wait_until("requests flow before the swap", Duration::from_secs(30), under_load(100)).await;
     let swap_started = Instant::now();

@@ -46,9 +46,13 @@ impl Backend {
 
 /// Waits until `condition` holds, checking every 10 ms, and fails the test with `what` after `limit`.
 /// Tests synchronise on conditions like this, never on fixed sleeps.
-pub async fn wait_until(what: &str, limit: std::time::Duration, mut condition: impl FnMut() -> bool) {
+pub async fn wait_until<F, Fut>(what: &str, limit: std::time::Duration, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
     let deadline = tokio::time::Instant::now() + limit;
-    while !condition() {
+    while !condition().await {
         assert!(tokio::time::Instant::now() < deadline, "timed out after {limit:?} waiting until {what}");
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }

@@ -79,6 +79,11 @@ impl TestServer {
         Self::start_on(database, self.config.clone()).await
     }
 
+    /// A second node on this server's database and configuration, as a scaled-out deployment runs.
+    pub async fn sibling(&self) -> Self {
+        Self::start_on(TestDatabase { url: self.config.database_url.clone(), _dir: None }, self.config.clone()).await
+    }
+
     /// Calls the admin API with the admin token.
     pub fn admin(&self) -> ApiClient {
         self.client_with_token(ADMIN_TOKEN)
