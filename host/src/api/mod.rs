@@ -13,7 +13,6 @@ pub use auth::{hs256_secret, mint_hs256, AuthSetupError, Authenticator, Caller, 
 pub use problem::{ApiError, Problem};
 pub use seed::NEXT_CURSOR_HEADER;
 pub use v1::{CountsResponse, CountsView, FollowResponse, ListResponse, RelationshipsResponse};
-pub use write::follow_or_unfollow;
 
 use std::sync::Arc;
 

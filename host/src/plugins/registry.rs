@@ -240,7 +240,7 @@ impl PluginRegistry {
             Ok((prepared, cost))
         })
         .await?;
-        let sha256 = hex_sha256(&wasm);
+        let (sha256, size_bytes, created_at) = (hex_sha256(&wasm), wasm.len() as i64, now_ms());
         let mut tx = self.db.writer().begin().await?;
         let version: i64 = sqlx::query_scalar(
             "SELECT COALESCE(MAX(version), 0) + 1 FROM plugins WHERE tenant_id = ? AND kind = ? AND name = ?",
@@ -261,19 +261,26 @@ impl PluginRegistry {
         .bind(version)
         .bind(&sha256)
         .bind(wasm)
-        .bind(now_ms())
+        .bind(created_at)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        let stored = PluginVersion {
+            tenant: slot.tenant.to_string(),
+            kind: slot.kind.to_string(),
+            name: slot.name.clone(),
+            version,
+            sha256: sha256.clone(),
+            size_bytes,
+            state: "active".to_owned(),
+            created_at: rfc3339_millis(created_at),
+        };
         let plugin = Arc::new(ActivePlugin { kind: slot.kind, name: slot.name.clone(), version, sha256, prepared });
         self.swap(|deployed| {
             deployed.insert(slot.clone(), plugin.clone());
         });
         tracing::info!(tenant = %slot.tenant, kind = %slot.kind, name = %slot.name, version, "plugin deployed");
-        let listed = self.versions(&slot.tenant).await?;
-        let stored =
-            listed.into_iter().find(|v| v.kind == slot.kind.as_str() && v.name == slot.name && v.version == version);
-        Ok((stored.expect("the version just committed"), cost))
+        Ok((stored, cost))
     }
 
     /// Makes a kept version of the slot active again.

@@ -6,12 +6,20 @@ use std::time::{Duration, Instant};
 
 use crate::plugins::Bucket;
 
-/// Buckets at rest longer than this are full again and forgotten, so the map does not grow without bound.
-const SWEEP_EVERY: usize = 10_000;
+/// Above this many buckets, those that have refilled completely are forgotten (a new one starts full,
+/// so forgetting a full bucket changes nothing) and the map does not grow without bound.
+const SWEEP_ABOVE: usize = 10_000;
+
+struct BucketState {
+    tokens: f64,
+    at: Instant,
+    /// When the bucket will be full again if nothing takes from it.
+    full_at: Instant,
+}
 
 #[derive(Default)]
 pub struct LocalBuckets {
-    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+    buckets: Mutex<HashMap<String, BucketState>>,
 }
 
 impl LocalBuckets {
@@ -19,21 +27,22 @@ impl LocalBuckets {
     pub fn take(&self, key: &str, bucket: &Bucket) -> Option<Duration> {
         let now = Instant::now();
         let capacity = f64::from(bucket.capacity);
+        let refill = bucket.refill_per_second;
         let mut buckets = self.buckets.lock().expect("bucket lock poisoned only by a panic");
-        if buckets.len() >= SWEEP_EVERY && !buckets.contains_key(key) {
-            // A bucket idle for capacity/refill seconds is full: forgetting it changes nothing.
-            buckets.retain(|_, (_, at)| now.duration_since(*at).as_secs_f64() < 3600.0);
+        if buckets.len() >= SWEEP_ABOVE && !buckets.contains_key(key) {
+            buckets.retain(|_, state| state.full_at > now);
         }
-        let (tokens, at) = buckets.entry(key.to_owned()).or_insert((capacity, now));
-        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * bucket.refill_per_second).min(capacity);
-        *at = now;
+        let state = buckets.entry(key.to_owned()).or_insert(BucketState { tokens: capacity, at: now, full_at: now });
+        let mut tokens = (state.tokens + now.duration_since(state.at).as_secs_f64() * refill).min(capacity);
         let cost = f64::from(bucket.cost);
-        if *tokens >= cost {
-            *tokens -= cost;
+        let verdict = if tokens >= cost {
+            tokens -= cost;
             None
         } else {
-            Some(Duration::from_secs_f64((cost - *tokens) / bucket.refill_per_second))
-        }
+            Some(Duration::from_secs_f64((cost - tokens) / refill))
+        };
+        *state = BucketState { tokens, at: now, full_at: now + Duration::from_secs_f64((capacity - tokens) / refill) };
+        verdict
     }
 }
 
@@ -49,5 +58,19 @@ mod tests {
         assert_eq!(granted, 3);
         let retry = buckets.take("k", &bucket).expect("empty");
         assert!(retry > Duration::from_millis(1900) && retry <= Duration::from_secs(2), "{retry:?}");
+    }
+
+    #[test]
+    fn sweeping_forgets_only_buckets_that_have_refilled() {
+        let buckets = LocalBuckets::default();
+        let slow = Bucket { key: "slow".into(), capacity: 1, refill_per_second: 0.0001, cost: 1 };
+        assert!(buckets.take("slow", &slow).is_none());
+        let fast = Bucket { key: "fast".into(), capacity: 1, refill_per_second: 1e9, cost: 1 };
+        for i in 0..SWEEP_ABOVE {
+            assert!(buckets.take(&format!("fast-{i}"), &fast).is_none());
+        }
+        assert!(buckets.take("one-more", &fast).is_none(), "this insert sweeps");
+        assert!(buckets.take("slow", &slow).is_some(), "the empty slow bucket was kept, not reset to full");
+        assert!(buckets.buckets.lock().unwrap().len() < SWEEP_ABOVE, "refilled buckets were forgotten");
     }
 }
