@@ -157,6 +157,25 @@ mod tests {
     }
 
     #[test]
+    fn every_key_the_shipped_config_toml_documents_is_known_and_parses() {
+        let documented: Vec<&str> = include_str!("../../config.toml")
+            .lines()
+            .filter_map(|line| line.strip_prefix("# "))
+            .filter(|line| {
+                line.split_once(" = ").is_some_and(|(key, _)| key.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            })
+            .map(|line| line.split("  #").next().unwrap_or(line))
+            .collect();
+        assert!(documented.len() >= 15, "found only {documented:?}");
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("strand.toml", &documented.join("\n"))?;
+            let config = Config::load(Path::new("strand.toml")).expect("every documented key loads");
+            assert_eq!(config.admin_token.as_deref(), Some("change-me"));
+            Ok(())
+        });
+    }
+
+    #[test]
     fn unknown_keys_are_rejected() {
         figment::Jail::expect_with(|jail| {
             jail.create_file("strand.toml", "databse_url = \"mysql://x\"")?;
