@@ -6,6 +6,7 @@
 //! the tenants' WebAssembly plugins, [`startup`] wires them into a server.
 
 pub mod api;
+pub mod bus;
 pub mod config;
 pub mod graph;
 pub mod plugins;

@@ -1,0 +1,102 @@
+//! The embedded bus: a log table per database (`bus_log`) and consumer positions (`bus_positions`).
+//!
+//! Appends happen inside the caller's transaction — the relay appends and deletes the outbox rows it
+//! published in one commit, so on the embedded default every event enters the bus exactly once. Only the
+//! relay appends (one writer), so `seq` order is commit order and `seq > position` never skips a row.
+
+use sqlx::{Any, Row, Transaction};
+
+use super::Message;
+use crate::graph::{now_ms, Database};
+
+/// A message read back with its position in its topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivered {
+    pub seq: i64,
+    pub message: Message,
+}
+
+/// The database-backed bus.
+#[derive(Clone)]
+pub struct EmbeddedBus {
+    db: Database,
+}
+
+impl EmbeddedBus {
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+
+    /// Appends `messages`, in order, within `tx`; they become visible when it commits.
+    pub async fn append(&self, tx: &mut Transaction<'static, Any>, messages: &[Message]) -> Result<(), sqlx::Error> {
+        for message in messages {
+            let headers = serde_json::to_string(&message.headers).expect("string pairs always serialise");
+            sqlx::query(
+                "INSERT INTO bus_log (topic, seq, msg_key, headers, payload, created_at) \
+                 SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM bus_log WHERE topic = ?",
+            )
+            .bind(&message.topic)
+            .bind(&message.key)
+            .bind(headers)
+            .bind(&message.payload)
+            .bind(now_ms())
+            .bind(&message.topic)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Up to `limit` messages of `topic` after position `after` (0: from the start), in order.
+    pub async fn read(&self, topic: &str, after: i64, limit: u32) -> Result<Vec<Delivered>, sqlx::Error> {
+        let rows = sqlx::query(
+            "SELECT seq, msg_key, headers, payload FROM bus_log WHERE topic = ? AND seq > ? ORDER BY seq LIMIT ?",
+        )
+        .bind(topic)
+        .bind(after)
+        .bind(i64::from(limit))
+        .fetch_all(self.db.reader())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let headers: String = row.try_get(2)?;
+                Ok(Delivered {
+                    seq: row.try_get(0)?,
+                    message: Message {
+                        topic: topic.to_owned(),
+                        key: row.try_get(1)?,
+                        headers: serde_json::from_str(&headers).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+                        payload: row.try_get(3)?,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// Where `consumer` is in `topic` (0 before its first commit).
+    pub async fn position(&self, consumer: &str, topic: &str) -> Result<i64, sqlx::Error> {
+        let seq: Option<i64> = sqlx::query_scalar("SELECT seq FROM bus_positions WHERE consumer = ? AND topic = ?")
+            .bind(consumer)
+            .bind(topic)
+            .fetch_optional(self.db.reader())
+            .await?;
+        Ok(seq.unwrap_or(0))
+    }
+
+    /// Records that `consumer` has durably handled `topic` up to `seq`.
+    pub async fn commit(&self, consumer: &str, topic: &str, seq: i64) -> Result<(), sqlx::Error> {
+        let mut tx = self.db.writer().begin().await?;
+        sqlx::query("DELETE FROM bus_positions WHERE consumer = ? AND topic = ?")
+            .bind(consumer)
+            .bind(topic)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("INSERT INTO bus_positions (consumer, topic, seq) VALUES (?, ?, ?)")
+            .bind(consumer)
+            .bind(topic)
+            .bind(seq)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await
+    }
+}

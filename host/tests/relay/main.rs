@@ -1,0 +1,3 @@
+//! The relay and the embedded bus against real databases.
+
+mod bus;
