@@ -55,6 +55,21 @@ pub struct Config {
     /// How often, in milliseconds, a node re-reads deployed plugins and tenant settings, so changes made
     /// through another node's admin API take effect here too.
     pub refresh_ms: u64,
+    /// How the outbox reaches the bus: `poll` (lock, publish, delete; the only mode so far) or `off` (run
+    /// `strand relay` elsewhere). `strand serve` runs the relay in-process unless it is `off`.
+    pub relay: RelayMode,
+    /// Prefix of every topic Strand publishes to: the default route of a follow is `{prefix}following`.
+    pub topic_prefix: String,
+    /// How long the relay waits before polling again once the outbox is empty, in milliseconds.
+    pub relay_idle_ms: u64,
+}
+
+/// How the outbox reaches the bus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RelayMode {
+    Poll,
+    Off,
 }
 
 impl Default for Config {
@@ -78,6 +93,9 @@ impl Default for Config {
             plugin_fuel: 50_000_000,
             max_plugin_bytes: 16 << 20,
             refresh_ms: 2000,
+            relay: RelayMode::Poll,
+            topic_prefix: "strand.".to_owned(),
+            relay_idle_ms: 100,
         }
     }
 }

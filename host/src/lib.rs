@@ -11,5 +11,6 @@ pub mod config;
 pub mod graph;
 pub mod plugins;
 pub mod ratelimit;
+pub mod relay;
 pub mod startup;
 pub mod tenants;

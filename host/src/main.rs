@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use strand::api::{hs256_secret, mint_hs256, MintClaims};
 use strand::config::Config;
 use strand::graph::{TenantId, UserId};
-use strand::startup::Server;
+use strand::startup::{run_relay, Server};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -39,6 +39,8 @@ enum Command {
         #[arg(long, default_value_t = 3600)]
         ttl: u64,
     },
+    /// Run the CDC relay alone (outbox → router plugin → bus), e.g. with `relay = "off"` on the API nodes.
+    Relay,
     /// Build, test, deploy, list and roll back WASM plugins.
     #[command(subcommand)]
     Plugin(plugin_cli::PluginCommand),
@@ -70,6 +72,7 @@ async fn main() -> anyhow::Result<()> {
             };
             println!("{}", mint_hs256(&secret, &claims));
         }
+        Command::Relay => run_relay(&config, shutdown_signal()).await?,
         Command::Plugin(command) => plugin_cli::run(command, &config).await?,
     }
     Ok(())

@@ -11,10 +11,11 @@ use axum::Router;
 use tokio::net::TcpListener;
 
 use crate::api::{self, AppState, AuthSetupError, Authenticator};
-use crate::config::Config;
+use crate::config::{Config, RelayMode};
 use crate::graph::{Database, DatabaseError};
 use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
 use crate::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
+use crate::relay::PollRelay;
 use crate::tenants::TenantSettings;
 
 /// Why the server could not start.
@@ -44,6 +45,7 @@ pub struct Server {
     plugins: Arc<PluginRegistry>,
     tenants: Arc<TenantSettings>,
     refresh_every: Duration,
+    relay: Option<PollRelay>,
 }
 
 impl Server {
@@ -73,7 +75,8 @@ impl Server {
             .await
             .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
         let refresh_every = Duration::from_millis(config.refresh_ms.max(100));
-        Ok(Self { listener, router: api::router(state), db, plugins, tenants, refresh_every })
+        let relay = (config.relay == RelayMode::Poll).then(|| poll_relay(config, &db, &plugins));
+        Ok(Self { listener, router: api::router(state), db, plugins, tenants, refresh_every, relay })
     }
 
     /// The address actually bound (differs from the configured one when its port is 0).
@@ -90,16 +93,52 @@ impl Server {
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
         tracing::info!(addr = %self.local_addr()?, database = ?self.db.kind(), "strand is serving");
         let refresher = tokio::spawn(refresh_from_database(self.plugins, self.tenants, self.refresh_every));
+        let (stop_relay, relay_stopped) = tokio::sync::oneshot::channel::<()>();
+        let relay = self.relay.map(|relay| {
+            tokio::spawn(relay.run(async move {
+                // Stopped by the send below, or by the sender's drop if serving ends early.
+                let _stop_or_drop = relay_stopped.await;
+            }))
+        });
         let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
         refresher.abort();
+        // The relay finishes the batch in hand (its transaction commits or rolls back whole), then stops.
+        drop(stop_relay);
+        if let Some(relay) = relay {
+            if let Err(e) = relay.await {
+                tracing::error!(error = %e, "the relay task failed");
+            }
+        }
         self.db.close().await;
         served
     }
 }
 
+/// Runs the relay alone (`strand relay`) until `shutdown`, keeping its router plugins in line with the
+/// database like any node.
+pub async fn run_relay(config: &Config, shutdown: impl Future<Output = ()>) -> Result<(), StartupError> {
+    let db = Database::open(&config.database_url, config.database_max_connections).await?;
+    let runtime = Arc::new(PluginRuntime::new(config.plugin_limits(), config.plugin_cache_dir.clone())?);
+    let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await?);
+    let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
+    let every = Duration::from_millis(config.refresh_ms.max(100));
+    let refresher = tokio::spawn(refresh_from_database(plugins.clone(), tenants, every));
+    tracing::info!(database = ?db.kind(), "relay is running (poll mode)");
+    poll_relay(config, &db, &plugins).run(shutdown).await;
+    refresher.abort();
+    db.close().await;
+    Ok(())
+}
+
+/// The relay `strand serve` and `strand relay` run, from the configuration.
+pub fn poll_relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> PollRelay {
+    let idle = Duration::from_millis(config.relay_idle_ms.max(1));
+    PollRelay::new(db.clone(), plugins.clone(), config.topic_prefix.clone(), idle)
+}
+
 /// Keeps this node's plugins and tenant settings in line with the database. A failed refresh is logged and
 /// tried again on the next tick; the node keeps serving with what it has.
-async fn refresh_from_database(plugins: Arc<PluginRegistry>, tenants: Arc<TenantSettings>, every: Duration) {
+pub async fn refresh_from_database(plugins: Arc<PluginRegistry>, tenants: Arc<TenantSettings>, every: Duration) {
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

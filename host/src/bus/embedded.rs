@@ -4,7 +4,7 @@
 //! published in one commit, so on the embedded default every event enters the bus exactly once. Only the
 //! relay appends (one writer), so `seq` order is commit order and `seq > position` never skips a row.
 
-use sqlx::{Any, Row, Transaction};
+use sqlx::{AnyConnection, Row};
 
 use super::Message;
 use crate::graph::{now_ms, Database};
@@ -27,8 +27,9 @@ impl EmbeddedBus {
         Self { db }
     }
 
-    /// Appends `messages`, in order, within `tx`; they become visible when it commits.
-    pub async fn append(&self, tx: &mut Transaction<'static, Any>, messages: &[Message]) -> Result<(), sqlx::Error> {
+    /// Appends `messages`, in order, on `tx` (a connection inside a transaction); they become visible when
+    /// it commits.
+    pub async fn append(&self, tx: &mut AnyConnection, messages: &[Message]) -> Result<(), sqlx::Error> {
         for message in messages {
             let headers = serde_json::to_string(&message.headers).expect("string pairs always serialise");
             sqlx::query(
@@ -41,7 +42,7 @@ impl EmbeddedBus {
             .bind(&message.payload)
             .bind(now_ms())
             .bind(&message.topic)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         }
         Ok(())

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::{AnyPool, Row};
 
-use super::{Database, TenantId, UserId};
+use super::{placeholders, Database, TenantId, UserId};
 
 /// One side of the graph around a user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,8 +206,4 @@ async fn count_by(
         query = query.bind(user.get());
     }
     query.fetch_all(pool).await?.iter().map(|row| Ok((row.try_get(0)?, row.try_get(1)?))).collect()
-}
-
-fn placeholders(n: usize) -> String {
-    vec!["?"; n].join(", ")
 }

@@ -1,3 +1,4 @@
 //! The relay and the embedded bus against real databases.
 
 mod bus;
+mod poll;

@@ -1,0 +1,37 @@
+//! From a routed outbox event to the messages that are published, with the headers every consumer can
+//! rely on: `event-id`, `tenant`, `event-type`, `version`, `router-version` (then the router's own).
+
+use super::RelayError;
+use crate::bus::Message;
+use crate::graph::OutboxEvent as EventPayload;
+use crate::plugins::{Destination, OutboxEvent};
+
+/// The messages for `event`, one per destination (none: the router dropped it).
+pub fn to_messages(
+    event: &OutboxEvent,
+    destinations: &[Destination],
+    router_version: i64,
+    topic_prefix: &str,
+) -> Result<Vec<Message>, RelayError> {
+    let payload: EventPayload = serde_json::from_str(&event.payload)
+        .map_err(|e| RelayError::CorruptOutbox { id: event.id, detail: e.to_string() })?;
+    Ok(destinations
+        .iter()
+        .map(|destination| {
+            let mut headers = vec![
+                ("event-id".to_owned(), payload.event_id.clone()),
+                ("tenant".to_owned(), event.tenant.clone()),
+                ("event-type".to_owned(), event.event_type.clone()),
+                ("version".to_owned(), payload.version.to_string()),
+                ("router-version".to_owned(), router_version.to_string()),
+            ];
+            headers.extend(destination.headers.iter().cloned());
+            Message {
+                topic: format!("{topic_prefix}{}", destination.topic),
+                key: destination.key.clone(),
+                headers,
+                payload: event.payload.clone(),
+            }
+        })
+        .collect())
+}

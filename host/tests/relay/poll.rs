@@ -1,0 +1,110 @@
+//! Poll mode: every committed outbox row reaches the bus exactly once, in order per key, routed by the
+//! tenant's router; nothing uncommitted, nothing skipped.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use futures::future::join_all;
+use reqwest::Method;
+use serde_json::Value;
+use sqlx::Executor;
+use strand::bus::{Delivered, EmbeddedBus};
+use strand_test_support::{on_every_backend, test_plugin, wait_until, Backend, TestServer};
+
+on_every_backend!(every_committed_event_reaches_the_bus_once_in_order_per_key);
+
+async fn bus(server: &TestServer, topic: &str) -> Vec<Delivered> {
+    EmbeddedBus::new(server.database().clone()).read(topic, 0, 100_000).await.expect("reading the bus")
+}
+
+async fn outbox_rows(server: &TestServer) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(server.database().reader()).await.unwrap()
+}
+
+async fn every_committed_event_reaches_the_bus_once_in_order_per_key(backend: Backend) {
+    let server = TestServer::start_with(backend, |c| c.relay_idle_ms = 10).await;
+    let writers = (1..=8).map(|user| {
+        let client = server.client("acme", user);
+        async move {
+            let mut changes = 0;
+            for i in 0..20 {
+                let target = 100 + i % 3;
+                let reply = if i % 2 == 0 { client.follow(target).await } else { client.unfollow(target).await };
+                changes += usize::from(reply["changed"] == true);
+            }
+            changes
+        }
+    });
+    let committed: usize = join_all(writers).await.into_iter().sum();
+
+    let topic = "strand.following";
+    wait_until("every committed event is on the bus", Duration::from_secs(30), || async {
+        bus(&server, topic).await.len() >= committed
+    })
+    .await;
+    let delivered = bus(&server, topic).await;
+    assert_eq!(delivered.len(), committed, "no event twice, none extra");
+    assert_eq!(outbox_rows(&server).await, 0, "published rows are deleted");
+
+    let ids: HashSet<_> = delivered.iter().map(|d| d.message.header("event-id").unwrap().to_owned()).collect();
+    assert_eq!(ids.len(), committed, "event ids are unique");
+    let mut last_version: HashMap<String, i64> = HashMap::new();
+    for d in &delivered {
+        let event: Value = serde_json::from_str(&d.message.payload).unwrap();
+        assert_eq!(d.message.key, format!("acme:{}", event["from"]));
+        assert_eq!(d.message.header("tenant"), Some("acme"));
+        assert_eq!(d.message.header("router-version"), Some("0"));
+        assert_eq!(d.message.header("version"), Some(event["version"].to_string().as_str()));
+        let pair = format!("{}:{}", event["from"], event["to"]);
+        let version = event["version"].as_i64().unwrap();
+        let previous = last_version.insert(pair.clone(), version).unwrap_or(0);
+        assert_eq!(version, previous + 1, "{pair}: versions arrive in order, without gaps");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_long_transaction_that_commits_after_later_ones_is_not_skipped() {
+    let server = TestServer::start_with(Backend::MariaDb, |c| c.relay_idle_ms = 10).await;
+    let mut long = server.database().writer().begin().await.unwrap();
+    long.execute(
+        "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
+         VALUES ('acme', 'following', '9:10', 'follow', 'acme:9', \
+         '{\"event_id\":\"acme:9:10:1\",\"type\":\"follow\",\"tenant\":\"acme\",\"from\":9,\"to\":10,\"version\":1,\"occurred_at\":\"2026-01-01T00:00:00.000Z\"}', 0)",
+    )
+    .await
+    .unwrap();
+    for target in 2..=6 {
+        server.client("acme", 1).follow(target).await;
+    }
+    wait_until("the later commits are relayed", Duration::from_secs(30), || async {
+        bus(&server, "strand.following").await.len() == 5
+    })
+    .await;
+    long.commit().await.unwrap();
+    wait_until("the long transaction's event is relayed too", Duration::from_secs(30), || async {
+        bus(&server, "strand.following").await.iter().any(|d| d.message.header("event-id") == Some("acme:9:10:1"))
+    })
+    .await;
+    assert_eq!(outbox_rows(&server).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_router_plugin_fans_out_to_two_topics_and_drops_another() {
+    let server = TestServer::start_with(Backend::Sqlite, |c| c.relay_idle_ms = 10).await;
+    let path = "/admin/v1/tenants/acme/plugins/router/default";
+    assert_eq!(server.admin().upload(Method::PUT, path, test_plugin("fanout-router")).await.status, 200);
+
+    server.client("acme", 13).follow(1).await; // dropped by the router
+    server.client("acme", 1).follow(2).await; // to `following` and `audit`
+    wait_until("the follow reaches the audit topic", Duration::from_secs(30), || async {
+        !bus(&server, "strand.audit").await.is_empty()
+    })
+    .await;
+    assert_eq!(outbox_rows(&server).await, 0, "the dropped event left the outbox too");
+    let following = bus(&server, "strand.following").await;
+    let audit = bus(&server, "strand.audit").await;
+    assert_eq!(following.len(), 1, "user 13's event was dropped: {following:?}");
+    assert_eq!(following[0].message.payload, audit[0].message.payload);
+    assert_eq!(audit[0].message.header("router-version"), Some("1"));
+    assert_eq!(audit[0].message.header("routed-by"), Some("fanout"));
+}
