@@ -62,6 +62,12 @@ pub struct Config {
     pub topic_prefix: String,
     /// How long the relay waits before polling again once the outbox is empty, in milliseconds.
     pub relay_idle_ms: u64,
+    /// `host:port[,host:port…]` of the Kafka cluster; unset: the embedded bus in the database.
+    pub kafka_brokers: Option<String>,
+    /// Partitions of topics the relay creates.
+    pub kafka_partitions: i32,
+    /// Replication factor of topics the relay creates.
+    pub kafka_replication: i32,
 }
 
 /// How the outbox reaches the bus.
@@ -96,6 +102,9 @@ impl Default for Config {
             relay: RelayMode::Poll,
             topic_prefix: "strand.".to_owned(),
             relay_idle_ms: 100,
+            kafka_brokers: None,
+            kafka_partitions: 3,
+            kafka_replication: 1,
         }
     }
 }

@@ -11,6 +11,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 
 use crate::api::{self, AppState, AuthSetupError, Authenticator};
+use crate::bus::{EmbeddedBus, KafkaBus, KafkaSettings, Publisher};
 use crate::config::{Config, RelayMode};
 use crate::graph::{Database, DatabaseError};
 use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
@@ -33,6 +34,8 @@ pub enum StartupError {
     Tenants(#[from] sqlx::Error),
     #[error("cannot connect to Redis: {0}")]
     Redis(#[from] redis::RedisError),
+    #[error("cannot set up the Kafka producer: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: SocketAddr, source: io::Error },
 }
@@ -75,7 +78,10 @@ impl Server {
             .await
             .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
         let refresh_every = Duration::from_millis(config.refresh_ms.max(100));
-        let relay = (config.relay == RelayMode::Poll).then(|| poll_relay(config, &db, &plugins));
+        let relay = match config.relay {
+            RelayMode::Poll => Some(poll_relay(config, &db, &plugins)?),
+            RelayMode::Off => None,
+        };
         Ok(Self { listener, router: api::router(state), db, plugins, tenants, refresh_every, relay })
     }
 
@@ -124,16 +130,25 @@ pub async fn run_relay(config: &Config, shutdown: impl Future<Output = ()>) -> R
     let every = Duration::from_millis(config.refresh_ms.max(100));
     let refresher = tokio::spawn(refresh_from_database(plugins.clone(), tenants, every));
     tracing::info!(database = ?db.kind(), "relay is running (poll mode)");
-    poll_relay(config, &db, &plugins).run(shutdown).await;
+    poll_relay(config, &db, &plugins)?.run(shutdown).await;
     refresher.abort();
     db.close().await;
     Ok(())
 }
 
-/// The relay `strand serve` and `strand relay` run, from the configuration.
-pub fn poll_relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> PollRelay {
+/// The relay `strand serve` and `strand relay` run, from the configuration: to Kafka when brokers are
+/// configured, else to the embedded bus.
+pub fn poll_relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> Result<PollRelay, StartupError> {
+    let publisher = match &config.kafka_brokers {
+        Some(brokers) => Publisher::Kafka(Arc::new(KafkaBus::connect(KafkaSettings {
+            brokers: brokers.clone(),
+            partitions: config.kafka_partitions,
+            replication: config.kafka_replication,
+        })?)),
+        None => Publisher::Embedded(EmbeddedBus::new(db.clone())),
+    };
     let idle = Duration::from_millis(config.relay_idle_ms.max(1));
-    PollRelay::new(db.clone(), plugins.clone(), config.topic_prefix.clone(), idle)
+    Ok(PollRelay::new(db.clone(), plugins.clone(), publisher, config.topic_prefix.clone(), idle))
 }
 
 /// Keeps this node's plugins and tenant settings in line with the database. A failed refresh is logged and

@@ -2,9 +2,22 @@
 //! durable log in the database with the same semantics — order per key, a position per consumer, replay
 //! from the start.
 
+use std::sync::Arc;
+
+/// Where the relay publishes.
+#[derive(Clone)]
+pub enum Publisher {
+    /// Appends inside the relay's transaction: exactly once into the bus.
+    Embedded(EmbeddedBus),
+    /// Publishes and waits for the acknowledgements before the relay deletes the rows: at least once.
+    Kafka(Arc<KafkaBus>),
+}
+
 mod embedded;
+mod kafka;
 
 pub use embedded::{Delivered, EmbeddedBus};
+pub use kafka::{KafkaBus, KafkaSettings};
 
 use serde::{Deserialize, Serialize};
 

@@ -19,6 +19,8 @@ pub enum RelayError {
     CorruptOutbox { id: i64, detail: String },
     #[error("another relay published {} of the {read} rows read first; batch rolled back", read - *deleted as usize)]
     Contended { read: usize, deleted: u64 },
+    #[error("Kafka did not acknowledge the batch: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
     #[error("routing failed even with the default router: {0}")]
     Routing(#[from] crate::plugins::PluginError),
 }

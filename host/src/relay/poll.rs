@@ -17,24 +17,29 @@ use std::time::Duration;
 use sqlx::{Acquire, Executor, Row};
 
 use super::{to_messages, RelayError};
-use crate::bus::EmbeddedBus;
+use crate::bus::Publisher;
 use crate::graph::{Database, DatabaseKind, TenantId};
 use crate::plugins::{route_or_default, OutboxEvent, PluginRegistry};
 
-/// Relays the outbox of one database into the embedded bus.
+/// Relays the outbox of one database to the bus.
 pub struct PollRelay {
     db: Database,
     plugins: Arc<PluginRegistry>,
-    bus: EmbeddedBus,
+    publisher: Publisher,
     topic_prefix: String,
     batch: u32,
     idle_wait: Duration,
 }
 
 impl PollRelay {
-    pub fn new(db: Database, plugins: Arc<PluginRegistry>, topic_prefix: String, idle_wait: Duration) -> Self {
-        let bus = EmbeddedBus::new(db.clone());
-        Self { db, plugins, bus, topic_prefix, batch: 256, idle_wait }
+    pub fn new(
+        db: Database,
+        plugins: Arc<PluginRegistry>,
+        publisher: Publisher,
+        topic_prefix: String,
+        idle_wait: Duration,
+    ) -> Self {
+        Self { db, plugins, publisher, topic_prefix, batch: 256, idle_wait }
     }
 
     /// Publishes the oldest unpublished outbox rows; returns how many (0: caught up).
@@ -85,7 +90,12 @@ impl PollRelay {
                 messages.extend(to_messages(event, destinations, routed.router_version, &self.topic_prefix)?);
             }
         }
-        self.bus.append(&mut tx, &messages).await?;
+        match &self.publisher {
+            Publisher::Embedded(bus) => bus.append(&mut tx, &messages).await?,
+            // Acknowledged by the broker before the rows are deleted: a crash in between republishes
+            // them (at least once; consumers dedupe by event id).
+            Publisher::Kafka(kafka) => kafka.publish(&messages).await?,
+        }
         // One primary-key delete per row: an `IN (…)` list may be planned as a scan, and a DELETE waits on
         // every row it examines — including uncommitted rows of long transactions it must not touch.
         let mut deleted = 0;

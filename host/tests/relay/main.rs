@@ -1,4 +1,5 @@
 //! The relay and the embedded bus against real databases.
 
 mod bus;
+mod kafka;
 mod poll;

@@ -1,12 +1,14 @@
 //! What Strand's tests and benchmarks share: throwaway database servers, the real server in-process, and an
 //! HTTP client that mints its own tokens. Tests read as specifications; this crate keeps the plumbing out.
 
+mod kafka;
 mod mariadb;
 mod redis;
 mod server;
 mod test_plugins;
 mod watched;
 
+pub use kafka::{Kafka, Received};
 pub use mariadb::MariaDb;
 pub use redis::Redis;
 pub use server::{token, ApiClient, Reply, TestServer, ADMIN_TOKEN, TEST_SECRET};

@@ -25,7 +25,8 @@ pub struct WatchedServer {
 
 /// The PATH server binaries are looked up in.
 pub fn server_path() -> String {
-    format!("{}:{SEARCH_PATH}", std::env::var("PATH").unwrap_or_default())
+    let home = std::env::var("HOME").unwrap_or_default();
+    format!("{}:{SEARCH_PATH}:{home}/.cargo/bin", std::env::var("PATH").unwrap_or_default())
 }
 
 /// A fresh directory that the watchdog, not this process, deletes.

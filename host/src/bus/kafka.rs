@@ -1,0 +1,94 @@
+//! Publishing to Kafka: an idempotent producer (`enable.idempotence`, `acks=all`), topics created when
+//! missing, and a batch counted as published only when the broker acknowledged every message of it.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use tokio::sync::Mutex;
+
+use super::Message;
+
+/// How long a message may wait for its acknowledgement before the batch fails (and is retried whole).
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where and how topics are created.
+#[derive(Debug, Clone)]
+pub struct KafkaSettings {
+    pub brokers: String,
+    pub partitions: i32,
+    pub replication: i32,
+}
+
+/// The producer, and the topics known to exist.
+pub struct KafkaBus {
+    producer: FutureProducer,
+    admin: AdminClient<DefaultClientContext>,
+    settings: KafkaSettings,
+    known_topics: Mutex<HashSet<String>>,
+}
+
+impl KafkaBus {
+    pub fn connect(settings: KafkaSettings) -> Result<Self, KafkaError> {
+        let producer = ClientConfig::new()
+            .set("bootstrap.servers", &settings.brokers)
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("message.timeout.ms", DELIVERY_TIMEOUT.as_millis().to_string())
+            .create()?;
+        let admin = ClientConfig::new().set("bootstrap.servers", &settings.brokers).create()?;
+        Ok(Self { producer, admin, settings, known_topics: Mutex::default() })
+    }
+
+    /// Publishes `messages` and returns once the broker acknowledged all of them. Messages of one key go to
+    /// one partition in order (the idempotent producer keeps that order across retries).
+    pub async fn publish(&self, messages: &[Message]) -> Result<(), KafkaError> {
+        self.ensure_topics(messages).await?;
+        let mut deliveries = Vec::with_capacity(messages.len());
+        for message in messages {
+            let headers = message
+                .headers
+                .iter()
+                .fold(OwnedHeaders::new(), |h, (name, value)| h.insert(Header { key: name, value: Some(value) }));
+            let record = FutureRecord::to(&message.topic).key(&message.key).payload(&message.payload).headers(headers);
+            deliveries.push(self.producer.send_result(record).map_err(|(error, _)| error)?);
+        }
+        for delivery in deliveries {
+            match delivery.await {
+                Ok(Ok(_)) => {}
+                Ok(Err((error, _))) => return Err(error),
+                Err(_canceled) => return Err(KafkaError::Canceled),
+            }
+        }
+        Ok(())
+    }
+
+    async fn ensure_topics(&self, messages: &[Message]) -> Result<(), KafkaError> {
+        let mut known = self.known_topics.lock().await;
+        let missing: HashSet<&str> =
+            messages.iter().map(|m| m.topic.as_str()).filter(|t| !known.contains(*t)).collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let (partitions, replication) = (self.settings.partitions, self.settings.replication);
+        let topics: Vec<NewTopic> =
+            missing.iter().map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(replication))).collect();
+        for result in self.admin.create_topics(&topics, &AdminOptions::new()).await? {
+            match result {
+                Ok(topic) | Err((topic, RDKafkaErrorCode::TopicAlreadyExists)) => {
+                    known.insert(topic);
+                }
+                Err((topic, code)) => {
+                    tracing::error!(%topic, ?code, "cannot create topic");
+                    return Err(KafkaError::AdminOp(code));
+                }
+            }
+        }
+        Ok(())
+    }
+}
