@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use serde_json::Value;
+use strand::config::RelayMode;
 use strand_test_support::{on_every_backend, wait_until, Backend, Kafka, TestServer};
 
 on_every_backend!(follows_reach_kafka_keyed_and_in_order_per_key);
@@ -16,6 +17,7 @@ async fn follows_reach_kafka_keyed_and_in_order_per_key(backend: Backend) {
     let server = TestServer::start_with(backend, |c| {
         c.kafka_brokers = Some(kafka.brokers());
         c.topic_prefix = prefix.clone();
+        c.relay = RelayMode::Poll;
         c.relay_idle_ms = 10;
     })
     .await;

@@ -9,6 +9,7 @@ use reqwest::Method;
 use serde_json::Value;
 use sqlx::Executor;
 use strand::bus::{Delivered, EmbeddedBus};
+use strand::config::RelayMode;
 use strand_test_support::{on_every_backend, test_plugin, wait_until, Backend, TestServer};
 
 on_every_backend!(every_committed_event_reaches_the_bus_once_in_order_per_key);
@@ -22,7 +23,11 @@ async fn outbox_rows(server: &TestServer) -> i64 {
 }
 
 async fn every_committed_event_reaches_the_bus_once_in_order_per_key(backend: Backend) {
-    let server = TestServer::start_with(backend, |c| c.relay_idle_ms = 10).await;
+    let server = TestServer::start_with(backend, |c| {
+        c.relay = RelayMode::Poll;
+        c.relay_idle_ms = 10;
+    })
+    .await;
     let writers = (1..=8).map(|user| {
         let client = server.client("acme", user);
         async move {
@@ -64,7 +69,11 @@ async fn every_committed_event_reaches_the_bus_once_in_order_per_key(backend: Ba
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_long_transaction_that_commits_after_later_ones_is_not_skipped() {
-    let server = TestServer::start_with(Backend::MariaDb, |c| c.relay_idle_ms = 10).await;
+    let server = TestServer::start_with(Backend::MariaDb, |c| {
+        c.relay = RelayMode::Poll;
+        c.relay_idle_ms = 10;
+    })
+    .await;
     let mut long = server.database().writer().begin().await.unwrap();
     long.execute(
         "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
@@ -90,7 +99,11 @@ async fn a_long_transaction_that_commits_after_later_ones_is_not_skipped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_router_plugin_fans_out_to_two_topics_and_drops_another() {
-    let server = TestServer::start_with(Backend::Sqlite, |c| c.relay_idle_ms = 10).await;
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.relay = RelayMode::Poll;
+        c.relay_idle_ms = 10;
+    })
+    .await;
     let path = "/admin/v1/tenants/acme/plugins/router/default";
     assert_eq!(server.admin().upload(Method::PUT, path, test_plugin("fanout-router")).await.status, 200);
 

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use reqwest::Method;
 use serde_json::Value;
 use strand::api::{mint_hs256, MintClaims};
-use strand::config::Config;
+use strand::config::{Config, RelayMode};
 use strand::graph::Database;
 use strand::startup::Server;
 use tokio::sync::oneshot;
@@ -45,6 +45,8 @@ impl TestServer {
             admin_token: Some(ADMIN_TOKEN.to_owned()),
             // Shared by every test server: each component is compiled once per machine, not per test.
             plugin_cache_dir: Some(std::env::temp_dir().join("strand-test-plugin-cache")),
+            // The outbox is part of what the write-path tests check: only relay tests turn the relay on.
+            relay: RelayMode::Off,
             ..Config::default()
         };
         adjust(&mut config);
