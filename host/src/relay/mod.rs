@@ -4,9 +4,11 @@
 //! `poll.rs` is the mode for databases without a binlog to tail (SQLite; MySQL without replication
 //! rights); `messages.rs` turns routed outbox rows into bus messages with Strand's headers.
 
+mod leader;
 mod messages;
 mod poll;
 
+pub use leader::Leadership;
 pub use messages::to_messages;
 pub use poll::PollRelay;
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use sqlx::{Acquire, Executor, Row};
 
-use super::{to_messages, RelayError};
+use super::{to_messages, Leadership, RelayError};
 use crate::bus::Publisher;
 use crate::graph::{Database, DatabaseKind, TenantId};
 use crate::plugins::{route_or_default, OutboxEvent, PluginRegistry};
@@ -112,11 +112,19 @@ impl PollRelay {
     }
 
     /// Publishes until `shutdown` completes: straight on while there is a backlog, every `idle_wait` when
-    /// caught up. A failed batch is logged and retried with backoff; nothing is skipped.
+    /// caught up. A failed batch is logged and retried with backoff; nothing is skipped. On MySQL only the
+    /// holder of the relay lock publishes; others wait as standbys.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut backoff = self.idle_wait;
+        let mut leadership: Option<Leadership> = None;
         loop {
+            if self.db.kind() == DatabaseKind::MySql && !self.lead(&mut leadership).await {
+                tokio::select! {
+                    () = &mut shutdown => return,
+                    () = tokio::time::sleep(backoff) => continue,
+                }
+            }
             let wait = match self.publish_batch().await {
                 Ok(0) => self.idle_wait,
                 Ok(published) => {
@@ -136,4 +144,30 @@ impl PollRelay {
             }
         }
     }
+
+    /// Ensures this relay holds the lock before a batch; false while another relay leads.
+    async fn lead(&self, leadership: &mut Option<Leadership>) -> bool {
+        if let Some(held) = leadership {
+            if held.still_held().await {
+                return true;
+            }
+            tracing::error!("lost the relay lock (connection or server lost); standing by");
+            *leadership = None;
+        }
+        match Leadership::try_acquire(&self.db, RELAY_LOCK, Duration::from_secs(1)).await {
+            Ok(Some(held)) => {
+                tracing::info!("this relay is now the active one");
+                *leadership = Some(held);
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot take the relay lock; retrying");
+                false
+            }
+        }
+    }
 }
+
+/// The `GET_LOCK` name every relay of a database competes for.
+pub const RELAY_LOCK: &str = "strand-relay";

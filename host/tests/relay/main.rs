@@ -2,4 +2,5 @@
 
 mod bus;
 mod kafka;
+mod leader;
 mod poll;

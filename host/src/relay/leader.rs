@@ -1,0 +1,55 @@
+//! One active relay per MySQL database: the leader holds `GET_LOCK` on a dedicated connection. The server
+//! releases the lock when that connection dies — with the process — so a standby relay takes over from a
+//! crashed leader without any timeout of ours. (SQLite has one writer anyway.)
+
+use std::time::Duration;
+
+use sqlx::{Acquire, AnyConnection, Connection};
+
+use crate::graph::Database;
+
+/// How long one `GET_LOCK` attempt waits before the standby checks for shutdown and tries again.
+const ATTEMPT: Duration = Duration::from_secs(1);
+
+/// Holding the relay lock of a database.
+pub struct Leadership {
+    conn: AnyConnection,
+    name: String,
+}
+
+impl Leadership {
+    /// Waits until this process holds the lock `name`.
+    pub async fn acquire(db: &Database, name: &str) -> Result<Self, sqlx::Error> {
+        loop {
+            if let Some(leadership) = Self::try_acquire(db, name, ATTEMPT).await? {
+                return Ok(leadership);
+            }
+        }
+    }
+
+    /// Takes the lock if it becomes free within `wait`.
+    pub async fn try_acquire(db: &Database, name: &str, wait: Duration) -> Result<Option<Self>, sqlx::Error> {
+        // A connection of its own, outside the pool: the lock lives exactly as long as it does.
+        let mut conn = db.writer().acquire().await?.detach();
+        let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, ?)")
+            .bind(name)
+            .bind(wait.as_secs_f64().ceil() as i64)
+            .fetch_one(conn.acquire().await?)
+            .await?;
+        if got == Some(1) {
+            Ok(Some(Self { conn, name: name.to_owned() }))
+        } else {
+            conn.close().await?;
+            Ok(None)
+        }
+    }
+
+    /// Whether this connection still holds the lock (false after a lost connection or a server restart).
+    pub async fn still_held(&mut self) -> bool {
+        let owner: Result<Option<i64>, _> = sqlx::query_scalar("SELECT IS_USED_LOCK(?) = CONNECTION_ID()")
+            .bind(&self.name)
+            .fetch_one(&mut self.conn)
+            .await;
+        matches!(owner, Ok(Some(1)))
+    }
+}

@@ -1,0 +1,77 @@
+//! One active relay per MySQL database; a standby takes over when the leader goes away.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use strand::bus::{EmbeddedBus, Publisher};
+use strand::graph::{self, Database, UserId};
+use strand::plugins::{PluginRegistry, PluginRuntime};
+use strand::relay::{Leadership, PollRelay};
+use strand_test_support::{wait_until, Backend};
+use tokio::sync::oneshot;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_lock_has_one_holder_and_is_freed_when_its_connection_dies() {
+    let database = Backend::MariaDb.fresh_database().await.unwrap();
+    let db = Database::open(&database.url, 8).await.unwrap();
+    let name = format!("leader-test-{}", std::process::id());
+    let first = Leadership::try_acquire(&db, &name, Duration::ZERO).await.unwrap().expect("a free lock");
+    assert!(Leadership::try_acquire(&db, &name, Duration::ZERO).await.unwrap().is_none(), "one holder at a time");
+    drop(first); // as a crashed leader's connection closes
+    let db2 = db.clone();
+    let taken = || {
+        let (db, name) = (db2.clone(), name.clone());
+        async move { Leadership::try_acquire(&db, &name, Duration::ZERO).await.unwrap().is_some() }
+    };
+    wait_until("a standby can take the lock", Duration::from_secs(30), taken).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_standby_relay_takes_over_when_the_leader_stops() {
+    let database = Backend::MariaDb.fresh_database().await.unwrap();
+    let db = Database::open(&database.url, 16).await.unwrap();
+    let runtime = Arc::new(PluginRuntime::new(Default::default(), None).unwrap());
+    let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await.unwrap());
+    let bus = EmbeddedBus::new(db.clone());
+    let relay = || {
+        let publisher = Publisher::Embedded(bus.clone());
+        PollRelay::new(db.clone(), plugins.clone(), publisher, "strand.".into(), Duration::from_millis(10))
+    };
+    let start = |relay: PollRelay| {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(relay.run(async move {
+            let _stop_or_drop = stopped.await;
+        }));
+        (stop, task)
+    };
+    let tenant = "acme".parse().unwrap();
+    let follow = |from: i64| {
+        let (db, tenant) = (db.clone(), &tenant);
+        async move {
+            let (from, to) = (UserId::try_from(from).unwrap(), UserId::try_from(from + 1000).unwrap());
+            graph::set_following(&db, tenant, from, to, true, graph::now_ms()).await.unwrap();
+        }
+    };
+    let published = |n: usize| {
+        let bus = bus.clone();
+        move || {
+            let bus = bus.clone();
+            async move { bus.read("strand.following", 0, 1000).await.unwrap().len() == n }
+        }
+    };
+
+    let (stop_leader, leader) = start(relay());
+    for user in 1..=5 {
+        follow(user).await;
+    }
+    wait_until("the leader publishes", Duration::from_secs(30), published(5)).await;
+    let (stop_standby, standby) = start(relay());
+    drop(stop_leader);
+    leader.await.unwrap();
+    for user in 6..=10 {
+        follow(user).await;
+    }
+    wait_until("the standby took over and published", Duration::from_secs(30), published(10)).await;
+    drop(stop_standby);
+    standby.await.unwrap();
+}
