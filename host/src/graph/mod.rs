@@ -14,11 +14,6 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// `?, ?, …` for an `IN (…)` list of `n` bound values: every SQL value is a parameter.
-pub fn placeholders(n: usize) -> String {
-    vec!["?"; n].join(", ")
-}
-
 /// A user of a tenant. Always positive: zero and negative ids are refused at the edge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "i64", into = "i64")]

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::{AnyPool, Row};
 
-use super::{placeholders, Database, TenantId, UserId};
+use super::{Database, TenantId, UserId};
 
 /// One side of the graph around a user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,4 +206,9 @@ async fn count_by(
         query = query.bind(user.get());
     }
     query.fetch_all(pool).await?.iter().map(|row| Ok((row.try_get(0)?, row.try_get(1)?))).collect()
+}
+
+/// `?, ?, …` for an `IN (…)` list of `n` bound values: every SQL value is a parameter.
+fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(", ")
 }

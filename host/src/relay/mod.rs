@@ -9,7 +9,7 @@ mod messages;
 mod poll;
 
 pub use leader::Leadership;
-pub use messages::to_messages;
+use messages::to_messages;
 pub use poll::PollRelay;
 
 /// Why a relay batch failed; the batch is retried, nothing is deleted from the outbox.

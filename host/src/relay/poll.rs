@@ -74,11 +74,12 @@ impl PollRelay {
                 })
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
         // Route each tenant's events with its own router, keeping id order within the tenant (one key
         // never spans tenants, so per-key order holds).
         let mut by_tenant: BTreeMap<String, Vec<OutboxEvent>> = BTreeMap::new();
-        for event in &events {
-            by_tenant.entry(event.tenant.clone()).or_default().push(event.clone());
+        for event in events {
+            by_tenant.entry(event.tenant.clone()).or_default().push(event);
         }
         let mut messages = Vec::new();
         for (tenant, batch) in by_tenant {
@@ -99,16 +100,15 @@ impl PollRelay {
         // One primary-key delete per row: an `IN (…)` list may be planned as a scan, and a DELETE waits on
         // every row it examines — including uncommitted rows of long transactions it must not touch.
         let mut deleted = 0;
-        for event in &events {
-            deleted +=
-                sqlx::query("DELETE FROM outbox WHERE id = ?").bind(event.id).execute(&mut *tx).await?.rows_affected();
+        for id in &ids {
+            deleted += sqlx::query("DELETE FROM outbox WHERE id = ?").bind(id).execute(&mut *tx).await?.rows_affected();
         }
-        if deleted != events.len() as u64 {
+        if deleted != ids.len() as u64 {
             tx.rollback().await?;
-            return Err(RelayError::Contended { read: events.len(), deleted });
+            return Err(RelayError::Contended { read: ids.len(), deleted });
         }
         tx.commit().await?;
-        Ok(events.len())
+        Ok(ids.len())
     }
 
     /// Publishes until `shutdown` completes: straight on while there is a backlog, every `idle_wait` when
