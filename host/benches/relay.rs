@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use strand::bus::{EmbeddedBus, KafkaBus, KafkaSettings, Publisher};
 use strand::graph::{self, Database, TenantId, UserId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
-use strand::relay::PollRelay;
+use strand::relay::{Outlet, PollRelay};
 use strand_test_support::{Backend, Kafka};
 
 const BACKLOG: i64 = 10_000;
@@ -45,7 +45,7 @@ async fn main() {
             )),
             _ => Publisher::Embedded(EmbeddedBus::new(db.clone())),
         };
-        let relay = PollRelay::new(db.clone(), plugins, publisher, prefix, Duration::from_millis(5));
+        let relay = PollRelay::new(db.clone(), Outlet::new(plugins, publisher, prefix), Duration::from_millis(5));
 
         // Throughput: drain a backlog.
         follows(&db, &tenant, 1, BACKLOG).await;

@@ -55,9 +55,13 @@ pub struct Config {
     /// How often, in milliseconds, a node re-reads deployed plugins and tenant settings, so changes made
     /// through another node's admin API take effect here too.
     pub refresh_ms: u64,
-    /// How the outbox reaches the bus: `poll` (lock, publish, delete; the only mode so far) or `off` (run
-    /// `strand relay` elsewhere). `strand serve` runs the relay in-process unless it is `off`.
+    /// How the outbox reaches the bus: `binlog` (follow the MySQL/MariaDB binlog), `poll` (read, publish
+    /// and delete outbox rows; any database) or `off` (run `strand relay` elsewhere). `strand serve` runs
+    /// the relay in-process unless it is `off`.
     pub relay: RelayMode,
+    /// The replica server id the binlog relay registers with; unique among the server's replicas. Every
+    /// relay of one database may share it (only the lock holder streams).
+    pub relay_server_id: u32,
     /// Prefix of every topic Strand publishes to: the default route of a follow is `{prefix}following`.
     pub topic_prefix: String,
     /// How long the relay waits before polling again once the outbox is empty, in milliseconds.
@@ -71,9 +75,10 @@ pub struct Config {
 }
 
 /// How the outbox reaches the bus.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum RelayMode {
+    Binlog,
     Poll,
     Off,
 }
@@ -100,6 +105,7 @@ impl Default for Config {
             max_plugin_bytes: 16 << 20,
             refresh_ms: 2000,
             relay: RelayMode::Poll,
+            relay_server_id: 424_242,
             topic_prefix: "strand.".to_owned(),
             relay_idle_ms: 100,
             kafka_brokers: None,

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use strand::api::{hs256_secret, mint_hs256, MintClaims};
-use strand::config::Config;
+use strand::config::{Config, RelayMode};
 use strand::graph::{TenantId, UserId};
 use strand::startup::{run_relay, Server};
 use tracing_subscriber::EnvFilter;
@@ -40,7 +40,15 @@ enum Command {
         ttl: u64,
     },
     /// Run the CDC relay alone (outbox → router plugin → bus), e.g. with `relay = "off"` on the API nodes.
-    Relay,
+    Relay {
+        /// `binlog` or `poll`; defaults to the configured `relay` (`poll` where that is `off`).
+        #[arg(long)]
+        mode: Option<RelayMode>,
+        /// Drop the binlog checkpoint first: the recovery when its binlog file was purged. Lossless: the
+        /// outbox is published, then the binlog is followed from its end.
+        #[arg(long)]
+        reset_checkpoint: bool,
+    },
     /// Build, test, deploy, list and roll back WASM plugins.
     #[command(subcommand)]
     Plugin(plugin_cli::PluginCommand),
@@ -72,7 +80,15 @@ async fn main() -> anyhow::Result<()> {
             };
             println!("{}", mint_hs256(&secret, &claims));
         }
-        Command::Relay => run_relay(&config, shutdown_signal()).await?,
+        Command::Relay { mode, reset_checkpoint } => {
+            let mut config = config;
+            config.relay = match (mode, config.relay) {
+                (Some(mode), _) => mode,
+                (None, RelayMode::Off) => RelayMode::Poll,
+                (None, configured) => configured,
+            };
+            run_relay(&config, reset_checkpoint, shutdown_signal()).await?
+        }
         Command::Plugin(command) => plugin_cli::run(command, &config).await?,
     }
     Ok(())

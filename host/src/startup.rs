@@ -13,10 +13,10 @@ use tokio::net::TcpListener;
 use crate::api::{self, AppState, AuthSetupError, Authenticator};
 use crate::bus::{EmbeddedBus, KafkaBus, KafkaSettings, Publisher};
 use crate::config::{Config, RelayMode};
-use crate::graph::{Database, DatabaseError};
+use crate::graph::{Database, DatabaseError, DatabaseKind};
 use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
 use crate::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
-use crate::relay::PollRelay;
+use crate::relay::{BinlogRelay, Checkpoint, Outlet, PollRelay, Relay, RelayError};
 use crate::tenants::TenantSettings;
 
 /// Why the server could not start.
@@ -36,6 +36,10 @@ pub enum StartupError {
     Redis(#[from] redis::RedisError),
     #[error("cannot set up the Kafka producer: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
+    #[error("cannot start the relay: {0}")]
+    Relay(#[from] RelayError),
+    #[error("relay = \"binlog\" follows a MySQL/MariaDB binlog; this database has none (use relay = \"poll\")")]
+    BinlogNeedsMySql,
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: SocketAddr, source: io::Error },
 }
@@ -48,7 +52,7 @@ pub struct Server {
     plugins: Arc<PluginRegistry>,
     tenants: Arc<TenantSettings>,
     refresh_every: Duration,
-    relay: Option<PollRelay>,
+    relay: Option<Relay>,
 }
 
 impl Server {
@@ -78,10 +82,7 @@ impl Server {
             .await
             .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
         let refresh_every = Duration::from_millis(config.refresh_ms.max(100));
-        let relay = match config.relay {
-            RelayMode::Poll => Some(poll_relay(config, &db, &plugins)?),
-            RelayMode::Off => None,
-        };
+        let relay = relay(config, &db, &plugins)?;
         Ok(Self { listener, router: api::router(state), db, plugins, tenants, refresh_every, relay })
     }
 
@@ -101,10 +102,14 @@ impl Server {
         let refresher = tokio::spawn(refresh_from_database(self.plugins, self.tenants, self.refresh_every));
         let (stop_relay, relay_stopped) = tokio::sync::oneshot::channel::<()>();
         let relay = self.relay.map(|relay| {
-            tokio::spawn(relay.run(async move {
-                // Stopped by the send below, or by the sender's drop if serving ends early.
-                let _stop_or_drop = relay_stopped.await;
-            }))
+            tokio::spawn(async move {
+                let stopped = async move {
+                    // Stopped by the send below, or by the sender's drop if serving ends early.
+                    let _stop_or_drop = relay_stopped.await;
+                };
+                // The error was logged; the API keeps serving (writes stay in the outbox, nothing is lost).
+                let _needs_operator = relay.run(stopped).await;
+            })
         });
         let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
         refresher.abort();
@@ -121,24 +126,44 @@ impl Server {
 }
 
 /// Runs the relay alone (`strand relay`) until `shutdown`, keeping its router plugins in line with the
-/// database like any node.
-pub async fn run_relay(config: &Config, shutdown: impl Future<Output = ()>) -> Result<(), StartupError> {
+/// database like any node. `reset_checkpoint` first drops the binlog checkpoint (the recovery from a purged
+/// binlog: the outbox still holds every unpublished row).
+pub async fn run_relay(
+    config: &Config,
+    reset_checkpoint: bool,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), StartupError> {
     let db = Database::open(&config.database_url, config.database_max_connections).await?;
     let runtime = Arc::new(PluginRuntime::new(config.plugin_limits(), config.plugin_cache_dir.clone())?);
     let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await?);
     let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
+    if reset_checkpoint {
+        Checkpoint::forget(&db).await?;
+        tracing::warn!("the binlog checkpoint was reset: the outbox is published, then the binlog from its end");
+    }
     let every = Duration::from_millis(config.refresh_ms.max(100));
     let refresher = tokio::spawn(refresh_from_database(plugins.clone(), tenants, every));
-    tracing::info!(database = ?db.kind(), "relay is running (poll mode)");
-    poll_relay(config, &db, &plugins)?.run(shutdown).await;
+    let result = match relay(config, &db, &plugins)? {
+        Some(relay) => {
+            tracing::info!(database = ?db.kind(), mode = ?config.relay, "relay is running");
+            relay.run(shutdown).await.map_err(StartupError::from)
+        }
+        None => {
+            tracing::warn!("relay = \"off\": nothing to run");
+            Ok(())
+        }
+    };
     refresher.abort();
     db.close().await;
-    Ok(())
+    result
 }
 
 /// The relay `strand serve` and `strand relay` run, from the configuration: to Kafka when brokers are
-/// configured, else to the embedded bus.
-pub fn poll_relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> Result<PollRelay, StartupError> {
+/// configured, else to the embedded bus; `None` when the relay is off.
+pub fn relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> Result<Option<Relay>, StartupError> {
+    if config.relay == RelayMode::Off {
+        return Ok(None);
+    }
     let publisher = match &config.kafka_brokers {
         Some(brokers) => Publisher::Kafka(Arc::new(KafkaBus::connect(KafkaSettings {
             brokers: brokers.clone(),
@@ -147,8 +172,14 @@ pub fn poll_relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>)
         })?)),
         None => Publisher::Embedded(EmbeddedBus::new(db.clone())),
     };
-    let idle = Duration::from_millis(config.relay_idle_ms.max(1));
-    Ok(PollRelay::new(db.clone(), plugins.clone(), publisher, config.topic_prefix.clone(), idle))
+    let outlet = Outlet::new(plugins.clone(), publisher, config.topic_prefix.clone());
+    Ok(Some(match config.relay {
+        RelayMode::Binlog if db.kind() != DatabaseKind::MySql => return Err(StartupError::BinlogNeedsMySql),
+        RelayMode::Binlog => {
+            Relay::Binlog(BinlogRelay::new(db.clone(), outlet, &config.database_url, config.relay_server_id)?)
+        }
+        _ => Relay::Poll(PollRelay::new(db.clone(), outlet, Duration::from_millis(config.relay_idle_ms.max(1)))),
+    }))
 }
 
 /// Keeps this node's plugins and tenant settings in line with the database. A failed refresh is logged and

@@ -52,4 +52,31 @@ impl Leadership {
             .await;
         matches!(owner, Ok(Some(1)))
     }
+
+    /// Makes sure `held` is a live lock `name` before a batch, taking it when free: false while another
+    /// relay leads (or the lock cannot be checked), so the caller stands by and asks again later.
+    pub async fn keep(db: &Database, name: &str, held: &mut Option<Leadership>) -> bool {
+        if let Some(leadership) = held {
+            if leadership.still_held().await {
+                return true;
+            }
+            tracing::error!("lost the relay lock (connection or server lost); standing by");
+            *held = None;
+        }
+        match Self::try_acquire(db, name, ATTEMPT).await {
+            Ok(Some(leadership)) => {
+                tracing::info!("this relay is now the active one");
+                *held = Some(leadership);
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot take the relay lock; retrying");
+                false
+            }
+        }
+    }
 }
+
+/// The `GET_LOCK` name every relay of a database competes for, whatever its mode.
+pub const RELAY_LOCK: &str = "strand-relay";

@@ -1,18 +1,48 @@
 //! The CDC relay: committed outbox rows → the tenant's router plugin → the bus, at least once (exactly
 //! once into the embedded bus), never skipping a committed row, keeping one user's events in order.
 //!
-//! `poll.rs` is the mode for databases without a binlog to tail (SQLite; MySQL without replication
-//! rights); `messages.rs` turns routed outbox rows into bus messages with Strand's headers.
+//! `binlog.rs` follows the MySQL/MariaDB binlog (with `checkpoint.rs` its durable position); `poll.rs` reads
+//! the outbox table where there is no binlog to follow (SQLite; MySQL without replication rights). Both hand
+//! batches to `outlet.rs` (route, publish, delete), which builds messages with `messages.rs`; `leader.rs`
+//! keeps one relay active per database.
 
+mod binlog;
+mod checkpoint;
 mod leader;
 mod messages;
+mod outlet;
 mod poll;
 
-pub use leader::Leadership;
+use std::future::Future;
+
+pub use binlog::BinlogRelay;
+pub use checkpoint::{BinlogPosition, Checkpoint};
+pub use leader::{Leadership, RELAY_LOCK};
 use messages::to_messages;
+pub use outlet::Outlet;
 pub use poll::PollRelay;
 
-/// Why a relay batch failed; the batch is retried, nothing is deleted from the outbox.
+/// The relay a node runs, in the configured mode.
+pub enum Relay {
+    Poll(PollRelay),
+    Binlog(BinlogRelay),
+}
+
+impl Relay {
+    /// Relays until `shutdown`; returns early only with an error that needs an operator.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), RelayError> {
+        match self {
+            Relay::Poll(relay) => {
+                relay.run(shutdown).await;
+                Ok(())
+            }
+            Relay::Binlog(relay) => relay.run(shutdown).await,
+        }
+    }
+}
+
+/// Why a relay batch failed. Nothing is deleted from the outbox nor checkpointed past a failed batch; it is
+/// retried, except where [`RelayError::needs_operator`] says an operator must act first.
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
     #[error("the database failed: {0}")]
@@ -25,4 +55,38 @@ pub enum RelayError {
     Kafka(#[from] rdkafka::error::KafkaError),
     #[error("routing failed even with the default router: {0}")]
     Routing(#[from] crate::plugins::PluginError),
+    #[error("this relay lost the relay lock; another relay may be active")]
+    LostLead,
+    #[error("the binlog connection failed: {0}")]
+    Binlog(#[from] mysql_async::Error),
+    #[error("cannot decode a binlog event: {0}")]
+    BinlogEvent(std::io::Error),
+    #[error("no binlog event nor heartbeat for {0:?}: the link is taken for dead")]
+    BinlogSilent(std::time::Duration),
+    #[error("the server ended the binlog stream")]
+    BinlogEnded,
+    #[error("cannot follow the binlog: {0}")]
+    BinlogNotConfigured(String),
+    #[error(
+        "the relay checkpoint {checkpoint} names a binlog file the server no longer has (purged, or the \
+         server was reset). No event is lost: every row the relay has not published is still in the outbox. \
+         Run `strand relay --reset-checkpoint` once to publish them and follow the binlog from its end"
+    )]
+    BinlogPurged { checkpoint: BinlogPosition },
+    #[error(
+        "the server cannot send the binlog from the relay checkpoint {checkpoint}: {detail}. No event is lost: \
+         every row the relay has not published is still in the outbox. Run `strand relay --reset-checkpoint` \
+         once to publish them and follow the binlog from its end"
+    )]
+    BinlogUnreadable { checkpoint: BinlogPosition, detail: String },
+}
+
+impl RelayError {
+    /// Errors that retrying cannot fix: the relay stops and says what to do.
+    pub fn needs_operator(&self) -> bool {
+        matches!(
+            self,
+            RelayError::BinlogNotConfigured(_) | RelayError::BinlogPurged { .. } | RelayError::BinlogUnreadable { .. }
+        )
+    }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use strand::bus::{EmbeddedBus, Publisher};
 use strand::graph::{self, Database, UserId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
-use strand::relay::{Leadership, PollRelay};
+use strand::relay::{Leadership, Outlet, PollRelay};
 use strand_test_support::{wait_until, Backend};
 use tokio::sync::oneshot;
 
@@ -34,8 +34,8 @@ async fn a_standby_relay_takes_over_when_the_leader_stops() {
     let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await.unwrap());
     let bus = EmbeddedBus::new(db.clone());
     let relay = || {
-        let publisher = Publisher::Embedded(bus.clone());
-        PollRelay::new(db.clone(), plugins.clone(), publisher, "strand.".into(), Duration::from_millis(10))
+        let outlet = Outlet::new(plugins.clone(), Publisher::Embedded(bus.clone()), "strand.".into());
+        PollRelay::new(db.clone(), outlet, Duration::from_millis(10))
     };
     let start = |relay: PollRelay| {
         let (stop, stopped) = oneshot::channel::<()>();

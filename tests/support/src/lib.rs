@@ -11,7 +11,7 @@ mod watched;
 pub use kafka::{Kafka, Received};
 pub use mariadb::MariaDb;
 pub use redis::Redis;
-pub use server::{token, ApiClient, Reply, TestServer, ADMIN_TOKEN, TEST_SECRET};
+pub use server::{token, unique_server_id, ApiClient, Reply, TestServer, ADMIN_TOKEN, TEST_SECRET};
 pub use test_plugins::test_plugin;
 
 use std::net::TcpListener;

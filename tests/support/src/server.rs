@@ -1,6 +1,7 @@
 //! The real Strand server, started in-process on a free port, and a client that speaks for one user.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::Method;
@@ -18,6 +19,13 @@ use crate::{Backend, TestDatabase};
 pub const TEST_SECRET: &str = "strand-test-secret";
 /// The admin token of test servers.
 pub const ADMIN_TOKEN: &str = "strand-test-admin";
+
+/// A binlog replica id no other relay of this machine's test runs uses: the server disconnects an older
+/// replica when another registers with its id.
+pub fn unique_server_id() -> u32 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    1_000_000 + (std::process::id() % 40_000) * 100 + NEXT.fetch_add(1, Ordering::Relaxed) % 100
+}
 
 /// A running server on a fresh database; stopped (gracefully) when dropped.
 pub struct TestServer {
@@ -47,6 +55,7 @@ impl TestServer {
             plugin_cache_dir: Some(std::env::temp_dir().join("strand-test-plugin-cache")),
             // The outbox is part of what the write-path tests check: only relay tests turn the relay on.
             relay: RelayMode::Off,
+            relay_server_id: unique_server_id(),
             ..Config::default()
         };
         adjust(&mut config);

@@ -1,0 +1,61 @@
+//! The binlog-mode relay's durable position: one row of `relay_checkpoint`, advanced in the transaction that
+//! deletes the published outbox rows, so "covered by the checkpoint" and "gone from the outbox" are one fact.
+
+use std::fmt;
+
+use sqlx::{AnyConnection, Row};
+
+use crate::graph::{now_ms, Database};
+
+/// The name of the outbox relay's checkpoint row.
+const NAME: &str = "outbox";
+
+/// A place in the server's binlog: the file and the byte offset of the next event to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BinlogPosition {
+    pub file: String,
+    pub pos: u64,
+}
+
+impl fmt::Display for BinlogPosition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.pos)
+    }
+}
+
+/// Reads, writes and forgets the checkpoint.
+pub struct Checkpoint;
+
+impl Checkpoint {
+    /// Where the relay resumes; `None` before its first start (or after a reset).
+    pub async fn load(db: &Database) -> Result<Option<BinlogPosition>, sqlx::Error> {
+        let row = sqlx::query("SELECT binlog_file, binlog_pos FROM relay_checkpoint WHERE name = ?")
+            .bind(NAME)
+            .fetch_optional(db.writer())
+            .await?;
+        row.map(|row| Ok(BinlogPosition { file: row.try_get(0)?, pos: row.try_get::<i64, _>(1)? as u64 })).transpose()
+    }
+
+    /// Moves the checkpoint to `position` within the caller's transaction.
+    pub async fn save(tx: &mut AnyConnection, position: &BinlogPosition) -> Result<(), sqlx::Error> {
+        sqlx::query(
+            "INSERT INTO relay_checkpoint (name, binlog_file, binlog_pos, updated_at) VALUES (?, ?, ?, ?) \
+             ON DUPLICATE KEY UPDATE binlog_file = VALUES(binlog_file), binlog_pos = VALUES(binlog_pos), \
+             updated_at = VALUES(updated_at)",
+        )
+        .bind(NAME)
+        .bind(&position.file)
+        .bind(position.pos as i64)
+        .bind(now_ms())
+        .execute(tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Drops the checkpoint: the next binlog-mode start publishes what is left in the outbox and follows
+    /// the binlog from its end. Lossless, because rows leave the outbox only with a checkpoint past them.
+    pub async fn forget(db: &Database) -> Result<(), sqlx::Error> {
+        sqlx::query("DELETE FROM relay_checkpoint WHERE name = ?").bind(NAME).execute(db.writer()).await?;
+        Ok(())
+    }
+}

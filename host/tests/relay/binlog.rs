@@ -1,0 +1,92 @@
+//! Binlog mode on a real MariaDB (binlog on, ROW format): the first start publishes the backlog, then every
+//! committed outbox row reaches the bus in commit order, across binlog rotations, whatever else commits
+//! around it; a rolled-back transaction publishes nothing; published rows leave the outbox.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use futures::future::join_all;
+use serde_json::Value;
+use sqlx::Executor;
+use strand::bus::{Delivered, EmbeddedBus};
+use strand::config::RelayMode;
+use strand_test_support::{wait_until, Backend, TestServer};
+
+async fn bus(server: &TestServer) -> Vec<Delivered> {
+    EmbeddedBus::new(server.database().clone()).read("strand.following", 0, 100_000).await.expect("reading the bus")
+}
+
+async fn outbox_rows(server: &TestServer) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(server.database().reader()).await.unwrap()
+}
+
+/// An outbox insert of a hand-made event, as a transaction of the write path would write it.
+fn outbox_insert(event_id: &str, from: i64, to: i64) -> String {
+    format!(
+        "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
+         VALUES ('acme', 'following', '{from}:{to}', 'follow', 'acme:{from}', \
+         '{{\"event_id\":\"{event_id}\",\"type\":\"follow\",\"tenant\":\"acme\",\"from\":{from},\"to\":{to},\"version\":1,\"occurred_at\":\"2026-01-01T00:00:00.000Z\"}}', 0)"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_committed_row_is_published_once_in_commit_order() {
+    // A backlog written while no relay runs: the first start publishes it.
+    let mut server = TestServer::start(Backend::MariaDb).await;
+    for target in 2..=4 {
+        server.client("acme", 1).follow(target).await;
+    }
+    server.config.relay = RelayMode::Binlog;
+    let server = server.restart().await;
+
+    let mut long = server.database().writer().begin().await.unwrap();
+    long.execute(outbox_insert("acme:9:10:1", 9, 10).as_str()).await.unwrap();
+    let mut rolled_back = server.database().writer().begin().await.unwrap();
+    rolled_back.execute(outbox_insert("acme:9:11:1", 9, 11).as_str()).await.unwrap();
+
+    let writers = (1..=8).map(|user| {
+        let client = server.client("acme", user);
+        async move {
+            let mut changes = 0;
+            for i in 0..20 {
+                let target = 100 + i % 3;
+                let reply = if i % 2 == 0 { client.follow(target).await } else { client.unfollow(target).await };
+                changes += usize::from(reply["changed"] == true);
+            }
+            changes
+        }
+    });
+    let committed: usize = 3 + join_all(writers).await.into_iter().sum::<usize>();
+    wait_until("the later commits are published", Duration::from_secs(30), || async {
+        bus(&server).await.len() == committed
+    })
+    .await;
+    // The long transaction commits into the next binlog file.
+    server.database().writer().execute("FLUSH BINARY LOGS").await.unwrap();
+    rolled_back.rollback().await.unwrap();
+    long.commit().await.unwrap();
+    wait_until("the long transaction is published when it commits", Duration::from_secs(30), || async {
+        bus(&server).await.len() == committed + 1
+    })
+    .await;
+    wait_until("published rows leave the outbox", Duration::from_secs(30), || async {
+        outbox_rows(&server).await == 0
+    })
+    .await;
+
+    let delivered = bus(&server).await;
+    let ids: HashSet<_> = delivered.iter().map(|d| d.message.header("event-id").unwrap().to_owned()).collect();
+    assert_eq!(ids.len(), delivered.len(), "no event twice");
+    assert!(ids.contains("acme:9:10:1"), "the long transaction's row");
+    assert!(!ids.contains("acme:9:11:1"), "the rolled-back row is never published");
+    assert_eq!(delivered.last().unwrap().message.header("event-id"), Some("acme:9:10:1"), "commit order");
+    let mut last_version: HashMap<String, i64> = HashMap::new();
+    for d in &delivered {
+        let event: Value = serde_json::from_str(&d.message.payload).unwrap();
+        assert_eq!(d.message.key, format!("acme:{}", event["from"]));
+        let pair = format!("{}:{}", event["from"], event["to"]);
+        let version = event["version"].as_i64().unwrap();
+        let previous = last_version.insert(pair.clone(), version).unwrap_or(0);
+        assert_eq!(version, previous + 1, "{pair}: versions arrive in order, without gaps");
+    }
+}
