@@ -32,7 +32,7 @@ const HEARTBEAT: Duration = Duration::from_secs(1);
 const SILENCE_LIMIT: Duration = Duration::from_secs(5);
 /// How long committed rows wait for more before they are published (a batch forms under load).
 const LINGER: Duration = Duration::from_millis(2);
-/// How long a checkpoint that moved without outbox rows (other tables' transactions) waits to be saved.
+/// How long a checkpoint that moved far without outbox rows (other tables' transactions) waits to be saved.
 const CHECKPOINT_IDLE: Duration = Duration::from_secs(1);
 /// Most rows published in one batch.
 const BATCH: usize = 512;
@@ -122,7 +122,9 @@ impl BinlogRelay {
             let next = tokio::select! {
                 () = &mut shutdown => {
                     // What was read and committed is published before stopping; the rest is read again.
-                    return self.flush(leadership, &mut reader, &mut saved).await;
+                    self.flush(leadership, &mut reader, &mut saved).await?;
+                    stream.close().await?;
+                    return Ok(());
                 }
                 next = timeout_at(deadline, stream.next()) => next,
             };
@@ -142,12 +144,13 @@ impl BinlogRelay {
             if reader.ready.len() >= BATCH {
                 self.flush(leadership, &mut reader, &mut saved).await?;
                 flush_due = None;
-            } else if flush_due.is_none() && reader.committed != saved {
-                let wait = if reader.ready.is_empty() { CHECKPOINT_IDLE } else { LINGER };
-                flush_due = Some(Instant::now() + wait);
             } else if !reader.ready.is_empty() {
-                // Rows arrived while only a checkpoint was due: publish them soon, not a second from now.
-                flush_due = flush_due.map(|due| due.min(Instant::now() + LINGER));
+                let soon = Instant::now() + LINGER;
+                flush_due = Some(flush_due.map_or(soon, |due| due.min(soon)));
+            } else if flush_due.is_none() && reader.committed.far_ahead_of(&saved) {
+                // Only other tables' transactions: save the position now and then, so a restart need not
+                // reread them (not after every transaction: saving it is a transaction in the binlog too).
+                flush_due = Some(Instant::now() + CHECKPOINT_IDLE);
             }
         }
     }

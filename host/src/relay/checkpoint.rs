@@ -17,6 +17,17 @@ pub struct BinlogPosition {
     pub pos: u64,
 }
 
+/// How far (in bytes of one binlog file) the position may move past the saved checkpoint before it is
+/// worth saving on its own.
+const WORTH_SAVING: u64 = 1 << 20;
+
+impl BinlogPosition {
+    /// Whether this position is in a later file than `saved`, or a mebibyte or more past it.
+    pub fn far_ahead_of(&self, saved: &BinlogPosition) -> bool {
+        self.file != saved.file || self.pos >= saved.pos + WORTH_SAVING
+    }
+}
+
 impl fmt::Display for BinlogPosition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.file, self.pos)

@@ -1,5 +1,6 @@
 //! A throwaway Kafka-protocol broker (tansu, in memory) for the test process, and a reader of its topics.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -50,6 +51,23 @@ impl Kafka {
         let command = "tansu broker --listener-url tcp://127.0.0.1:$PORT \
             --advertised-listener-url tcp://127.0.0.1:$PORT --storage-engine memory://tansu/";
         Ok(Kafka { server: WatchedServer::start(&dir, crate::free_port()?, command)? })
+    }
+
+    /// A broker of the test's own that keeps its messages in `store` (an SQLite file there), so that it can
+    /// be stopped and started again on `port` without losing what it acknowledged.
+    pub fn persistent(store: &Path, port: u16) -> anyhow::Result<Self> {
+        let dir = scratch_dir("strand-tansu-")?;
+        let command = format!(
+            "cd '{}' && tansu broker --listener-url tcp://127.0.0.1:$PORT \
+             --advertised-listener-url tcp://127.0.0.1:$PORT --storage-engine sqlite://tansu.db",
+            store.display()
+        );
+        Ok(Kafka { server: WatchedServer::start(&dir, port, &command)? })
+    }
+
+    /// Stops the broker process (its persistent store stays).
+    pub fn stop(self) -> anyhow::Result<()> {
+        self.server.stop()
     }
 
     pub fn brokers(&self) -> String {

@@ -3,6 +3,7 @@
 
 mod kafka;
 mod mariadb;
+mod process;
 mod redis;
 mod server;
 mod test_plugins;
@@ -10,6 +11,7 @@ mod watched;
 
 pub use kafka::{Kafka, Received};
 pub use mariadb::MariaDb;
+pub use process::StrandProcess;
 pub use redis::Redis;
 pub use server::{token, unique_server_id, ApiClient, Reply, TestServer, ADMIN_TOKEN, TEST_SECRET};
 pub use test_plugins::test_plugin;

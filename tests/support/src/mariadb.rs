@@ -26,6 +26,11 @@ impl MariaDb {
             .map_err(|e| anyhow::anyhow!("throwaway MariaDB failed to start: {e}"))
     }
 
+    /// A server of the test's own, for what would disturb other tests (purging the binlog).
+    pub fn dedicated() -> anyhow::Result<Self> {
+        Self::start()
+    }
+
     fn start() -> anyhow::Result<Self> {
         let dir = scratch_dir("strand-mariadb-")?;
         let install = Command::new("mariadb-install-db")

@@ -77,4 +77,12 @@ impl WatchedServer {
             Err(e) => format!("(no server log: {e})"),
         }
     }
+
+    /// Stops the server now (the watchdog kills it and deletes its directory) and waits until it is gone.
+    pub fn stop(self) -> anyhow::Result<()> {
+        let mut watchdog = self.watchdog.into_inner().expect("watchdog lock");
+        drop(watchdog.stdin.take());
+        watchdog.wait()?;
+        Ok(())
+    }
 }
