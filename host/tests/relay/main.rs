@@ -2,6 +2,7 @@
 
 mod binlog;
 mod bus;
+mod faults;
 mod kafka;
 mod leader;
 mod poll;

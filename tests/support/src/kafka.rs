@@ -82,6 +82,18 @@ impl Kafka {
     /// Reads `topic` from the beginning of each of its `partitions` until `expected` messages arrived or
     /// `limit` passed (blocking: call from `spawn_blocking`).
     pub fn read(&self, topic: &str, partitions: i32, expected: usize, limit: Duration) -> Vec<Received> {
+        self.read_until(topic, partitions, limit, |received| received.len() >= expected)
+    }
+
+    /// Reads `topic` from the beginning of each of its `partitions` until what arrived satisfies `done` or
+    /// `limit` passed (blocking: call from `spawn_blocking`).
+    pub fn read_until(
+        &self,
+        topic: &str,
+        partitions: i32,
+        limit: Duration,
+        done: impl Fn(&[Received]) -> bool,
+    ) -> Vec<Received> {
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", self.brokers())
             .set("group.id", "strand-tests")
@@ -95,7 +107,7 @@ impl Kafka {
         consumer.assign(&assignment).expect("assigned");
         let deadline = Instant::now() + limit;
         let mut received = Vec::new();
-        while received.len() < expected && Instant::now() < deadline {
+        while !done(&received) && Instant::now() < deadline {
             let Some(polled) = consumer.poll(Duration::from_millis(100)) else { continue };
             let message = match polled {
                 Ok(message) => message,
