@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use serde_json::Value;
 use sqlx::{Executor, Row};
-use strand::bus::{Delivered, EmbeddedBus};
+use strand::bus::EmbeddedBus;
 use strand::config::{Config, RelayMode};
 use strand::graph::{self, Database, TenantId, UserId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
@@ -18,13 +18,7 @@ use strand::startup;
 use strand_test_support::{unique_server_id, wait_until, Backend, MariaDb, TestServer};
 use tokio::sync::oneshot;
 
-async fn bus(server: &TestServer) -> Vec<Delivered> {
-    EmbeddedBus::new(server.database().clone()).read("strand.following", 0, 100_000).await.expect("reading the bus")
-}
-
-async fn outbox_rows(server: &TestServer) -> i64 {
-    sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(server.database().reader()).await.unwrap()
-}
+use super::{bus, outbox_rows};
 
 /// An outbox insert of a hand-made event, as a transaction of the write path would write it.
 fn outbox_insert(event_id: &str, from: i64, to: i64) -> String {
@@ -64,7 +58,7 @@ async fn every_committed_row_is_published_once_in_commit_order() {
     });
     let committed: usize = 3 + join_all(writers).await.into_iter().sum::<usize>();
     wait_until("the later commits are published", Duration::from_secs(30), || async {
-        bus(&server).await.len() == committed
+        bus(server.database(), "strand.following").await.len() == committed
     })
     .await;
     // The long transaction commits into the next binlog file.
@@ -72,15 +66,15 @@ async fn every_committed_row_is_published_once_in_commit_order() {
     rolled_back.rollback().await.unwrap();
     long.commit().await.unwrap();
     wait_until("the long transaction is published when it commits", Duration::from_secs(30), || async {
-        bus(&server).await.len() == committed + 1
+        bus(server.database(), "strand.following").await.len() == committed + 1
     })
     .await;
     wait_until("published rows leave the outbox", Duration::from_secs(30), || async {
-        outbox_rows(&server).await == 0
+        outbox_rows(server.database()).await == 0
     })
     .await;
 
-    let delivered = bus(&server).await;
+    let delivered = bus(server.database(), "strand.following").await;
     let ids: HashSet<_> = delivered.iter().map(|d| d.message.header("event-id").unwrap().to_owned()).collect();
     assert_eq!(ids.len(), delivered.len(), "no event twice");
     assert!(ids.contains("acme:9:10:1"), "the long transaction's row");

@@ -16,6 +16,8 @@ use strand_test_support::{
     free_port, unique_server_id, wait_until, Backend, Kafka, Received, StrandProcess, TestServer,
 };
 
+use super::outbox_rows;
+
 /// Most rows one relay batch publishes (`BATCH` in the binlog relay): what one kill can make repeat.
 const MOST_IN_FLIGHT: usize = 512;
 
@@ -73,10 +75,6 @@ async fn storm(db: &Database, writers: i64, operations: i64, pace: Duration) -> 
         })
     });
     join_all(tasks).await.into_iter().flat_map(|ids| ids.unwrap()).collect()
-}
-
-async fn outbox_rows(db: &Database) -> i64 {
-    sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(db.reader()).await.unwrap()
 }
 
 /// Reads `topic` until every id in `expected` arrived.

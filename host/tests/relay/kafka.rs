@@ -12,12 +12,21 @@ use strand_test_support::{on_every_backend, wait_until, Backend, Kafka, TestServ
 on_every_backend!(follows_reach_kafka_keyed_and_in_order_per_key);
 
 async fn follows_reach_kafka_keyed_and_in_order_per_key(backend: Backend) {
+    relayed_to_kafka(backend, RelayMode::Poll).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn follows_reach_kafka_keyed_and_in_order_per_key_from_the_binlog() {
+    relayed_to_kafka(Backend::MariaDb, RelayMode::Binlog).await
+}
+
+async fn relayed_to_kafka(backend: Backend, mode: RelayMode) {
     let kafka = Kafka::shared().unwrap();
     let prefix = kafka.unique_prefix();
     let server = TestServer::start_with(backend, |c| {
         c.kafka_brokers = Some(kafka.brokers());
         c.topic_prefix = prefix.clone();
-        c.relay = RelayMode::Poll;
+        c.relay = mode;
         c.relay_idle_ms = 10;
     })
     .await;

@@ -5,22 +5,14 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use futures::future::join_all;
-use reqwest::Method;
 use serde_json::Value;
 use sqlx::Executor;
-use strand::bus::{Delivered, EmbeddedBus};
 use strand::config::RelayMode;
-use strand_test_support::{on_every_backend, test_plugin, wait_until, Backend, TestServer};
+use strand_test_support::{on_every_backend, wait_until, Backend, TestServer};
+
+use super::{bus, outbox_rows};
 
 on_every_backend!(every_committed_event_reaches_the_bus_once_in_order_per_key);
-
-async fn bus(server: &TestServer, topic: &str) -> Vec<Delivered> {
-    EmbeddedBus::new(server.database().clone()).read(topic, 0, 100_000).await.expect("reading the bus")
-}
-
-async fn outbox_rows(server: &TestServer) -> i64 {
-    sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(server.database().reader()).await.unwrap()
-}
 
 async fn every_committed_event_reaches_the_bus_once_in_order_per_key(backend: Backend) {
     let server = TestServer::start_with(backend, |c| {
@@ -44,12 +36,12 @@ async fn every_committed_event_reaches_the_bus_once_in_order_per_key(backend: Ba
 
     let topic = "strand.following";
     wait_until("every committed event is on the bus", Duration::from_secs(30), || async {
-        bus(&server, topic).await.len() >= committed
+        bus(server.database(), topic).await.len() >= committed
     })
     .await;
-    let delivered = bus(&server, topic).await;
+    let delivered = bus(server.database(), topic).await;
     assert_eq!(delivered.len(), committed, "no event twice, none extra");
-    assert_eq!(outbox_rows(&server).await, 0, "published rows are deleted");
+    assert_eq!(outbox_rows(server.database()).await, 0, "published rows are deleted");
 
     let ids: HashSet<_> = delivered.iter().map(|d| d.message.header("event-id").unwrap().to_owned()).collect();
     assert_eq!(ids.len(), committed, "event ids are unique");
@@ -86,38 +78,16 @@ async fn a_long_transaction_that_commits_after_later_ones_is_not_skipped() {
         server.client("acme", 1).follow(target).await;
     }
     wait_until("the later commits are relayed", Duration::from_secs(30), || async {
-        bus(&server, "strand.following").await.len() == 5
+        bus(server.database(), "strand.following").await.len() == 5
     })
     .await;
     long.commit().await.unwrap();
     wait_until("the long transaction's event is relayed too", Duration::from_secs(30), || async {
-        bus(&server, "strand.following").await.iter().any(|d| d.message.header("event-id") == Some("acme:9:10:1"))
+        bus(server.database(), "strand.following")
+            .await
+            .iter()
+            .any(|d| d.message.header("event-id") == Some("acme:9:10:1"))
     })
     .await;
-    assert_eq!(outbox_rows(&server).await, 0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_router_plugin_fans_out_to_two_topics_and_drops_another() {
-    let server = TestServer::start_with(Backend::Sqlite, |c| {
-        c.relay = RelayMode::Poll;
-        c.relay_idle_ms = 10;
-    })
-    .await;
-    let path = "/admin/v1/tenants/acme/plugins/router/default";
-    assert_eq!(server.admin().upload(Method::PUT, path, test_plugin("fanout-router")).await.status, 200);
-
-    server.client("acme", 13).follow(1).await; // dropped by the router
-    server.client("acme", 1).follow(2).await; // to `following` and `audit`
-    wait_until("the follow reaches the audit topic", Duration::from_secs(30), || async {
-        !bus(&server, "strand.audit").await.is_empty()
-    })
-    .await;
-    assert_eq!(outbox_rows(&server).await, 0, "the dropped event left the outbox too");
-    let following = bus(&server, "strand.following").await;
-    let audit = bus(&server, "strand.audit").await;
-    assert_eq!(following.len(), 1, "user 13's event was dropped: {following:?}");
-    assert_eq!(following[0].message.payload, audit[0].message.payload);
-    assert_eq!(audit[0].message.header("router-version"), Some("1"));
-    assert_eq!(audit[0].message.header("routed-by"), Some("fanout"));
+    assert_eq!(outbox_rows(server.database()).await, 0);
 }
