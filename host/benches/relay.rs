@@ -1,18 +1,22 @@
-//! Poll-mode relay figures on MariaDB, printed (never asserted):
-//! - outbox rows/s from a backlog to acknowledged publication, to the embedded bus and to Kafka (tansu);
+//! Relay figures on MariaDB, binlog and poll mode, printed (never asserted):
+//! - outbox rows/s from a backlog to acknowledged publication, to the embedded bus and to Kafka (tansu):
+//!   the rows are committed while the relay is stopped, then it is started and timed until the outbox is
+//!   empty (every row published — for Kafka, acknowledged — and deleted);
 //! - commit-to-publication lag, p50/p99, at 50 writes/s: from a follow's commit until its outbox row is
-//!   gone (published — for Kafka, acknowledged — and deleted).
+//!   gone, with the relay running.
 //!
 //! `cargo bench -p strand --bench relay` (needs `tansu`; see the README).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strand::bus::{EmbeddedBus, KafkaBus, KafkaSettings, Publisher};
+use strand::config::{Config, RelayMode};
 use strand::graph::{self, Database, TenantId, UserId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
-use strand::relay::{Outlet, PollRelay};
-use strand_test_support::{Backend, Kafka};
+use strand::startup;
+use strand_test_support::{unique_server_id, Backend, Kafka};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 const BACKLOG: i64 = 10_000;
 
@@ -27,58 +31,81 @@ async fn outbox(db: &Database) -> i64 {
     sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(db.reader()).await.expect("count")
 }
 
+/// Polls until the outbox is empty (a benchmark measures, so it polls tightly instead of by condition).
+async fn until_published(db: &Database) {
+    while outbox(db).await > 0 {
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+}
+
+/// Starts the configured relay; it stops when the returned sender is dropped.
+async fn start(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> (oneshot::Sender<()>, JoinHandle<()>) {
+    let relay = startup::relay(config, db, plugins).expect("a relay").expect("relay on");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        relay
+            .run(async move {
+                let _stop_or_drop = stopped.await;
+            })
+            .await
+            .expect("the relay runs");
+    });
+    (stop, task)
+}
+
 #[tokio::main]
 async fn main() {
     let kafka = Kafka::shared().expect("tansu");
     let runtime = Arc::new(PluginRuntime::new(Default::default(), None).expect("runtime"));
     let tenant: TenantId = "bench".parse().expect("tenant");
-    println!("relay (poll mode, MariaDB), backlog of {BACKLOG} rows");
-    for target in ["embedded", "kafka"] {
-        let database = Backend::MariaDb.fresh_database().await.expect("database");
-        let db = Database::open(&database.url, 16).await.expect("open");
-        let plugins = Arc::new(PluginRegistry::load(runtime.clone(), db.clone()).await.expect("registry"));
-        let prefix = kafka.unique_prefix();
-        let publisher = match target {
-            "kafka" => Publisher::Kafka(Arc::new(
-                KafkaBus::connect(KafkaSettings { brokers: kafka.brokers(), partitions: 3, replication: 1 })
-                    .expect("producer"),
-            )),
-            _ => Publisher::Embedded(EmbeddedBus::new(db.clone())),
-        };
-        let relay = PollRelay::new(db.clone(), Outlet::new(plugins, publisher, prefix), Duration::from_millis(5));
+    println!("relay on MariaDB, backlog of {BACKLOG} rows; lag at 50 writes/s");
+    for mode in [RelayMode::Binlog, RelayMode::Poll] {
+        for target in ["embedded", "kafka"] {
+            let database = Backend::MariaDb.fresh_database().await.expect("database");
+            let db = Database::open(&database.url, 16).await.expect("open");
+            let plugins = Arc::new(PluginRegistry::load(runtime.clone(), db.clone()).await.expect("registry"));
+            let config = Config {
+                database_url: database.url.clone(),
+                relay: mode,
+                relay_server_id: unique_server_id(),
+                relay_idle_ms: 5,
+                topic_prefix: kafka.unique_prefix(),
+                kafka_brokers: (target == "kafka").then(|| kafka.brokers()),
+                ..Config::default()
+            };
+            // Warm up: the first start (binlog: its snapshot and checkpoint), topic creation.
+            let (stop, task) = start(&config, &db, &plugins).await;
+            follows(&db, &tenant, 1, 1).await;
+            until_published(&db).await;
+            drop(stop);
+            task.await.expect("relay task");
 
-        // Throughput: drain a backlog.
-        follows(&db, &tenant, 1, BACKLOG).await;
-        let started = Instant::now();
-        let mut published = 0;
-        while published < BACKLOG as usize {
-            published += relay.publish_batch().await.expect("a batch");
-        }
-        let per_second = published as f64 / started.elapsed().as_secs_f64();
+            // Throughput: a backlog committed while the relay was stopped.
+            follows(&db, &tenant, 10, BACKLOG).await;
+            let started = Instant::now();
+            let (stop, task) = start(&config, &db, &plugins).await;
+            until_published(&db).await;
+            let per_second = BACKLOG as f64 / started.elapsed().as_secs_f64();
 
-        // Lag at 50 writes/s, while the relay runs.
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let running = tokio::spawn(relay.run(async move {
-            let _stop_or_drop = stopped.await;
-        }));
-        let mut lags = Vec::new();
-        let mut ticks = tokio::time::interval(Duration::from_millis(20));
-        for i in 0..200 {
-            ticks.tick().await;
-            follows(&db, &tenant, 1_000_000 + i, 1).await;
-            let committed = Instant::now();
-            while outbox(&db).await > 0 {
-                tokio::time::sleep(Duration::from_micros(200)).await;
+            // Lag at 50 writes/s, while the relay runs.
+            let mut lags = Vec::new();
+            let mut ticks = tokio::time::interval(Duration::from_millis(20));
+            for i in 0..200 {
+                ticks.tick().await;
+                follows(&db, &tenant, 1_000_000 + i, 1).await;
+                let committed = Instant::now();
+                until_published(&db).await;
+                lags.push(committed.elapsed());
             }
-            lags.push(committed.elapsed());
+            drop(stop);
+            task.await.expect("relay task");
+            lags.sort();
+            println!(
+                "{:<7} {target:<9} {per_second:>8.0} rows/s   lag p50 {:?}  p99 {:?}",
+                format!("{mode:?}").to_lowercase(),
+                lags[lags.len() / 2],
+                lags[lags.len() * 99 / 100]
+            );
         }
-        drop(stop);
-        running.await.expect("relay task");
-        lags.sort();
-        println!(
-            "{target:<9} {per_second:>8.0} rows/s   lag p50 {:?}  p99 {:?}",
-            lags[lags.len() / 2],
-            lags[lags.len() * 99 / 100]
-        );
     }
 }
