@@ -2,14 +2,16 @@
 //! missing, and a batch counted as published only when the broker acknowledged every message of it.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use tokio::sync::Mutex;
 
 use super::Message;
@@ -27,7 +29,9 @@ pub struct KafkaSettings {
 
 /// The producer, and the topics known to exist.
 pub struct KafkaBus {
-    producer: FutureProducer,
+    /// Replaced when librdkafka reports a fatal error (an idempotent producer that lost its sequence, e.g.
+    /// after the broker lost its state): a fatal producer fails every later send.
+    producer: ArcSwap<FutureProducer>,
     admin: AdminClient<DefaultClientContext>,
     settings: KafkaSettings,
     known_topics: Mutex<HashSet<String>>,
@@ -35,20 +39,36 @@ pub struct KafkaBus {
 
 impl KafkaBus {
     pub fn connect(settings: KafkaSettings) -> Result<Self, KafkaError> {
-        let producer = ClientConfig::new()
+        let producer = ArcSwap::from_pointee(Self::producer(&settings)?);
+        let admin = ClientConfig::new().set("bootstrap.servers", &settings.brokers).create()?;
+        Ok(Self { producer, admin, settings, known_topics: Mutex::default() })
+    }
+
+    fn producer(settings: &KafkaSettings) -> Result<FutureProducer, KafkaError> {
+        ClientConfig::new()
             .set("bootstrap.servers", &settings.brokers)
             .set("enable.idempotence", "true")
             .set("acks", "all")
             .set("message.timeout.ms", DELIVERY_TIMEOUT.as_millis().to_string())
-            .create()?;
-        let admin = ClientConfig::new().set("bootstrap.servers", &settings.brokers).create()?;
-        Ok(Self { producer, admin, settings, known_topics: Mutex::default() })
+            .create()
     }
 
     /// Publishes `messages` and returns once the broker acknowledged all of them. Messages of one key go to
     /// one partition in order (the idempotent producer keeps that order across retries).
     pub async fn publish(&self, messages: &[Message]) -> Result<(), KafkaError> {
+        let result = self.send_all(messages).await;
+        if result.is_err() {
+            if let Some((code, reason)) = self.producer.load().client().fatal_error() {
+                tracing::error!(?code, %reason, "the Kafka producer failed fatally; replacing it");
+                self.producer.store(Arc::new(Self::producer(&self.settings)?));
+            }
+        }
+        result
+    }
+
+    async fn send_all(&self, messages: &[Message]) -> Result<(), KafkaError> {
         self.ensure_topics(messages).await?;
+        let producer = self.producer.load_full();
         let mut deliveries = Vec::with_capacity(messages.len());
         for message in messages {
             let headers = message
@@ -56,7 +76,7 @@ impl KafkaBus {
                 .iter()
                 .fold(OwnedHeaders::new(), |h, (name, value)| h.insert(Header { key: name, value: Some(value) }));
             let record = FutureRecord::to(&message.topic).key(&message.key).payload(&message.payload).headers(headers);
-            deliveries.push(self.producer.send_result(record).map_err(|(error, _)| error)?);
+            deliveries.push(producer.send_result(record).map_err(|(error, _)| error)?);
         }
         for delivery in deliveries {
             match delivery.await {

@@ -8,7 +8,7 @@ use sqlx::{Acquire, AnyConnection, Connection};
 
 use crate::graph::Database;
 
-/// How long one `GET_LOCK` attempt waits before the standby checks for shutdown and tries again.
+/// How long one `GET_LOCK` attempt of a standby waits before it checks for shutdown and tries again.
 const ATTEMPT: Duration = Duration::from_secs(1);
 
 /// Holding the relay lock of a database.
@@ -18,15 +18,6 @@ pub struct Leadership {
 }
 
 impl Leadership {
-    /// Waits until this process holds the lock `name`.
-    pub async fn acquire(db: &Database, name: &str) -> Result<Self, sqlx::Error> {
-        loop {
-            if let Some(leadership) = Self::try_acquire(db, name, ATTEMPT).await? {
-                return Ok(leadership);
-            }
-        }
-    }
-
     /// Takes the lock if it becomes free within `wait`.
     pub async fn try_acquire(db: &Database, name: &str, wait: Duration) -> Result<Option<Self>, sqlx::Error> {
         // A connection of its own, outside the pool: the lock lives exactly as long as it does.
