@@ -6,7 +6,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::join_all;
 use serde_json::Value;
 use sqlx::{Executor, Row};
 use strand::bus::EmbeddedBus;
@@ -18,16 +17,7 @@ use strand::startup;
 use strand_test_support::{unique_server_id, wait_until, Backend, MariaDb, TestServer};
 use tokio::sync::oneshot;
 
-use super::{bus, outbox_rows};
-
-/// An outbox insert of a hand-made event, as a transaction of the write path would write it.
-fn outbox_insert(event_id: &str, from: i64, to: i64) -> String {
-    format!(
-        "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
-         VALUES ('acme', 'following', '{from}:{to}', 'follow', 'acme:{from}', \
-         '{{\"event_id\":\"{event_id}\",\"type\":\"follow\",\"tenant\":\"acme\",\"from\":{from},\"to\":{to},\"version\":1,\"occurred_at\":\"2026-01-01T00:00:00.000Z\"}}', 0)"
-    )
-}
+use super::{bus, concurrent_writers, outbox_insert, outbox_rows};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_committed_row_is_published_once_in_commit_order() {
@@ -44,19 +34,7 @@ async fn every_committed_row_is_published_once_in_commit_order() {
     let mut rolled_back = server.database().writer().begin().await.unwrap();
     rolled_back.execute(outbox_insert("acme:9:11:1", 9, 11).as_str()).await.unwrap();
 
-    let writers = (1..=8).map(|user| {
-        let client = server.client("acme", user);
-        async move {
-            let mut changes = 0;
-            for i in 0..20 {
-                let target = 100 + i % 3;
-                let reply = if i % 2 == 0 { client.follow(target).await } else { client.unfollow(target).await };
-                changes += usize::from(reply["changed"] == true);
-            }
-            changes
-        }
-    });
-    let committed: usize = 3 + join_all(writers).await.into_iter().sum::<usize>();
+    let committed = 3 + concurrent_writers(&server).await;
     wait_until("the later commits are published", Duration::from_secs(30), || async {
         bus(server.database(), "strand.following").await.len() == committed
     })

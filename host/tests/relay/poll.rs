@@ -4,13 +4,12 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use futures::future::join_all;
 use serde_json::Value;
 use sqlx::Executor;
 use strand::config::RelayMode;
 use strand_test_support::{on_every_backend, wait_until, Backend, TestServer};
 
-use super::{bus, outbox_rows};
+use super::{bus, concurrent_writers, outbox_insert, outbox_rows};
 
 on_every_backend!(every_committed_event_reaches_the_bus_once_in_order_per_key);
 
@@ -20,19 +19,7 @@ async fn every_committed_event_reaches_the_bus_once_in_order_per_key(backend: Ba
         c.relay_idle_ms = 10;
     })
     .await;
-    let writers = (1..=8).map(|user| {
-        let client = server.client("acme", user);
-        async move {
-            let mut changes = 0;
-            for i in 0..20 {
-                let target = 100 + i % 3;
-                let reply = if i % 2 == 0 { client.follow(target).await } else { client.unfollow(target).await };
-                changes += usize::from(reply["changed"] == true);
-            }
-            changes
-        }
-    });
-    let committed: usize = join_all(writers).await.into_iter().sum();
+    let committed = concurrent_writers(&server).await;
 
     let topic = "strand.following";
     wait_until("every committed event is on the bus", Duration::from_secs(30), || async {
@@ -67,13 +54,7 @@ async fn a_long_transaction_that_commits_after_later_ones_is_not_skipped() {
     })
     .await;
     let mut long = server.database().writer().begin().await.unwrap();
-    long.execute(
-        "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
-         VALUES ('acme', 'following', '9:10', 'follow', 'acme:9', \
-         '{\"event_id\":\"acme:9:10:1\",\"type\":\"follow\",\"tenant\":\"acme\",\"from\":9,\"to\":10,\"version\":1,\"occurred_at\":\"2026-01-01T00:00:00.000Z\"}', 0)",
-    )
-    .await
-    .unwrap();
+    long.execute(outbox_insert("acme:9:10:1", 9, 10).as_str()).await.unwrap();
     for target in 2..=6 {
         server.client("acme", 1).follow(target).await;
     }
