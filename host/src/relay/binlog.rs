@@ -34,6 +34,10 @@ const SILENCE_LIMIT: Duration = Duration::from_secs(5);
 const LINGER: Duration = Duration::from_millis(2);
 /// How long a checkpoint that moved far without outbox rows (other tables' transactions) waits to be saved.
 const CHECKPOINT_IDLE: Duration = Duration::from_secs(1);
+/// The first wait before a failed session is retried (doubling to 10 s while failures repeat).
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+/// A session that lasted this long was healthy: a failure after it starts the backoff afresh.
+const HEALTHY_SESSION: Duration = Duration::from_secs(60);
 /// Most rows published in one batch.
 const BATCH: usize = 512;
 /// How long a first start on MySQL waits for in-flight outbox writers before it gives up and retries.
@@ -68,9 +72,10 @@ impl BinlogRelay {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), RelayError> {
         tokio::pin!(shutdown);
         let mut leadership: Option<Leadership> = None;
-        let mut backoff = Duration::from_millis(500);
+        let mut backoff = FIRST_RETRY;
         loop {
             if Leadership::keep(&self.db, RELAY_LOCK, &mut leadership).await {
+                let began = Instant::now();
                 match self.follow(&mut leadership, shutdown.as_mut()).await {
                     Ok(()) => return Ok(()),
                     Err(e) if e.needs_operator() => {
@@ -78,8 +83,13 @@ impl BinlogRelay {
                         return Err(e);
                     }
                     Err(e) => {
+                        // A session that ran a while was healthy: its failure starts a fresh backoff.
+                        backoff = if began.elapsed() > HEALTHY_SESSION {
+                            FIRST_RETRY
+                        } else {
+                            (backoff * 2).min(Duration::from_secs(10))
+                        };
                         tracing::error!(error = %e, retry_in = ?backoff, "the binlog relay failed; resuming from the checkpoint");
-                        backoff = (backoff * 2).min(Duration::from_secs(10));
                     }
                 }
             }

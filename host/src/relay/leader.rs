@@ -35,13 +35,13 @@ impl Leadership {
         }
     }
 
-    /// Whether this connection still holds the lock (false after a lost connection or a server restart).
+    /// Whether this connection still holds the lock (false after a lost connection or a server restart,
+    /// and when the server does not answer within `ATTEMPT`: a silent link is taken for lost).
     pub async fn still_held(&mut self) -> bool {
-        let owner: Result<Option<i64>, _> = sqlx::query_scalar("SELECT IS_USED_LOCK(?) = CONNECTION_ID()")
+        let owner = sqlx::query_scalar::<_, Option<i64>>("SELECT IS_USED_LOCK(?) = CONNECTION_ID()")
             .bind(&self.name)
-            .fetch_one(&mut self.conn)
-            .await;
-        matches!(owner, Ok(Some(1)))
+            .fetch_one(&mut self.conn);
+        matches!(tokio::time::timeout(ATTEMPT * 5, owner).await, Ok(Ok(Some(1))))
     }
 
     /// Makes sure `held` is a live lock `name` before a batch, taking it when free: false while another
