@@ -10,6 +10,7 @@ pub mod bus;
 pub mod config;
 pub mod graph;
 pub mod plugins;
+pub mod projection;
 pub mod ratelimit;
 pub mod relay;
 pub mod startup;

@@ -1,0 +1,3 @@
+//! Projections of the bus's events, against real databases.
+
+mod follower;
