@@ -62,6 +62,8 @@ pub struct Config {
     /// The replica server id the binlog relay registers with; unique among the server's replicas. Every
     /// relay of one database may share it (only the lock holder streams).
     pub relay_server_id: u32,
+    /// Whether `strand serve` also runs the projection workers in-process (else run `strand worker`).
+    pub workers: bool,
     /// Prefix of every topic Strand publishes to: the default route of a follow is `{prefix}following`.
     pub topic_prefix: String,
     /// How long the relay waits before polling again once the outbox is empty, in milliseconds.
@@ -106,6 +108,7 @@ impl Default for Config {
             refresh_ms: 2000,
             relay: RelayMode::Poll,
             relay_server_id: 424_242,
+            workers: true,
             topic_prefix: "strand.".to_owned(),
             relay_idle_ms: 100,
             kafka_brokers: None,

@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use strand::api::{hs256_secret, mint_hs256, MintClaims};
 use strand::config::{Config, RelayMode};
 use strand::graph::{TenantId, UserId};
-use strand::startup::{run_relay, Server};
+use strand::startup::{run_relay, run_workers, Server};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -49,6 +49,8 @@ enum Command {
         #[arg(long)]
         reset_checkpoint: bool,
     },
+    /// Run the projection workers alone (bus → follower table), e.g. with `workers = false` on API nodes.
+    Worker,
     /// Build, test, deploy, list and roll back WASM plugins.
     #[command(subcommand)]
     Plugin(plugin_cli::PluginCommand),
@@ -89,6 +91,7 @@ async fn main() -> anyhow::Result<()> {
             };
             run_relay(&config, reset_checkpoint, shutdown_signal()).await?
         }
+        Command::Worker => run_workers(&config, shutdown_signal()).await?,
         Command::Plugin(command) => plugin_cli::run(command, &config).await?,
     }
     Ok(())

@@ -9,12 +9,14 @@ use std::time::Duration;
 
 use axum::Router;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 use crate::api::{self, AppState, AuthSetupError, Authenticator};
 use crate::bus::{EmbeddedBus, KafkaBus, KafkaSettings, Publisher};
 use crate::config::{Config, RelayMode};
 use crate::graph::{Database, DatabaseError, DatabaseKind};
 use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
+use crate::projection::{EventSource, Projection, SourceError, Worker};
 use crate::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
 use crate::relay::{BinlogRelay, Checkpoint, Outlet, PollRelay, Relay, RelayError};
 use crate::tenants::TenantSettings;
@@ -36,6 +38,8 @@ pub enum StartupError {
     Redis(#[from] redis::RedisError),
     #[error("cannot set up the Kafka producer: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
+    #[error("cannot start a projection worker: {0}")]
+    Worker(#[from] SourceError),
     #[error("cannot start the relay: {0}")]
     Relay(#[from] RelayError),
     #[error("relay = \"binlog\" follows a MySQL/MariaDB binlog; this database has none (use relay = \"poll\")")]
@@ -53,6 +57,7 @@ pub struct Server {
     tenants: Arc<TenantSettings>,
     refresh_every: Duration,
     relay: Option<Relay>,
+    workers: Vec<Worker>,
 }
 
 impl Server {
@@ -83,7 +88,8 @@ impl Server {
             .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
         let refresh_every = Duration::from_millis(config.refresh_ms.max(100));
         let relay = relay(config, &db, &plugins)?;
-        Ok(Self { listener, router: api::router(state), db, plugins, tenants, refresh_every, relay })
+        let workers = if config.workers { workers(config, &db).await? } else { Vec::new() };
+        Ok(Self { listener, router: api::router(state), db, plugins, tenants, refresh_every, relay, workers })
     }
 
     /// The address actually bound (differs from the configured one when its port is 0).
@@ -100,24 +106,23 @@ impl Server {
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
         tracing::info!(addr = %self.local_addr()?, database = ?self.db.kind(), "strand is serving");
         let refresher = tokio::spawn(refresh_from_database(self.plugins, self.tenants, self.refresh_every));
-        let (stop_relay, relay_stopped) = tokio::sync::oneshot::channel::<()>();
-        let relay = self.relay.map(|relay| {
-            tokio::spawn(async move {
-                let stopped = async move {
-                    // Stopped by the send below, or by the sender's drop if serving ends early.
-                    let _stop_or_drop = relay_stopped.await;
-                };
-                // The error was logged; the API keeps serving (writes stay in the outbox, nothing is lost).
-                let _needs_operator = relay.run(stopped).await;
-            })
-        });
+        let (stop, stop_signal) = watch::channel(());
+        let mut background = Vec::new();
+        if let Some(relay) = self.relay {
+            let stopped = stopped(&stop_signal);
+            // An error that needs an operator was logged; the API keeps serving (rows wait in the outbox).
+            background.push(tokio::spawn(async move { drop(relay.run(stopped).await) }));
+        }
+        for worker in self.workers {
+            background.push(tokio::spawn(worker.run(stopped(&stop_signal))));
+        }
         let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
         refresher.abort();
-        // The relay finishes the batch in hand (its transaction commits or rolls back whole), then stops.
-        drop(stop_relay);
-        if let Some(relay) = relay {
-            if let Err(e) = relay.await {
-                tracing::error!(error = %e, "the relay task failed");
+        // The relay and the workers finish the batch in hand, commit what they did, then stop.
+        drop(stop);
+        for task in background {
+            if let Err(e) = task.await {
+                tracing::error!(error = %e, "a background task failed");
             }
         }
         self.db.close().await;
@@ -165,11 +170,7 @@ pub fn relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> R
         return Ok(None);
     }
     let publisher = match &config.kafka_brokers {
-        Some(brokers) => Publisher::Kafka(Arc::new(KafkaBus::connect(KafkaSettings {
-            brokers: brokers.clone(),
-            partitions: config.kafka_partitions,
-            replication: config.kafka_replication,
-        })?)),
+        Some(brokers) => Publisher::Kafka(Arc::new(kafka_bus(config, brokers)?)),
         None => Publisher::Embedded(EmbeddedBus::new(db.clone())),
     };
     let outlet = Outlet::new(plugins.clone(), publisher, config.topic_prefix.clone());
@@ -180,6 +181,61 @@ pub fn relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> R
         }
         _ => Relay::Poll(PollRelay::new(db.clone(), outlet, Duration::from_millis(config.relay_idle_ms.max(1)))),
     }))
+}
+
+/// Runs the projection workers alone (`strand worker`) until `shutdown`.
+pub async fn run_workers(config: &Config, shutdown: impl Future<Output = ()>) -> Result<(), StartupError> {
+    let db = Database::open(&config.database_url, config.database_max_connections).await?;
+    let (stop, stop_signal) = watch::channel(());
+    let mut tasks = Vec::new();
+    for worker in workers(config, &db).await? {
+        tasks.push(tokio::spawn(worker.run(stopped(&stop_signal))));
+    }
+    tracing::info!(workers = tasks.len(), "projection workers are running");
+    shutdown.await;
+    drop(stop);
+    for task in tasks {
+        if let Err(e) = task.await {
+            tracing::error!(error = %e, "a projection worker failed");
+        }
+    }
+    db.close().await;
+    Ok(())
+}
+
+/// The projection workers of this deployment, reading Kafka when brokers are configured, else the
+/// embedded bus: the `follower` table from `{prefix}following`.
+pub async fn workers(config: &Config, db: &Database) -> Result<Vec<Worker>, StartupError> {
+    let topic = format!("{}following", config.topic_prefix);
+    let projection = Projection::Follower(db.clone());
+    let dead_letter_topic = format!("{}dead-letter.{}", config.topic_prefix, projection.name());
+    let (source, dead_letters) = match &config.kafka_brokers {
+        Some(brokers) => {
+            let group = format!("{}{}", config.topic_prefix, projection.name());
+            (EventSource::kafka(brokers, &group, &topic)?, Publisher::Kafka(Arc::new(kafka_bus(config, brokers)?)))
+        }
+        None => {
+            let bus = EmbeddedBus::new(db.clone());
+            (EventSource::embedded(bus.clone(), projection.name(), &topic).await?, Publisher::Embedded(bus))
+        }
+    };
+    Ok(vec![Worker::new(source, projection, dead_letters, dead_letter_topic)])
+}
+
+fn kafka_bus(config: &Config, brokers: &str) -> Result<KafkaBus, StartupError> {
+    Ok(KafkaBus::connect(KafkaSettings {
+        brokers: brokers.to_owned(),
+        partitions: config.kafka_partitions,
+        replication: config.kafka_replication,
+    })?)
+}
+
+/// Completes when the sender of `signal` is dropped: how a node stops its background tasks together.
+fn stopped(signal: &watch::Receiver<()>) -> impl Future<Output = ()> + Send + 'static {
+    let mut signal = signal.clone();
+    async move {
+        let _sender_dropped = signal.changed().await;
+    }
 }
 
 /// Keeps this node's plugins and tenant settings in line with the database. A failed refresh is logged and

@@ -1,10 +1,11 @@
 //! The embedded bus: a log table per database (`bus_log`) and consumer positions (`bus_positions`).
 //!
 //! Appends happen inside the caller's transaction — the relay appends and deletes the outbox rows it
-//! published in one commit, so on the embedded default every event enters the bus exactly once. Only the
-//! relay appends (one writer), so `seq` order is commit order and `seq > position` never skips a row.
+//! published in one commit, so on the embedded default every event enters the bus exactly once. Each topic
+//! has one writer (the relay; a projection's worker for its dead-letter topic), so `seq` order is commit
+//! order and `seq > position` never skips a row.
 
-use sqlx::{AnyConnection, Row};
+use sqlx::{Acquire, AnyConnection, Row};
 
 use super::Message;
 use crate::graph::{now_ms, Database};
@@ -25,6 +26,14 @@ pub struct EmbeddedBus {
 impl EmbeddedBus {
     pub fn new(db: Database) -> Self {
         Self { db }
+    }
+
+    /// Appends `messages` in a transaction of their own.
+    pub async fn append_alone(&self, messages: &[Message]) -> Result<(), sqlx::Error> {
+        let mut conn = self.db.writer().acquire().await?;
+        let mut tx = conn.begin().await?;
+        self.append(&mut tx, messages).await?;
+        tx.commit().await
     }
 
     /// Appends `messages`, in order, on `tx` (a connection inside a transaction); they become visible when

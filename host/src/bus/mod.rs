@@ -13,6 +13,25 @@ pub enum Publisher {
     Kafka(Arc<KafkaBus>),
 }
 
+impl Publisher {
+    /// Publishes `messages` on their own (not within a relay transaction): dead letters, for instance.
+    pub async fn publish(&self, messages: &[Message]) -> Result<(), PublishError> {
+        match self {
+            Publisher::Embedded(bus) => Ok(bus.append_alone(messages).await?),
+            Publisher::Kafka(kafka) => Ok(kafka.publish(messages).await?),
+        }
+    }
+}
+
+/// Why messages were not published.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error("the embedded bus failed: {0}")]
+    Embedded(#[from] sqlx::Error),
+    #[error("Kafka failed: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+}
+
 mod embedded;
 mod kafka;
 

@@ -1,3 +1,4 @@
 //! Projections of the bus's events, against real databases.
 
 mod follower;
+mod worker;

@@ -55,6 +55,7 @@ impl TestServer {
             plugin_cache_dir: Some(std::env::temp_dir().join("strand-test-plugin-cache")),
             // The outbox is part of what the write-path tests check: only relay tests turn the relay on.
             relay: RelayMode::Off,
+            workers: false,
             relay_server_id: unique_server_id(),
             ..Config::default()
         };

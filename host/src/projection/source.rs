@@ -1,0 +1,149 @@
+//! Where a projection reads the bus: a Kafka consumer group, or a named subscriber of the embedded bus —
+//! the same batches and the same "commit only what is done" either way.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::FutureExt;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Headers};
+use rdkafka::{Message as _, Offset, TopicPartitionList};
+
+use crate::bus::{EmbeddedBus, Message};
+
+/// An event read from the bus, with where it came from (what a commit moves past).
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub message: Message,
+    position: Position,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Position {
+    Embedded(i64),
+    Kafka { partition: i32, offset: i64 },
+}
+
+/// Why the bus could not be read or a position not committed; the worker retries.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("the embedded bus failed: {0}")]
+    Embedded(#[from] sqlx::Error),
+    #[error("Kafka failed: {0}")]
+    Kafka(#[from] KafkaError),
+}
+
+/// One projection's reader of one topic.
+pub enum EventSource {
+    Embedded { bus: EmbeddedBus, subscriber: String, topic: String, after: i64 },
+    Kafka { consumer: StreamConsumer, topic: String },
+}
+
+impl EventSource {
+    /// The embedded bus's `topic`, from where `subscriber` committed last.
+    pub async fn embedded(bus: EmbeddedBus, subscriber: &str, topic: &str) -> Result<Self, SourceError> {
+        let after = bus.position(subscriber, topic).await?;
+        Ok(Self::Embedded { bus, subscriber: subscriber.to_owned(), topic: topic.to_owned(), after })
+    }
+
+    /// Kafka's `topic` as a member of consumer group `group` (partitions are split between the members;
+    /// a new group starts from the beginning of the topic).
+    pub fn kafka(brokers: &str, group: &str, topic: &str) -> Result<Self, SourceError> {
+        let consumer: StreamConsumer = ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("session.timeout.ms", "10000")
+            .set("heartbeat.interval.ms", "1000")
+            .create()?;
+        consumer.subscribe(&[topic])?;
+        Ok(Self::Kafka { consumer, topic: topic.to_owned() })
+    }
+
+    /// Waits up to `wait` for a first event, then takes what is ready, up to `max` in all.
+    pub async fn next_batch(&mut self, max: usize, wait: Duration) -> Result<Vec<Received>, SourceError> {
+        match self {
+            Self::Embedded { bus, topic, after, .. } => {
+                let mut read = bus.read(topic, *after, max as u32).await?;
+                if read.is_empty() {
+                    tokio::time::sleep(wait).await;
+                    read = bus.read(topic, *after, max as u32).await?;
+                }
+                if let Some(last) = read.last() {
+                    *after = last.seq;
+                }
+                Ok(read
+                    .into_iter()
+                    .map(|d| Received { message: d.message, position: Position::Embedded(d.seq) })
+                    .collect())
+            }
+            Self::Kafka { consumer, .. } => {
+                let mut batch = Vec::new();
+                let Ok(first) = tokio::time::timeout(wait, consumer.recv()).await else {
+                    return Ok(batch);
+                };
+                batch.push(received(&first?));
+                while batch.len() < max {
+                    match consumer.recv().now_or_never() {
+                        Some(next) => batch.push(received(&next?)),
+                        None => break,
+                    }
+                }
+                Ok(batch)
+            }
+        }
+    }
+
+    /// Records that everything up to the end of `batch` is done: only call once its effects are durable.
+    pub async fn commit(&mut self, batch: &[Received]) -> Result<(), SourceError> {
+        match self {
+            Self::Embedded { bus, subscriber, topic, .. } => {
+                let last = batch.iter().filter_map(|r| match r.position {
+                    Position::Embedded(seq) => Some(seq),
+                    Position::Kafka { .. } => None,
+                });
+                if let Some(seq) = last.max() {
+                    bus.commit(subscriber, topic, seq).await?;
+                }
+                Ok(())
+            }
+            Self::Kafka { consumer, topic } => {
+                let mut next: HashMap<i32, i64> = HashMap::new();
+                for r in batch {
+                    if let Position::Kafka { partition, offset } = r.position {
+                        let entry = next.entry(partition).or_insert(offset + 1);
+                        *entry = (*entry).max(offset + 1);
+                    }
+                }
+                if next.is_empty() {
+                    return Ok(());
+                }
+                let mut offsets = TopicPartitionList::new();
+                for (partition, offset) in next {
+                    offsets.add_partition_offset(topic, partition, Offset::Offset(offset))?;
+                }
+                // A lost commit only means redelivery, which every projection absorbs.
+                consumer.commit(&offsets, CommitMode::Async)?;
+                Ok(())
+            }
+        }
+    }
+}
+
+fn received(message: &BorrowedMessage<'_>) -> Received {
+    let text = |bytes: Option<&[u8]>| String::from_utf8_lossy(bytes.unwrap_or_default()).into_owned();
+    let headers =
+        message.headers().map(|h| h.iter().map(|h| (h.key.to_owned(), text(h.value))).collect()).unwrap_or_default();
+    Received {
+        message: Message {
+            topic: message.topic().to_owned(),
+            key: text(message.key()),
+            headers,
+            payload: text(message.payload()),
+        },
+        position: Position::Kafka { partition: message.partition(), offset: message.offset() },
+    }
+}

@@ -1,0 +1,155 @@
+//! A projection worker: a batch from its source → decode → apply (retried with backoff while the failure
+//! is transient) → commit the batch's position. A poison event — undecodable, or refused by the projection —
+//! goes to the projection's dead-letter topic with its error, and the rest of the batch moves on.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::follower::{self, FollowerError};
+use super::source::{EventSource, Received};
+use crate::bus::{Message, Publisher};
+use crate::graph::{Database, OutboxEvent};
+
+/// Most events per batch.
+const BATCH: usize = 256;
+/// How long a worker waits for a first event before checking for shutdown again.
+const POLL: Duration = Duration::from_millis(50);
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+const LAST_RETRY: Duration = Duration::from_secs(10);
+
+/// What a worker keeps up to date.
+pub enum Projection {
+    /// The host's `follower` table.
+    Follower(Database),
+}
+
+impl Projection {
+    /// The projection's name: its consumer group / subscriber and its dead-letter topic's suffix.
+    pub fn name(&self) -> &str {
+        match self {
+            Projection::Follower(_) => "follower",
+        }
+    }
+
+    async fn apply(&self, events: &[OutboxEvent]) -> Result<(), ApplyError> {
+        match self {
+            Projection::Follower(db) => follower::apply(db, events).await.map_err(|e| match e {
+                FollowerError::Unprojectable(poison) => {
+                    ApplyError::Poison { event_id: poison.event_id.clone(), detail: poison.to_string() }
+                }
+                FollowerError::Database(e) => ApplyError::Transient(e.to_string()),
+            }),
+        }
+    }
+}
+
+enum ApplyError {
+    /// This event can never be applied: dead-letter it.
+    Poison { event_id: String, detail: String },
+    /// Try the batch again later.
+    Transient(String),
+}
+
+/// One projection's consumer.
+pub struct Worker {
+    source: EventSource,
+    projection: Projection,
+    dead_letters: Publisher,
+    dead_letter_topic: String,
+}
+
+impl Worker {
+    /// `dead_letter_topic` receives what can never be applied.
+    pub fn new(
+        source: EventSource,
+        projection: Projection,
+        dead_letters: Publisher,
+        dead_letter_topic: String,
+    ) -> Self {
+        Self { source, projection, dead_letters, dead_letter_topic }
+    }
+
+    /// Projects until `shutdown`; the batch in hand is finished (applied and committed) first. A batch that
+    /// failed is retried, never skipped.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut backoff = FIRST_RETRY;
+        let mut failed: Option<Vec<Received>> = None;
+        loop {
+            let batch = match failed.take() {
+                Some(batch) => batch,
+                None => tokio::select! {
+                    () = &mut shutdown => return,
+                    read = self.source.next_batch(BATCH, POLL) => match read {
+                        Ok(batch) if batch.is_empty() => continue,
+                        Ok(batch) => batch,
+                        Err(e) => {
+                            self.wait_after(&e.to_string(), &mut backoff, &mut shutdown).await;
+                            continue;
+                        }
+                    },
+                },
+            };
+            match self.project(&batch).await {
+                Ok(()) => backoff = FIRST_RETRY,
+                Err(error) => {
+                    failed = Some(batch);
+                    self.wait_after(&error, &mut backoff, &mut shutdown).await;
+                }
+            }
+        }
+    }
+
+    async fn wait_after(
+        &self,
+        error: &str,
+        backoff: &mut Duration,
+        shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+    ) {
+        tracing::error!(projection = self.projection.name(), %error, retry_in = ?backoff, "projection worker failed; retrying");
+        tokio::select! {
+            () = shutdown.as_mut() => {}
+            () = tokio::time::sleep(*backoff) => {}
+        }
+        *backoff = (*backoff * 2).min(LAST_RETRY);
+    }
+
+    /// Applies one batch until it is done (retrying transient failures), dead-letters its poison, commits.
+    async fn project(&mut self, batch: &[Received]) -> Result<(), String> {
+        let mut events = Vec::with_capacity(batch.len());
+        for received in batch {
+            match serde_json::from_str::<OutboxEvent>(&received.message.payload) {
+                Ok(event) => events.push(event),
+                Err(e) => self.dead_letter(&received.message, &format!("undecodable event: {e}")).await?,
+            }
+        }
+        loop {
+            match self.projection.apply(&events).await {
+                Ok(()) => break,
+                Err(ApplyError::Poison { event_id, detail }) => {
+                    let index =
+                        events.iter().position(|e| e.event_id == event_id).expect("a poison event of the batch");
+                    let poison = events.remove(index);
+                    let message = batch
+                        .iter()
+                        .map(|r| &r.message)
+                        .find(|m| m.header("event-id") == Some(poison.event_id.as_str()))
+                        .expect("the poison event's message");
+                    self.dead_letter(message, &detail).await?;
+                }
+                Err(ApplyError::Transient(error)) => return Err(error),
+            }
+        }
+        self.source.commit(batch).await.map_err(|e| e.to_string())
+    }
+
+    async fn dead_letter(&self, message: &Message, error: &str) -> Result<(), String> {
+        tracing::error!(projection = self.projection.name(), event_id = message.header("event-id"), %error, "dead-lettering an event");
+        let mut dead = message.clone();
+        dead.topic = self.dead_letter_topic.clone();
+        dead.headers.push(("error".to_owned(), error.to_owned()));
+        dead.headers.push(("projection".to_owned(), self.projection.name().to_owned()));
+        dead.headers.push(("source-topic".to_owned(), message.topic.clone()));
+        self.dead_letters.publish(&[dead]).await.map_err(|e| format!("cannot dead-letter: {e}"))
+    }
+}
