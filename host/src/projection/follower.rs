@@ -2,46 +2,21 @@
 //! only when its version is newer than the row's (last writer wins by version), so a redelivered batch, a
 //! replayed partition or one pair's events out of order all leave the table equal to the truth.
 
-use chrono::DateTime;
-
+use super::events::{relation_event, Unprojectable};
 use crate::graph::{Database, DatabaseKind, OutboxEvent};
+use crate::plugins::{Action, RelationEvent};
 
-/// Why an event cannot be projected (a poison event: retrying will not help).
-#[derive(Debug, thiserror::Error)]
-#[error("event {event_id} cannot be projected: {detail}")]
-pub struct Unprojectable {
-    pub event_id: String,
-    pub detail: String,
-}
-
-/// One row change derived from an event.
-struct FollowerRow<'e> {
-    tenant: &'e str,
-    to: i64,
-    from: i64,
-    status: i64,
-    version: i64,
-    at_ms: i64,
-}
-
-impl<'e> FollowerRow<'e> {
-    fn from_event(event: &'e OutboxEvent) -> Result<Self, Unprojectable> {
-        let poison = |detail: String| Unprojectable { event_id: event.event_id.clone(), detail };
-        let status = match event.event_type.as_str() {
-            "follow" => 1,
-            "unfollow" => 0,
-            other => return Err(poison(format!("unknown event type {other:?}"))),
-        };
-        let at_ms = DateTime::parse_from_rfc3339(&event.occurred_at)
-            .map_err(|e| poison(format!("occurred_at {:?}: {e}", event.occurred_at)))?
-            .timestamp_millis();
-        Ok(Self { tenant: &event.tenant, to: event.to, from: event.from, status, version: event.version, at_ms })
+/// The status a follower row takes from `event`.
+fn status(event: &RelationEvent) -> i64 {
+    match event.action {
+        Action::Follow => 1,
+        Action::Unfollow => 0,
     }
 }
 
 /// Applies `events` in one transaction. `created_at` is the time of the latest follow, as in `following`.
 pub async fn apply(db: &Database, events: &[OutboxEvent]) -> Result<(), FollowerError> {
-    let rows = events.iter().map(FollowerRow::from_event).collect::<Result<Vec<_>, _>>()?;
+    let rows = events.iter().map(relation_event).collect::<Result<Vec<_>, _>>()?;
     let upsert = match db.kind() {
         // Assignments run left to right and see earlier ones: `version` is compared first, set last.
         DatabaseKind::MySql => {
@@ -63,13 +38,13 @@ pub async fn apply(db: &Database, events: &[OutboxEvent]) -> Result<(), Follower
     let mut tx = db.writer().begin().await?;
     for row in rows {
         sqlx::query(upsert)
-            .bind(row.tenant)
-            .bind(row.to)
-            .bind(row.from)
-            .bind(row.status)
+            .bind(&row.tenant)
+            .bind(row.followee)
+            .bind(row.follower)
+            .bind(status(&row))
             .bind(row.version)
-            .bind(row.at_ms)
-            .bind(row.at_ms)
+            .bind(row.occurred_at_ms)
+            .bind(row.occurred_at_ms)
             .execute(&mut *tx)
             .await?;
     }

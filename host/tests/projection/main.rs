@@ -1,4 +1,5 @@
 //! Projections of the bus's events, against real databases.
 
+mod effects;
 mod follower;
 mod worker;
