@@ -16,7 +16,8 @@ use crate::bus::{EmbeddedBus, KafkaBus, KafkaSettings, Publisher};
 use crate::config::{Config, RelayMode};
 use crate::graph::{Database, DatabaseError, DatabaseKind};
 use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
-use crate::projection::{EventSource, Projection, SourceError, Worker};
+use crate::projection::effects::RedisEffects;
+use crate::projection::{EventSource, PluginProjection, Projection, SourceError, Worker};
 use crate::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
 use crate::relay::{BinlogRelay, Checkpoint, Outlet, PollRelay, Relay, RelayError};
 use crate::tenants::TenantSettings;
@@ -88,7 +89,7 @@ impl Server {
             .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
         let refresh_every = Duration::from_millis(config.refresh_ms.max(100));
         let relay = relay(config, &db, &plugins)?;
-        let workers = if config.workers { workers(config, &db).await? } else { Vec::new() };
+        let workers = if config.workers { workers(config, &db, &plugins).await? } else { Vec::new() };
         Ok(Self { listener, router: api::router(state), db, plugins, tenants, refresh_every, relay, workers })
     }
 
@@ -186,9 +187,14 @@ pub fn relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> R
 /// Runs the projection workers alone (`strand worker`) until `shutdown`.
 pub async fn run_workers(config: &Config, shutdown: impl Future<Output = ()>) -> Result<(), StartupError> {
     let db = Database::open(&config.database_url, config.database_max_connections).await?;
+    let runtime = Arc::new(PluginRuntime::new(config.plugin_limits(), config.plugin_cache_dir.clone())?);
+    let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await?);
+    let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
+    let every = Duration::from_millis(config.refresh_ms.max(100));
+    let refresher = tokio::spawn(refresh_from_database(plugins.clone(), tenants, every));
     let (stop, stop_signal) = watch::channel(());
     let mut tasks = Vec::new();
-    for worker in workers(config, &db).await? {
+    for worker in workers(config, &db, &plugins).await? {
         tasks.push(tokio::spawn(worker.run(stopped(&stop_signal))));
     }
     tracing::info!(workers = tasks.len(), "projection workers are running");
@@ -199,27 +205,42 @@ pub async fn run_workers(config: &Config, shutdown: impl Future<Output = ()>) ->
             tracing::error!(error = %e, "a projection worker failed");
         }
     }
+    refresher.abort();
     db.close().await;
     Ok(())
 }
 
 /// The projection workers of this deployment, reading Kafka when brokers are configured, else the
-/// embedded bus: the `follower` table from `{prefix}following`.
-pub async fn workers(config: &Config, db: &Database) -> Result<Vec<Worker>, StartupError> {
+/// embedded bus, all from `{prefix}following`: the `follower` table, and with Redis configured one worker
+/// per projector plugin (bundled or deployed at start-up) for every tenant.
+pub async fn workers(
+    config: &Config,
+    db: &Database,
+    plugins: &Arc<PluginRegistry>,
+) -> Result<Vec<Worker>, StartupError> {
+    let mut projections = vec![Projection::Follower(db.clone())];
+    if let Some(url) = &config.redis_url {
+        let effects = Arc::new(RedisEffects::connect(url).await?);
+        for name in plugins.projector_names() {
+            projections.push(Projection::Plugin(PluginProjection::new(plugins.clone(), &name, effects.clone())));
+        }
+    }
     let topic = format!("{}following", config.topic_prefix);
-    let projection = Projection::Follower(db.clone());
-    let dead_letter_topic = format!("{}dead-letter.{}", config.topic_prefix, projection.name());
-    let (source, dead_letters) = match &config.kafka_brokers {
-        Some(brokers) => {
-            let group = format!("{}{}", config.topic_prefix, projection.name());
-            (EventSource::kafka(brokers, &group, &topic)?, Publisher::Kafka(Arc::new(kafka_bus(config, brokers)?)))
-        }
-        None => {
-            let bus = EmbeddedBus::new(db.clone());
-            (EventSource::embedded(bus.clone(), projection.name(), &topic).await?, Publisher::Embedded(bus))
-        }
+    let dead_letters = match &config.kafka_brokers {
+        Some(brokers) => Publisher::Kafka(Arc::new(kafka_bus(config, brokers)?)),
+        None => Publisher::Embedded(EmbeddedBus::new(db.clone())),
     };
-    Ok(vec![Worker::new(source, projection, dead_letters, dead_letter_topic)])
+    let mut workers = Vec::new();
+    for projection in projections {
+        let name = projection.name();
+        let source = match &config.kafka_brokers {
+            Some(brokers) => EventSource::kafka(brokers, &format!("{}{name}", config.topic_prefix), &topic)?,
+            None => EventSource::embedded(EmbeddedBus::new(db.clone()), &name, &topic).await?,
+        };
+        let dead_letter_topic = format!("{}dead-letter.{name}", config.topic_prefix);
+        workers.push(Worker::new(source, projection, dead_letters.clone(), dead_letter_topic));
+    }
+    Ok(workers)
 }
 
 fn kafka_bus(config: &Config, brokers: &str) -> Result<KafkaBus, StartupError> {

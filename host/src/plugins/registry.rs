@@ -220,6 +220,14 @@ impl PluginRegistry {
         projectors
     }
 
+    /// Every projector name in use: the bundled ones and those any tenant deployed (one worker each).
+    pub fn projector_names(&self) -> std::collections::BTreeSet<String> {
+        let deployed = self.deployed.load();
+        let bundled = self.bundled.iter().filter(|b| b.kind == PluginKind::Projector).map(|b| b.name.clone());
+        let tenants = deployed.keys().filter(|slot| slot.kind == PluginKind::Projector).map(|slot| slot.name.clone());
+        bundled.chain(tenants).collect()
+    }
+
     /// The bundled router: the fallback when a tenant's router fails.
     pub fn default_router(&self) -> Arc<ActivePlugin> {
         self.bundled(PluginKind::Router, SINGLETON_NAME).expect("a bundled router")

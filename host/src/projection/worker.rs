@@ -6,6 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::follower::{self, FollowerError};
+use super::plugin::{PluginProjection, PluginProjectionError};
 use super::source::{EventSource, Received};
 use crate::bus::{Message, Publisher};
 use crate::graph::{Database, OutboxEvent};
@@ -21,13 +22,16 @@ const LAST_RETRY: Duration = Duration::from_secs(10);
 pub enum Projection {
     /// The host's `follower` table.
     Follower(Database),
+    /// A projector plugin's data in Redis.
+    Plugin(PluginProjection),
 }
 
 impl Projection {
     /// The projection's name: its consumer group / subscriber and its dead-letter topic's suffix.
-    pub fn name(&self) -> &str {
+    pub fn name(&self) -> String {
         match self {
-            Projection::Follower(_) => "follower",
+            Projection::Follower(_) => "follower".to_owned(),
+            Projection::Plugin(plugin) => format!("projector.{}", plugin.plugin()),
         }
     }
 
@@ -38,6 +42,12 @@ impl Projection {
                     ApplyError::Poison { event_id: poison.event_id.clone(), detail: poison.to_string() }
                 }
                 FollowerError::Database(e) => ApplyError::Transient(e.to_string()),
+            }),
+            Projection::Plugin(plugin) => plugin.apply(events).await.map_err(|e| match e {
+                PluginProjectionError::Unprojectable(poison) => {
+                    ApplyError::Poison { event_id: poison.event_id.clone(), detail: poison.to_string() }
+                }
+                PluginProjectionError::Redis(e) => ApplyError::Transient(e.to_string()),
             }),
         }
     }
@@ -106,7 +116,7 @@ impl Worker {
         backoff: &mut Duration,
         shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     ) {
-        tracing::error!(projection = self.projection.name(), %error, retry_in = ?backoff, "projection worker failed; retrying");
+        tracing::error!(projection = %self.projection.name(), %error, retry_in = ?backoff, "projection worker failed; retrying");
         tokio::select! {
             () = shutdown.as_mut() => {}
             () = tokio::time::sleep(*backoff) => {}
@@ -144,11 +154,11 @@ impl Worker {
     }
 
     async fn dead_letter(&self, message: &Message, error: &str) -> Result<(), String> {
-        tracing::error!(projection = self.projection.name(), event_id = message.header("event-id"), %error, "dead-lettering an event");
+        tracing::error!(projection = %self.projection.name(), event_id = message.header("event-id"), %error, "dead-lettering an event");
         let mut dead = message.clone();
         dead.topic = self.dead_letter_topic.clone();
         dead.headers.push(("error".to_owned(), error.to_owned()));
-        dead.headers.push(("projection".to_owned(), self.projection.name().to_owned()));
+        dead.headers.push(("projection".to_owned(), self.projection.name()));
         dead.headers.push(("source-topic".to_owned(), message.topic.clone()));
         self.dead_letters.publish(&[dead]).await.map_err(|e| format!("cannot dead-letter: {e}"))
     }

@@ -1,14 +1,16 @@
-//! The follower worker keeps the `follower` table equal to the truth from the bus — the embedded bus or a
-//! Kafka consumer group — across restarts, and sends what it cannot apply to the dead-letter topic.
+//! The workers keep the `follower` table and the projector plugins' Redis data equal to the truth from the
+//! bus — the embedded bus or a Kafka consumer group — across restarts, and send what they cannot apply to
+//! the dead-letter topic while the rest proceeds.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::future::join_all;
+use reqwest::Method;
 use strand::bus::{EmbeddedBus, Message};
 use strand::config::RelayMode;
 use strand::graph::Database;
-use strand_test_support::{on_every_backend, wait_until, Backend, Kafka, TestServer};
+use strand_test_support::{on_every_backend, test_plugin, wait_until, Backend, Kafka, Redis, TestServer};
 
 on_every_backend!(the_worker_keeps_the_follower_table_equal_to_the_truth_across_restarts);
 
@@ -106,4 +108,85 @@ async fn an_undecodable_event_goes_to_the_dead_letter_topic_and_the_rest_proceed
     assert_eq!(dead[0].message.payload, "{not json");
     assert_eq!(dead[0].message.header("source-topic"), Some("strand.following"));
     assert!(dead[0].message.header("error").is_some_and(|e| e.contains("undecodable")), "{dead:?}");
+}
+
+/// Whether Redis holds, for users 1..=6 of `acme`, the truth's follower counts and following lists.
+async fn redis_matches_truth(db: &Database, redis: &mut redis::aio::MultiplexedConnection) -> bool {
+    use redis::AsyncCommands;
+    let truth: Vec<(i64, i64)> =
+        sqlx::query_as("SELECT from_user_id, to_user_id FROM following WHERE tenant_id = 'acme' AND rel_status = 1")
+            .fetch_all(db.reader())
+            .await
+            .unwrap();
+    for user in 1..=6_i64 {
+        let followers = truth.iter().filter(|(_, to)| *to == user).count() as i64;
+        let counted: Option<i64> = redis.get(format!("acme:follow-counts:followers:{user}")).await.unwrap();
+        let following: BTreeSet<String> =
+            truth.iter().filter(|(from, _)| *from == user).map(|(_, to)| format!("{to:020}")).collect();
+        let listed: BTreeSet<String> =
+            redis.zrange(format!("acme:follow-lists:following:{user}"), 0, -1).await.unwrap();
+        if counted.unwrap_or(0) != followers || listed != following {
+            return false;
+        }
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn projector_workers_keep_redis_equal_to_the_truth_across_restarts() {
+    let url = Redis::shared().unwrap().url();
+    let mut server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.relay = RelayMode::Poll;
+        c.relay_idle_ms = 10;
+        c.workers = true;
+        c.redis_url = Some(url.clone());
+    })
+    .await;
+    let redis = redis::Client::open(url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    for round in 0..3 {
+        storm(&server, round).await;
+        wait_until("Redis counters and lists equal the truth", Duration::from_secs(30), || {
+            let (db, mut redis) = (server.database().clone(), redis.clone());
+            async move { redis_matches_truth(&db, &mut redis).await }
+        })
+        .await;
+        server = server.restart().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_projector_that_traps_on_one_event_dead_letters_it_and_the_rest_proceed() {
+    let url = Redis::shared().unwrap().url();
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.relay = RelayMode::Poll;
+        c.relay_idle_ms = 10;
+        c.workers = true;
+        c.redis_url = Some(url.clone());
+    })
+    .await;
+    let path = "/admin/v1/tenants/trap/plugins/projector/hostile";
+    assert_eq!(server.admin().upload(Method::PUT, path, test_plugin("hostile-projector")).await.status, 200);
+    // Workers are chosen at start-up: a restart picks the new projector up.
+    let server = server.restart().await;
+    for follower in [1, 666, 2, 3] {
+        server.client("trap", follower).follow(10).await;
+    }
+    let bus = EmbeddedBus::new(server.database().clone());
+    wait_until("the trapping event is dead-lettered", Duration::from_secs(30), || async {
+        !bus.read("strand.dead-letter.projector.hostile", 0, 10).await.unwrap().is_empty()
+    })
+    .await;
+    let redis = redis::Client::open(url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    wait_until("the other three follows are counted", Duration::from_secs(30), || {
+        let mut redis = redis.clone();
+        async move {
+            let count: Option<i64> = redis::AsyncCommands::get(&mut redis, "trap:hostile:followers:10").await.unwrap();
+            count == Some(3)
+        }
+    })
+    .await;
+    let dead = bus.read("strand.dead-letter.projector.hostile", 0, 10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].message.header("event-id"), Some("trap:666:10:1"));
+    assert!(dead[0].message.header("error").is_some_and(|e| e.contains("trap")), "{dead:?}");
 }
