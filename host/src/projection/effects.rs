@@ -4,7 +4,8 @@
 //! and its state effects (sorted-set adds and removals, values, expiries) only if the event's version is
 //! newer than the last applied for its pair (last writer wins: a late, older event changes nothing). So a
 //! redelivered batch, a replayed partition, one pair's events out of order, or a crash between effects and
-//! offset commit never double-count. Keys are rendered `tenant:plugin:space:id:…`: a plugin names only its
+//! offset commit never double-count. A backfill applies each pair's current state as a snapshot event and
+//! raises the pair's floor to its version: bus events at or below the floor are already counted by it. Keys are rendered `tenant:plugin:space:id:…`: a plugin names only its
 //! own data.
 
 use std::time::Duration;
@@ -17,16 +18,20 @@ use crate::plugins::{Effect, Key, RelationEvent};
 /// How long an applied event's marker is kept: redelivery older than this could count twice.
 pub const MARKER_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// ARGV: marker TTL (ms), then per event: marker key, pair-versions hash, pair field, version, effect count,
-/// then per effect an op code and its operands. Returns how many events were new.
+/// ARGV: marker TTL (ms), snapshot flag, then per event: marker key, pair-versions hash, floors hash, pair
+/// field, version, effect count, then per effect an op code and its operands. An event at or below its
+/// pair's floor is already accounted for; a snapshot event raises the floor to its version (everything up
+/// to it is in the snapshot). Returns how many events were new.
 const APPLY: &str = r#"
-local ttl = ARGV[1]
-local i = 2
+local ttl, snapshot = ARGV[1], ARGV[2] == '1'
+local i = 3
 local applied = 0
 while i <= #ARGV do
-  local marker, pairs, pair, version, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
-  i = i + 5
-  local fresh = redis.call('SET', marker, '1', 'NX', 'PX', ttl)
+  local marker, pairs, floors, pair = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local version, n = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  i = i + 6
+  local fresh = version > tonumber(redis.call('HGET', floors, pair) or '0')
+    and redis.call('SET', marker, '1', 'NX', 'PX', ttl)
   local newer = false
   if fresh then
     applied = applied + 1
@@ -34,6 +39,9 @@ while i <= #ARGV do
       redis.call('HSET', pairs, pair, version)
       newer = true
     end
+  end
+  if snapshot and version > tonumber(redis.call('HGET', floors, pair) or '0') then
+    redis.call('HSET', floors, pair, version)
   end
   for _ = 1, n do
     local op, key = ARGV[i], ARGV[i + 1]
@@ -80,21 +88,24 @@ impl RedisEffects {
     }
 
     /// Applies `effects[i]` of `events[i]` for `plugin` of `tenant`, atomically per event and in one call;
-    /// returns how many events were applied for the first time.
+    /// returns how many events were applied for the first time. `snapshot`: the events are the truth's
+    /// current state of their pairs (a backfill), not changes from the bus.
     pub async fn apply(
         &self,
         tenant: &str,
         plugin: &str,
         events: &[RelationEvent],
         effects: &[Vec<Effect>],
+        snapshot: bool,
     ) -> Result<usize, redis::RedisError> {
         let space = |name: &str| format!("{tenant}:{plugin}:{name}");
         let mut invocation = self.script.prepare_invoke();
-        invocation.arg(MARKER_TTL.as_millis() as u64);
+        invocation.arg(MARKER_TTL.as_millis() as u64).arg(u8::from(snapshot));
         for (event, effects) in events.iter().zip(effects) {
             invocation
                 .arg(space(&format!("~applied:{}", event.event_id)))
                 .arg(space(&format!("~versions:{}", event.follower)))
+                .arg(space(&format!("~floors:{}", event.follower)))
                 .arg(event.followee)
                 .arg(event.version)
                 .arg(effects.len());

@@ -1,8 +1,10 @@
 //! Projections: what the bus's events are turned into (`events.rs`: decoded and checked). `worker.rs` runs one projection from its
 //! `source.rs` (a Kafka consumer group or an embedded-bus subscriber), committing only applied batches;
 //! `follower.rs` is the host's own projection, the `follower` table; `plugin.rs` runs a projector plugin
-//! per tenant, and `effects.rs` applies its effects to Redis, exactly once in result.
+//! per tenant, and `effects.rs` applies its effects to Redis, exactly once in result; `backfill.rs` replays
+//! the truth into a new projector's data.
 
+mod backfill;
 pub mod effects;
 mod events;
 pub mod follower;
@@ -10,7 +12,8 @@ mod plugin;
 mod source;
 mod worker;
 
+pub use backfill::{backfill, BackfillError};
 pub use events::{relation_event, Unprojectable};
-pub use plugin::PluginProjection;
+pub use plugin::{PluginProjection, PluginProjectionError};
 pub use source::{EventSource, Received, SourceError};
 pub use worker::{Projection, Worker};

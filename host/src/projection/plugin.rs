@@ -10,10 +10,11 @@ use super::effects::RedisEffects;
 use super::events::{relation_event, Unprojectable};
 use crate::graph::{OutboxEvent, TenantId};
 use crate::plugins::{
-    project_with_retries, ActivePlugin, Effect, PluginKind, PluginRegistry, RelationEvent, RetryPolicy,
+    project_with_retries, Action, ActivePlugin, Effect, PluginKind, PluginRegistry, RelationEvent, RetryPolicy,
 };
 
 /// One projector (by name) for every tenant.
+#[derive(Clone)]
 pub struct PluginProjection {
     registry: Arc<PluginRegistry>,
     plugin: String,
@@ -56,8 +57,28 @@ impl PluginProjection {
                 continue;
             };
             let effects = self.project(plugin, &batch).await?;
-            self.effects.apply(&tenant, &self.plugin, &batch, &effects).await?;
+            self.effects.apply(&tenant, &self.plugin, &batch, &effects, false).await?;
         }
+        Ok(())
+    }
+
+    /// Applies the truth's current state of `pairs` (a backfill page of `tenant`): follows through the
+    /// plugin, unfollows only raising their pair's floor. A tenant without this projector is skipped.
+    pub async fn apply_snapshot(
+        &self,
+        tenant: &TenantId,
+        pairs: &[RelationEvent],
+    ) -> Result<(), PluginProjectionError> {
+        let Some(plugin) = self.registry.active(tenant, PluginKind::Projector, &self.plugin) else {
+            return Ok(());
+        };
+        let follows: Vec<RelationEvent> = pairs.iter().filter(|p| p.action == Action::Follow).cloned().collect();
+        let mut projected = self.project(plugin, &follows).await?.into_iter();
+        let effects: Vec<Vec<Effect>> = pairs
+            .iter()
+            .map(|p| if p.action == Action::Follow { projected.next().unwrap_or_default() } else { Vec::new() })
+            .collect();
+        self.effects.apply(tenant.as_str(), &self.plugin, pairs, &effects, true).await?;
         Ok(())
     }
 

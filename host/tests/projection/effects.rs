@@ -18,7 +18,7 @@ async fn project(registry: &PluginRegistry, redis: &RedisEffects, tenant: &Tenan
             project_with_retries(registry, projector.clone(), Arc::new(events.to_vec()), RetryPolicy::default())
                 .await
                 .unwrap();
-        redis.apply(tenant.as_str(), &projector.name, events, &effects).await.unwrap();
+        redis.apply(tenant.as_str(), &projector.name, events, &effects, false).await.unwrap();
     }
 }
 

@@ -1,0 +1,116 @@
+//! A counter projection added to a running system is backfilled from the truth while writes go on, then
+//! follows the bus — whose oldest events are gone (retention) — and ends exactly equal to the truth.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use redis::AsyncCommands;
+use strand::bus::{EmbeddedBus, Publisher};
+use strand::config::RelayMode;
+use strand::graph::{Database, TenantId};
+use strand::plugins::{PluginRegistry, PluginRuntime};
+use strand::projection::effects::RedisEffects;
+use strand::projection::{backfill, EventSource, PluginProjection, Projection, Worker};
+use strand_test_support::{wait_until, Backend, Redis, TestServer};
+use tokio::sync::oneshot;
+
+/// Users 1..=6 of `tenant` following and unfollowing each other concurrently over HTTP.
+async fn storm(server: &TestServer, tenant: &str, round: i64) {
+    let writers = (1..=6).map(|user| {
+        let client = server.client(tenant, user);
+        async move {
+            for i in 0..25 {
+                let target = 1 + (user * 7 + i * 5 + round) % 6;
+                if target != user {
+                    if (i + round) % 4 == 3 {
+                        client.unfollow(target).await
+                    } else {
+                        client.follow(target).await
+                    };
+                }
+            }
+        }
+    });
+    join_all(writers).await;
+}
+
+async fn counts_match_truth(db: &Database, tenant: &str, redis: &mut redis::aio::MultiplexedConnection) -> bool {
+    let truth: Vec<(i64, i64)> =
+        sqlx::query_as("SELECT from_user_id, to_user_id FROM following WHERE tenant_id = ? AND rel_status = 1")
+            .bind(tenant)
+            .fetch_all(db.reader())
+            .await
+            .unwrap();
+    for user in 1..=6_i64 {
+        let followers = truth.iter().filter(|(_, to)| *to == user).count() as i64;
+        let followings = truth.iter().filter(|(from, _)| *from == user).count() as i64;
+        let counted: (Option<i64>, Option<i64>) = redis
+            .mget(&[
+                format!("{tenant}:follow-counts:followers:{user}"),
+                format!("{tenant}:follow-counts:followings:{user}"),
+            ])
+            .await
+            .unwrap();
+        if (counted.0.unwrap_or(0), counted.1.unwrap_or(0)) != (followers, followings) {
+            return false;
+        }
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_counter_projection_is_backfilled_to_the_exact_truth_under_write_load() {
+    let tenant = format!("bf{}", std::process::id());
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.relay = RelayMode::Poll;
+        c.relay_idle_ms = 10;
+    })
+    .await;
+    let db = server.database().clone();
+    storm(&server, &tenant, 0).await;
+    let outbox = || async { sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM outbox").fetch_one(db.reader()).await };
+    wait_until("the history is on the bus", Duration::from_secs(30), || async { outbox().await.unwrap() == 0 }).await;
+    // Retention: the bus no longer has the oldest half of the history.
+    sqlx::query("DELETE FROM bus_log WHERE topic = 'strand.following' AND seq <= (SELECT MAX(seq) / 2 FROM bus_log)")
+        .execute(db.writer())
+        .await
+        .unwrap();
+
+    let url = Redis::shared().unwrap().url();
+    let runtime = Arc::new(PluginRuntime::new(Default::default(), None).unwrap());
+    let registry = Arc::new(PluginRegistry::load(runtime, db.clone()).await.unwrap());
+    let effects = Arc::new(RedisEffects::connect(&url).await.unwrap());
+    let projection = PluginProjection::new(registry, "follow-counts", effects);
+    let tenant_id: TenantId = tenant.parse().unwrap();
+
+    // Writes go on while the backfill runs; then the live worker reads the bus from its (truncated) start.
+    let mut reports = Vec::new();
+    let (_, replayed) = tokio::join!(
+        storm(&server, &tenant, 1),
+        backfill(&db, &projection, &tenant_id, |done, total| reports.push((done, total)))
+    );
+    assert!(replayed.unwrap() > 0 && reports.last().is_some_and(|(done, total)| done >= total), "{reports:?}");
+    let bus = EmbeddedBus::new(db.clone());
+    let source = EventSource::embedded(bus.clone(), "projector.follow-counts", "strand.following").await.unwrap();
+    let worker = Worker::new(
+        source,
+        Projection::Plugin(projection),
+        Publisher::Embedded(bus),
+        "strand.dead-letter.projector.follow-counts".into(),
+    );
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run(async move {
+        let _stop_or_drop = stopped.await;
+    }));
+    storm(&server, &tenant, 2).await;
+
+    let redis = redis::Client::open(url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    wait_until("every counter equals the truth", Duration::from_secs(30), || {
+        let (db, tenant, mut redis) = (db.clone(), tenant.clone(), redis.clone());
+        async move { counts_match_truth(&db, &tenant, &mut redis).await }
+    })
+    .await;
+    drop(stop);
+    running.await.unwrap();
+}
