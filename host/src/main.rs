@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use strand::api::{hs256_secret, mint_hs256, MintClaims};
 use strand::config::{Config, RelayMode};
 use strand::graph::{TenantId, UserId};
-use strand::startup::{run_relay, run_workers, Server};
+use strand::startup::{run_reconcile, run_relay, run_workers, Server};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -51,6 +51,13 @@ enum Command {
     },
     /// Run the projection workers alone (bus → follower table), e.g. with `workers = false` on API nodes.
     Worker,
+    /// Compare the truth with the follower table, the counters and a sample of list caches; exits 1 with a
+    /// report when they differ.
+    Reconcile {
+        /// How many users' list caches to compare (an even sample).
+        #[arg(long, default_value_t = 100)]
+        sample_lists: usize,
+    },
     /// Build, test, deploy, list and roll back WASM plugins.
     #[command(subcommand)]
     Plugin(plugin_cli::PluginCommand),
@@ -92,6 +99,13 @@ async fn main() -> anyhow::Result<()> {
             run_relay(&config, reset_checkpoint, shutdown_signal()).await?
         }
         Command::Worker => run_workers(&config, shutdown_signal()).await?,
+        Command::Reconcile { sample_lists } => {
+            let report = run_reconcile(&config, sample_lists).await?;
+            print!("{report}");
+            if !report.is_clean() {
+                std::process::exit(1);
+            }
+        }
         Command::Plugin(command) => plugin_cli::run(command, &config).await?,
     }
     Ok(())

@@ -17,7 +17,9 @@ use crate::config::{Config, RelayMode};
 use crate::graph::{Database, DatabaseError, DatabaseKind};
 use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
 use crate::projection::effects::RedisEffects;
-use crate::projection::{EventSource, PluginProjection, Projection, SourceError, Worker};
+use crate::projection::{
+    reconcile, EventSource, PluginProjection, Projection, ReconcileError, Report, SourceError, Worker,
+};
 use crate::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
 use crate::relay::{BinlogRelay, Checkpoint, Outlet, PollRelay, Relay, RelayError};
 use crate::tenants::TenantSettings;
@@ -41,6 +43,8 @@ pub enum StartupError {
     Kafka(#[from] rdkafka::error::KafkaError),
     #[error("cannot start a projection worker: {0}")]
     Worker(#[from] SourceError),
+    #[error("cannot reconcile: {0}")]
+    Reconcile(#[from] ReconcileError),
     #[error("cannot start the relay: {0}")]
     Relay(#[from] RelayError),
     #[error("relay = \"binlog\" follows a MySQL/MariaDB binlog; this database has none (use relay = \"poll\")")]
@@ -249,6 +253,19 @@ fn kafka_bus(config: &Config, brokers: &str) -> Result<KafkaBus, StartupError> {
         partitions: config.kafka_partitions,
         replication: config.kafka_replication,
     })?)
+}
+
+/// `strand reconcile`: the truth against the follower table and, with Redis configured, the bundled
+/// counters and `sample_lists` list caches.
+pub async fn run_reconcile(config: &Config, sample_lists: usize) -> Result<Report, StartupError> {
+    let db = Database::open(&config.database_url, config.database_max_connections).await?;
+    let mut redis = match &config.redis_url {
+        Some(url) => Some(redis::Client::open(url.as_str())?.get_multiplexed_async_connection().await?),
+        None => None,
+    };
+    let report = reconcile(&db, redis.as_mut(), sample_lists).await?;
+    db.close().await;
+    Ok(report)
 }
 
 /// Completes when the sender of `signal` is dropped: how a node stops its background tasks together.

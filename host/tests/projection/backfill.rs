@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::join_all;
 use redis::AsyncCommands;
 use strand::bus::{EmbeddedBus, Publisher};
 use strand::config::RelayMode;
@@ -15,25 +14,7 @@ use strand::projection::{backfill, EventSource, PluginProjection, Projection, Wo
 use strand_test_support::{wait_until, Backend, Redis, TestServer};
 use tokio::sync::oneshot;
 
-/// Users 1..=6 of `tenant` following and unfollowing each other concurrently over HTTP.
-async fn storm(server: &TestServer, tenant: &str, round: i64) {
-    let writers = (1..=6).map(|user| {
-        let client = server.client(tenant, user);
-        async move {
-            for i in 0..25 {
-                let target = 1 + (user * 7 + i * 5 + round) % 6;
-                if target != user {
-                    if (i + round) % 4 == 3 {
-                        client.unfollow(target).await
-                    } else {
-                        client.follow(target).await
-                    };
-                }
-            }
-        }
-    });
-    join_all(writers).await;
-}
+use super::storm;
 
 async fn counts_match_truth(db: &Database, tenant: &str, redis: &mut redis::aio::MultiplexedConnection) -> bool {
     let truth: Vec<(i64, i64)> =

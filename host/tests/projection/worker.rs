@@ -5,12 +5,13 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use futures::future::join_all;
 use reqwest::Method;
 use strand::bus::{EmbeddedBus, Message};
 use strand::config::RelayMode;
 use strand::graph::Database;
 use strand_test_support::{on_every_backend, test_plugin, wait_until, Backend, Kafka, Redis, TestServer};
+
+use super::storm;
 
 on_every_backend!(the_worker_keeps_the_follower_table_equal_to_the_truth_across_restarts);
 
@@ -24,26 +25,6 @@ async fn projected(db: &Database) -> bool {
     pairs(db, "follower").await == pairs(db, "following").await
 }
 
-/// Users 1..=6 following and unfollowing each other concurrently over HTTP.
-async fn storm(server: &TestServer, round: i64) {
-    let writers = (1..=6).map(|user| {
-        let client = server.client("acme", user);
-        async move {
-            for i in 0..15 {
-                let target = 1 + (user + i + round) % 6;
-                if target != user {
-                    if (i + round) % 3 == 2 {
-                        client.unfollow(target).await
-                    } else {
-                        client.follow(target).await
-                    };
-                }
-            }
-        }
-    });
-    join_all(writers).await;
-}
-
 async fn the_worker_keeps_the_follower_table_equal_to_the_truth_across_restarts(backend: Backend) {
     let mut server = TestServer::start_with(backend, |c| {
         c.relay = RelayMode::Poll;
@@ -52,7 +33,7 @@ async fn the_worker_keeps_the_follower_table_equal_to_the_truth_across_restarts(
     })
     .await;
     for round in 0..3 {
-        storm(&server, round).await;
+        storm(&server, "acme", round).await;
         wait_until("the follower table equals the truth", Duration::from_secs(30), || projected(server.database()))
             .await;
         // A restart resumes from the committed position: nothing is applied twice or missed.
@@ -72,7 +53,7 @@ async fn a_consumer_group_on_kafka_projects_the_binlog_relays_events() {
     })
     .await;
     for round in 0..2 {
-        storm(&server, round).await;
+        storm(&server, "acme", round).await;
         wait_until("the follower table equals the truth", Duration::from_secs(90), || projected(server.database()))
             .await;
         server = server.restart().await;
@@ -144,7 +125,7 @@ async fn projector_workers_keep_redis_equal_to_the_truth_across_restarts() {
     .await;
     let redis = redis::Client::open(url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
     for round in 0..3 {
-        storm(&server, round).await;
+        storm(&server, "acme", round).await;
         wait_until("Redis counters and lists equal the truth", Duration::from_secs(30), || {
             let (db, mut redis) = (server.database().clone(), redis.clone());
             async move { redis_matches_truth(&db, &mut redis).await }

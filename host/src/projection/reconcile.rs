@@ -1,0 +1,118 @@
+//! `strand reconcile`: compares the truth (`following`) with what is derived from it — the `follower` table
+//! (every pair), the bundled counters in Redis (every user), a sample of the bundled list caches — and
+//! reports every difference. A clean report is the end condition of the fault suites.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use redis::AsyncCommands;
+use sqlx::Row;
+
+use crate::graph::Database;
+
+/// Every difference found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub pairs_checked: u64,
+    pub users_checked: u64,
+    pub lists_checked: u64,
+    pub differences: Vec<String>,
+}
+
+impl Report {
+    pub fn is_clean(&self) -> bool {
+        self.differences.is_empty()
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "checked {} pairs, {} users' counters, {} lists: {} differences",
+            self.pairs_checked,
+            self.users_checked,
+            self.lists_checked,
+            self.differences.len()
+        )?;
+        self.differences.iter().try_for_each(|d| writeln!(f, "  {d}"))
+    }
+}
+
+/// Why reconciliation could not run (a difference is not an error: it is in the report).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("the database failed: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("Redis failed: {0}")]
+    Redis(#[from] redis::RedisError),
+}
+
+/// Compares the truth with the follower table and, with `redis`, the bundled counters and `sample_lists`
+/// users' following lists.
+pub async fn reconcile(
+    db: &Database,
+    redis: Option<&mut redis::aio::MultiplexedConnection>,
+    sample_lists: usize,
+) -> Result<Report, ReconcileError> {
+    let mut report = Report::default();
+    let truth = pairs(db, "following").await?;
+    let projected = pairs(db, "follower").await?;
+    report.pairs_checked = truth.len() as u64;
+    for (pair, state) in &truth {
+        match projected.get(pair) {
+            Some(projected) if projected == state => {}
+            other => report.differences.push(format!("follower {pair:?}: truth {state:?}, projected {other:?}")),
+        }
+    }
+    for pair in projected.keys().filter(|pair| !truth.contains_key(*pair)) {
+        report.differences.push(format!("follower {pair:?}: not in the truth"));
+    }
+    let Some(redis) = redis else { return Ok(report) };
+
+    let mut followings: BTreeMap<(String, i64), i64> = BTreeMap::new();
+    let mut followers: BTreeMap<(String, i64), i64> = BTreeMap::new();
+    let mut lists: BTreeMap<(String, i64), BTreeSet<i64>> = BTreeMap::new();
+    for ((tenant, from, to), (status, _)) in &truth {
+        let active = i64::from(*status == 1);
+        *followings.entry((tenant.clone(), *from)).or_default() += active;
+        *followers.entry((tenant.clone(), *to)).or_default() += active;
+        let list = lists.entry((tenant.clone(), *from)).or_default();
+        if active == 1 {
+            list.insert(*to);
+        }
+    }
+    for (counter, counts) in [("followings", &followings), ("followers", &followers)] {
+        for ((tenant, user), expected) in counts {
+            let key = format!("{tenant}:follow-counts:{counter}:{user}");
+            let cached: Option<i64> = redis.get(&key).await?;
+            if cached.unwrap_or(0) != *expected {
+                report.differences.push(format!("{key}: truth {expected}, cached {cached:?}"));
+            }
+        }
+        report.users_checked += counts.len() as u64;
+    }
+    // An even sample over the users, not the first few.
+    let step = (lists.len() / sample_lists.max(1)).max(1);
+    for ((tenant, user), expected) in lists.iter().step_by(step).take(sample_lists) {
+        let key = format!("{tenant}:follow-lists:following:{user}");
+        let cached: Vec<String> = redis.zrange(&key, 0, -1).await?;
+        let cached: BTreeSet<i64> = cached.iter().filter_map(|m| m.parse().ok()).collect();
+        if cached != *expected {
+            report.differences.push(format!("{key}: truth {expected:?}, cached {cached:?}"));
+        }
+        report.lists_checked += 1;
+    }
+    Ok(report)
+}
+
+/// Every pair of `table` (`following` or `follower`): (tenant, follower, followee) → (status, version).
+async fn pairs(db: &Database, table: &str) -> Result<BTreeMap<(String, i64, i64), (i64, i64)>, sqlx::Error> {
+    let sql = format!("SELECT tenant_id, from_user_id, to_user_id, rel_status, version FROM {table}");
+    sqlx::query(&sql)
+        .fetch_all(db.reader())
+        .await?
+        .iter()
+        .map(|row| Ok(((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?), (row.try_get(3)?, row.try_get(4)?))))
+        .collect()
+}

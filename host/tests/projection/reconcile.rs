@@ -1,0 +1,63 @@
+//! `strand reconcile` finds nothing once the workers caught up, and reports (exit 1) a counter, a list or a
+//! follower row that differs from the truth.
+
+use std::path::Path;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use strand::config::RelayMode;
+use strand::projection::reconcile;
+use strand_test_support::{wait_until, Backend, Redis, StrandProcess, TestServer};
+
+use super::storm;
+
+/// Runs `strand reconcile` against the server's database and Redis; its exit code and output.
+async fn reconcile_command(database_url: &str, redis_url: &str) -> (i32, String) {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let env = [("STRAND_DATABASE_URL", database_url.to_owned()), ("STRAND_REDIS_URL", redis_url.to_owned())];
+    let binary = Path::new(env!("CARGO_BIN_EXE_strand"));
+    let mut process = StrandProcess::spawn(binary, &["reconcile"], &env, log.path().to_owned()).unwrap();
+    let mut status = None;
+    wait_until("strand reconcile exits", Duration::from_secs(60), || {
+        status = process.exited();
+        std::future::ready(status.is_some())
+    })
+    .await;
+    (status.unwrap().code().unwrap_or(-1), process.log())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reconcile_is_clean_after_catching_up_and_reports_every_difference() {
+    let tenant = format!("rc{}", std::process::id());
+    let redis_url = Redis::shared().unwrap().url();
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.relay = RelayMode::Poll;
+        c.relay_idle_ms = 10;
+        c.workers = true;
+        c.redis_url = Some(redis_url.clone());
+    })
+    .await;
+    storm(&server, &tenant, 0).await;
+    let mut redis = redis::Client::open(redis_url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    wait_until("the projections caught up", Duration::from_secs(30), || {
+        let (db, mut redis) = (server.database().clone(), redis.clone());
+        async move { reconcile(&db, Some(&mut redis), 100).await.unwrap().is_clean() }
+    })
+    .await;
+    let (code, output) = reconcile_command(&server.config.database_url, &redis_url).await;
+    assert_eq!(code, 0, "{output}");
+    assert!(output.contains(" 0 differences"), "{output}");
+
+    let _: () = redis.set(format!("{tenant}:follow-counts:followers:1"), 999).await.unwrap();
+    let _: () = redis.zadd(format!("{tenant}:follow-lists:following:2"), "00000000000000000042", 1).await.unwrap();
+    sqlx::query("UPDATE follower SET rel_status = 1 - rel_status WHERE tenant_id = ? AND to_user_id = 3")
+        .bind(&tenant)
+        .execute(server.database().writer())
+        .await
+        .unwrap();
+    let (code, output) = reconcile_command(&server.config.database_url, &redis_url).await;
+    assert_eq!(code, 1, "{output}");
+    assert!(output.contains(&format!("{tenant}:follow-counts:followers:1: truth")), "{output}");
+    assert!(output.contains(&format!("{tenant}:follow-lists:following:2")), "{output}");
+    assert!(output.contains(&format!("follower (\"{tenant}\"")), "{output}");
+}
