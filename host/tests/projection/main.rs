@@ -2,6 +2,7 @@
 
 mod backfill;
 mod effects;
+mod faults;
 mod follower;
 mod reconcile;
 mod worker;
