@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use strand::api::{hs256_secret, mint_hs256, MintClaims};
 use strand::config::{Config, RelayMode};
 use strand::graph::{TenantId, UserId};
-use strand::startup::{run_reconcile, run_relay, run_workers, Server};
+use strand::startup::{run_rebuild, run_reconcile, run_relay, run_workers, Server};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -51,6 +51,9 @@ enum Command {
     },
     /// Run the projection workers alone (bus → follower table), e.g. with `workers = false` on API nodes.
     Worker,
+    /// Derive a projection again from the truth: `follower`, or a projector plugin's name (stop that
+    /// projector's workers first).
+    Rebuild { projection: String },
     /// Compare the truth with the follower table, the counters and a sample of list caches; exits 1 with a
     /// report when they differ.
     Reconcile {
@@ -99,6 +102,16 @@ async fn main() -> anyhow::Result<()> {
             run_relay(&config, reset_checkpoint, shutdown_signal()).await?
         }
         Command::Worker => run_workers(&config, shutdown_signal()).await?,
+        Command::Rebuild { projection } => {
+            let done = run_rebuild(&config, &projection, |tenant, done, total| {
+                let width = 30;
+                let filled = if total == 0 { width } else { (done * width as u64 / total) as usize };
+                eprint!("\r{tenant:>12} [{}{}] {done}/{total}", "#".repeat(filled), " ".repeat(width - filled));
+            })
+            .await?;
+            eprintln!();
+            println!("rebuilt {projection}: {done} pairs");
+        }
         Command::Reconcile { sample_lists } => {
             let report = run_reconcile(&config, sample_lists).await?;
             print!("{report}");

@@ -18,7 +18,8 @@ use crate::graph::{Database, DatabaseError, DatabaseKind};
 use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
 use crate::projection::effects::RedisEffects;
 use crate::projection::{
-    reconcile, EventSource, PluginProjection, Projection, ReconcileError, Report, SourceError, Worker,
+    rebuild_follower, rebuild_projector, reconcile, EventSource, PluginProjection, Projection, RebuildError,
+    ReconcileError, Report, SourceError, Worker,
 };
 use crate::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
 use crate::relay::{BinlogRelay, Checkpoint, Outlet, PollRelay, Relay, RelayError};
@@ -43,6 +44,12 @@ pub enum StartupError {
     Kafka(#[from] rdkafka::error::KafkaError),
     #[error("cannot start a projection worker: {0}")]
     Worker(#[from] SourceError),
+    #[error("cannot rebuild: {0}")]
+    Rebuild(#[from] RebuildError),
+    #[error("rebuilding a projector needs redis_url: its data lives in Redis")]
+    RebuildNeedsRedis,
+    #[error("no projection {0:?}: `follower` or a projector plugin's name")]
+    UnknownProjection(String),
     #[error("cannot reconcile: {0}")]
     Reconcile(#[from] ReconcileError),
     #[error("cannot start the relay: {0}")]
@@ -266,6 +273,32 @@ pub async fn run_reconcile(config: &Config, sample_lists: usize) -> Result<Repor
     let report = reconcile(&db, redis.as_mut(), sample_lists).await?;
     db.close().await;
     Ok(report)
+}
+
+/// `strand rebuild <projection>`: `follower`, or a projector's name (needs Redis); reports progress per page
+/// as `(tenant, done, total)` (an empty tenant for the follower table) and returns the rows or pairs done.
+pub async fn run_rebuild(
+    config: &Config,
+    projection: &str,
+    progress: impl FnMut(&str, u64, u64),
+) -> Result<u64, StartupError> {
+    let db = Database::open(&config.database_url, config.database_max_connections).await?;
+    let done = if projection == "follower" {
+        rebuild_follower(&db).await?
+    } else {
+        let url = config.redis_url.as_deref().ok_or(StartupError::RebuildNeedsRedis)?;
+        let runtime = Arc::new(PluginRuntime::new(config.plugin_limits(), config.plugin_cache_dir.clone())?);
+        let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await?);
+        if !plugins.projector_names().contains(projection) {
+            return Err(StartupError::UnknownProjection(projection.to_owned()));
+        }
+        let effects = Arc::new(RedisEffects::connect(url).await?);
+        let mut redis = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+        let projector = PluginProjection::new(plugins, projection, effects);
+        rebuild_projector(&db, &mut redis, &projector, progress).await?
+    };
+    db.close().await;
+    Ok(done)
 }
 
 /// Completes when the sender of `signal` is dropped: how a node stops its background tasks together.

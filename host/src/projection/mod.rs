@@ -2,13 +2,15 @@
 //! `source.rs` (a Kafka consumer group or an embedded-bus subscriber), committing only applied batches;
 //! `follower.rs` is the host's own projection, the `follower` table; `plugin.rs` runs a projector plugin
 //! per tenant, and `effects.rs` applies its effects to Redis, exactly once in result; `backfill.rs` replays
-//! the truth into a new projector's data; `reconcile.rs` compares the truth with everything derived.
+//! the truth into a new projector's data; `reconcile.rs` compares the truth with everything derived,
+//! and `rebuild.rs` derives a projection again from it.
 
 mod backfill;
 pub mod effects;
 mod events;
 pub mod follower;
 mod plugin;
+mod rebuild;
 mod reconcile;
 mod source;
 mod worker;
@@ -16,6 +18,7 @@ mod worker;
 pub use backfill::{backfill, BackfillError};
 pub use events::{relation_event, Unprojectable};
 pub use plugin::{PluginProjection, PluginProjectionError};
+pub use rebuild::{rebuild_follower, rebuild_projector, RebuildError};
 pub use reconcile::{reconcile, ReconcileError, Report};
 pub use source::{EventSource, Received, SourceError};
 pub use worker::{Projection, Worker};

@@ -1,5 +1,5 @@
 //! `strand reconcile` finds nothing once the workers caught up, and reports (exit 1) a counter, a list or a
-//! follower row that differs from the truth.
+//! follower row that differs from the truth; `strand rebuild` derives every projection from the truth alone.
 
 use std::path::Path;
 use std::time::Duration;
@@ -10,21 +10,6 @@ use strand::projection::reconcile;
 use strand_test_support::{wait_until, Backend, Redis, StrandProcess, TestServer};
 
 use super::storm;
-
-/// Runs `strand reconcile` against the server's database and Redis; its exit code and output.
-async fn reconcile_command(database_url: &str, redis_url: &str) -> (i32, String) {
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let env = [("STRAND_DATABASE_URL", database_url.to_owned()), ("STRAND_REDIS_URL", redis_url.to_owned())];
-    let binary = Path::new(env!("CARGO_BIN_EXE_strand"));
-    let mut process = StrandProcess::spawn(binary, &["reconcile"], &env, log.path().to_owned()).unwrap();
-    let mut status = None;
-    wait_until("strand reconcile exits", Duration::from_secs(60), || {
-        status = process.exited();
-        std::future::ready(status.is_some())
-    })
-    .await;
-    (status.unwrap().code().unwrap_or(-1), process.log())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reconcile_is_clean_after_catching_up_and_reports_every_difference() {
@@ -44,7 +29,7 @@ async fn reconcile_is_clean_after_catching_up_and_reports_every_difference() {
         async move { reconcile(&db, Some(&mut redis), 100).await.unwrap().is_clean() }
     })
     .await;
-    let (code, output) = reconcile_command(&server.config.database_url, &redis_url).await;
+    let (code, output) = strand_command(&["reconcile"], &server.config.database_url, &redis_url).await;
     assert_eq!(code, 0, "{output}");
     assert!(output.contains(" 0 differences"), "{output}");
 
@@ -55,9 +40,51 @@ async fn reconcile_is_clean_after_catching_up_and_reports_every_difference() {
         .execute(server.database().writer())
         .await
         .unwrap();
-    let (code, output) = reconcile_command(&server.config.database_url, &redis_url).await;
+    let (code, output) = strand_command(&["reconcile"], &server.config.database_url, &redis_url).await;
     assert_eq!(code, 1, "{output}");
     assert!(output.contains(&format!("{tenant}:follow-counts:followers:1: truth")), "{output}");
     assert!(output.contains(&format!("{tenant}:follow-lists:following:2")), "{output}");
     assert!(output.contains(&format!("follower (\"{tenant}\"")), "{output}");
+}
+
+/// Runs `strand <args>` against the server's database and Redis until it exits; its exit code and output.
+async fn strand_command(args: &[&str], database_url: &str, redis_url: &str) -> (i32, String) {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let env = [
+        ("STRAND_DATABASE_URL", database_url.to_owned()),
+        ("STRAND_REDIS_URL", redis_url.to_owned()),
+        ("STRAND_PLUGIN_CACHE_DIR", std::env::temp_dir().join("strand-test-plugin-cache").display().to_string()),
+    ];
+    let binary = Path::new(env!("CARGO_BIN_EXE_strand"));
+    let mut process = StrandProcess::spawn(binary, args, &env, log.path().to_owned()).unwrap();
+    let mut status = None;
+    wait_until("the command exits", Duration::from_secs(60), || {
+        status = process.exited();
+        std::future::ready(status.is_some())
+    })
+    .await;
+    (status.unwrap().code().unwrap_or(-1), process.log())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rebuild_derives_every_projection_from_the_truth_alone() {
+    let tenant = format!("rb{}", std::process::id());
+    let redis_url = Redis::shared().unwrap().url();
+    // No workers: nothing is derived until the rebuilds.
+    let server = TestServer::start_with(Backend::MariaDb, |c| c.redis_url = Some(redis_url.clone())).await;
+    storm(&server, &tenant, 3).await;
+    let url = server.config.database_url.clone();
+    let (code, output) = strand_command(&["reconcile"], &url, &redis_url).await;
+    assert_eq!(code, 1, "nothing derived yet: {output}");
+
+    for projection in ["follower", "follow-counts", "follow-lists"] {
+        let (code, output) = strand_command(&["rebuild", projection], &url, &redis_url).await;
+        assert_eq!(code, 0, "{output}");
+        assert!(output.contains(&format!("rebuilt {projection}")), "{output}");
+    }
+    let (code, output) = strand_command(&["reconcile"], &url, &redis_url).await;
+    assert_eq!(code, 0, "{output}");
+    let (code, output) = strand_command(&["rebuild", "no-such-projection"], &url, &redis_url).await;
+    assert_ne!(code, 0);
+    assert!(output.contains("no projection \"no-such-projection\""), "{output}");
 }
