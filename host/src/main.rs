@@ -105,7 +105,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Rebuild { projection } => {
             let done = run_rebuild(&config, &projection, |tenant, done, total| {
                 let width = 30;
-                let filled = if total == 0 { width } else { (done * width as u64 / total) as usize };
+                // Writes during the rebuild can make `done` pass the first count.
+                let filled = (done * width as u64).checked_div(total).map_or(width, |f| (f as usize).min(width));
                 eprint!("\r{tenant:>12} [{}{}] {done}/{total}", "#".repeat(filled), " ".repeat(width - filled));
             })
             .await?;
