@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use redis::Script;
+use redis::{Script, ScriptInvocation};
 
 use crate::plugins::{Effect, Key, RelationEvent};
 
@@ -112,42 +112,50 @@ impl RedisEffects {
             for effect in effects {
                 let key = |key: &Key| render(tenant, plugin, key);
                 match effect {
-                    Effect::CounterAdd((counter, delta)) => invocation.arg("counter").arg(key(counter)).arg(delta),
-                    Effect::ZsetAdd(e) => {
-                        invocation.arg("zadd").arg(key(&e.key)).arg(member(e.member)).arg(e.score).arg(0).arg("").arg(0)
+                    Effect::CounterAdd((counter, delta)) => {
+                        invocation.arg("counter").arg(key(counter)).arg(delta);
                     }
+                    Effect::ZsetAdd(e) => zadd(&mut invocation, key(&e.key), e.member, e.score, 0, None),
                     Effect::ZsetAddCapped(c) => {
-                        let e = &c.entry;
-                        invocation
-                            .arg("zadd")
-                            .arg(key(&e.key))
-                            .arg(member(e.member))
-                            .arg(e.score)
-                            .arg(c.keep)
-                            .arg("")
-                            .arg(0)
+                        zadd(&mut invocation, key(&c.entry.key), c.entry.member, c.entry.score, c.keep, None)
                     }
                     Effect::ZsetAddGuarded(g) => {
                         let (c, e) = (&g.add, &g.add.entry);
-                        invocation
-                            .arg("zadd")
-                            .arg(key(&e.key))
-                            .arg(member(e.member))
-                            .arg(e.score)
-                            .arg(c.keep)
-                            .arg(key(&g.counter))
-                            .arg(g.at_least)
+                        let guard = Some((key(&g.counter), g.at_least));
+                        zadd(&mut invocation, key(&e.key), e.member, e.score, c.keep, guard)
                     }
-                    Effect::ZsetRemove((set, id)) => invocation.arg("zrem").arg(key(set)).arg(member(*id)),
-                    Effect::ValueSet((value, text)) => invocation.arg("set").arg(key(value)).arg(text),
-                    Effect::ValueDelete(value) => invocation.arg("del").arg(key(value)),
-                    Effect::Expire((expiring, ms)) => invocation.arg("expire").arg(key(expiring)).arg(ms),
+                    Effect::ZsetRemove((set, id)) => {
+                        invocation.arg("zrem").arg(key(set)).arg(member(*id));
+                    }
+                    Effect::ValueSet((value, text)) => {
+                        invocation.arg("set").arg(key(value)).arg(text);
+                    }
+                    Effect::ValueDelete(value) => {
+                        invocation.arg("del").arg(key(value));
+                    }
+                    Effect::Expire((expiring, ms)) => {
+                        invocation.arg("expire").arg(key(expiring)).arg(ms);
+                    }
                 };
             }
         }
         let applied: usize = invocation.invoke_async(&mut self.connection.clone()).await?;
         Ok(applied)
     }
+}
+
+/// The operands of the script's `zadd`: key, member, score, how many to keep (0: all), and the counter that
+/// must be at least some value for the add to apply (none: always).
+fn zadd(
+    invocation: &mut ScriptInvocation<'_>,
+    key: String,
+    id: i64,
+    score: f64,
+    keep: u32,
+    guard: Option<(String, i64)>,
+) {
+    let (guard, at_least) = guard.unwrap_or_default();
+    invocation.arg("zadd").arg(key).arg(member(id)).arg(score).arg(keep).arg(guard).arg(at_least);
 }
 
 /// A sorted-set member, fixed-width so that equal scores order by user id exactly as the database does.
