@@ -1,0 +1,105 @@
+//! Projection figures, printed (never asserted):
+//! - events/s through each bundled projector (WASM) and its Redis effects (one Lua call per batch of 256),
+//!   first delivery and a redelivery of the same events (markers make it a no-op);
+//! - follow → visible in the `follower` table and in Redis counters, p50/p99, at 50 follows/s through the
+//!   whole pipeline (HTTP, outbox, poll relay, embedded bus, workers) on SQLite.
+//!
+//! `cargo bench -p strand --bench projection` (needs `redis-server`; see the README).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use strand::config::RelayMode;
+use strand::graph::{Database, OutboxEvent};
+use strand::plugins::{PluginRegistry, PluginRuntime};
+use strand::projection::effects::RedisEffects;
+use strand::projection::PluginProjection;
+use strand_test_support::{Backend, Redis, TestServer};
+
+const EVENTS: i64 = 20_000;
+const BATCH: usize = 256;
+
+fn events(tenant: &str) -> Vec<OutboxEvent> {
+    (0..EVENTS)
+        .map(|i| {
+            let (from, to) = (1 + i % 1000, 1001 + i / 1000);
+            OutboxEvent {
+                event_id: format!("{tenant}:{from}:{to}:1"),
+                event_type: "follow".into(),
+                tenant: tenant.into(),
+                from,
+                to,
+                version: 1,
+                occurred_at: "2026-11-30T00:00:00.000Z".into(),
+            }
+        })
+        .collect()
+}
+
+async fn count(db: &Database, sql: &str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(db.reader()).await.expect("count")
+}
+
+#[tokio::main]
+async fn main() {
+    let redis_url = Redis::shared().expect("redis").url();
+    let database = Backend::Sqlite.fresh_database().await.expect("database");
+    let db = Database::open(&database.url, 4).await.expect("open");
+    let runtime = Arc::new(PluginRuntime::new(Default::default(), None).expect("runtime"));
+    let registry = Arc::new(PluginRegistry::load(runtime, db.clone()).await.expect("registry"));
+    let effects = Arc::new(RedisEffects::connect(&redis_url).await.expect("redis"));
+    println!("projector + Redis effects, {EVENTS} events in batches of {BATCH}");
+    for name in ["follow-counts", "follow-lists", "top-followers"] {
+        let projection = PluginProjection::new(registry.clone(), name, effects.clone());
+        let tenant = format!("bench{}", std::process::id());
+        let events = events(&tenant);
+        for delivery in ["first", "again"] {
+            let started = Instant::now();
+            for batch in events.chunks(BATCH) {
+                projection.apply(batch).await.expect("applied");
+            }
+            let per_second = events.len() as f64 / started.elapsed().as_secs_f64();
+            println!("{name:<14} {delivery:<6} {per_second:>9.0} events/s");
+        }
+    }
+
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.relay = RelayMode::Poll;
+        c.relay_idle_ms = 5;
+        c.workers = true;
+        c.redis_url = Some(redis_url.clone());
+    })
+    .await;
+    let mut redis = redis::Client::open(redis_url.as_str())
+        .expect("client")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let (mut in_table, mut in_counter) = (Vec::new(), Vec::new());
+    let mut ticks = tokio::time::interval(Duration::from_millis(20));
+    for i in 0..200_i64 {
+        ticks.tick().await;
+        let (from, to) = (1 + i, 100_000 + i);
+        server.client("lag", from).follow(to).await;
+        let committed = Instant::now();
+        let row = format!("SELECT COUNT(*) FROM follower WHERE tenant_id = 'lag' AND to_user_id = {to}");
+        let mut seen_row = None;
+        loop {
+            if seen_row.is_none() && count(server.database(), &row).await == 1 {
+                seen_row = Some(committed.elapsed());
+            }
+            let counted: Option<i64> =
+                redis::AsyncCommands::get(&mut redis, format!("lag:follow-counts:followers:{to}")).await.expect("get");
+            if seen_row.is_some() && counted == Some(1) {
+                in_counter.push(committed.elapsed());
+                break;
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        in_table.push(seen_row.expect("seen"));
+    }
+    for (what, lags) in [("follower table", &mut in_table), ("Redis counter", &mut in_counter)] {
+        lags.sort();
+        println!("follow → {what:<14} at 50/s: p50 {:?}  p99 {:?}", lags[lags.len() / 2], lags[lags.len() * 99 / 100]);
+    }
+}
