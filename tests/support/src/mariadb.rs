@@ -33,17 +33,21 @@ impl MariaDb {
 
     fn start() -> anyhow::Result<Self> {
         let dir = scratch_dir("strand-mariadb-")?;
+        // A temporary directory of its own: bootstraps running at once in other test processes were seen
+        // removing each other's temporary tables in a shared /tmp.
+        std::fs::create_dir_all(dir.join("tmp"))?;
         let install = Command::new("mariadb-install-db")
             .env("PATH", server_path())
             .arg("--no-defaults")
             .arg(format!("--datadir={}/data", dir.display()))
+            .arg(format!("--tmpdir={}/tmp", dir.display()))
             .arg("--auth-root-authentication-method=normal")
             .output()
             .context("running mariadb-install-db (apt-get install mariadb-server)")?;
         if !install.status.success() {
             bail!("mariadb-install-db failed: {}", String::from_utf8_lossy(&install.stderr));
         }
-        let command = "mariadbd --no-defaults --datadir=\"$DIR/data\" --port=\"$PORT\" --socket=\"$DIR/sock\" \
+        let command = "mariadbd --no-defaults --datadir=\"$DIR/data\" --tmpdir=\"$DIR/tmp\" --port=\"$PORT\" --socket=\"$DIR/sock\" \
             --bind-address=127.0.0.1 --log-bin=\"$DIR/data/binlog\" --binlog-format=ROW --binlog-row-image=FULL \
             --binlog-row-metadata=FULL --server-id=1 --user=root --innodb-flush-log-at-trx-commit=2 \
             --max-connections=500";
