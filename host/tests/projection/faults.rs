@@ -68,6 +68,7 @@ async fn workers_killed_at_random_points_lose_and_double_count_nothing() {
         let mut kills = 0;
         while kills < 8 {
             let worker = worker_process(&server.config.database_url, &redis_url, &log);
+            // A random moment of the worker's life (not synchronisation): starting, applying, committing.
             tokio::time::sleep(Duration::from_millis(100 + below(600))).await;
             worker.kill();
             kills += 1;
