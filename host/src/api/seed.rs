@@ -178,7 +178,7 @@ pub async fn counter(
     ApiQuery(params): ApiQuery<SeedUserParams>,
 ) -> Result<Json<SeedCounter>, ApiError> {
     let user = parse_user_id(&params.user_id)?;
-    let counts = graph::counts(&state.db, &caller.tenant, &[user]).await?;
+    let counts = state.counts.counts(&state.db, &caller.tenant, &[user]).await?;
     let c = counts.into_iter().next().expect("one count per requested user");
     Ok(Json(SeedCounter { followings: c.followings, followers: c.followers, posts: 0, liked_posts: 0, faved_posts: 0 }))
 }

@@ -206,7 +206,7 @@ pub async fn user_counts(
     caller: Caller,
     UserIdPath(user): UserIdPath,
 ) -> Result<Json<CountsView>, ApiError> {
-    let counts = graph::counts(&state.db, &caller.tenant, &[user]).await?;
+    let counts = state.counts.counts(&state.db, &caller.tenant, &[user]).await?;
     let counts = counts.into_iter().next().expect("one count per requested user");
     Ok(Json(counts.into()))
 }
@@ -221,6 +221,6 @@ pub async fn batch_counts(
     ApiQuery(params): ApiQuery<UserIdsParams>,
 ) -> Result<Json<CountsResponse>, ApiError> {
     let users = parse_user_ids(&params.user_ids)?;
-    let counts = graph::counts(&state.db, &caller.tenant, &users).await?;
+    let counts = state.counts.counts(&state.db, &caller.tenant, &users).await?;
     Ok(Json(CountsResponse { counts: counts.into_iter().map(Into::into).collect() }))
 }

@@ -8,6 +8,7 @@ use futures::StreamExt;
 use redis::AsyncCommands;
 
 use super::backfill::{backfill, BackfillError};
+use super::cached_counts::mark_ready;
 use super::plugin::PluginProjection;
 use crate::graph::{Database, TenantId};
 
@@ -61,6 +62,7 @@ pub async fn rebuild_projector(
             let _: () = redis.del(chunk).await?;
         }
         replayed += backfill(db, projection, &tenant_id, |done, total| progress(&tenant, done, total)).await?;
+        mark_ready(redis, &tenant_id, projection.plugin()).await?;
     }
     Ok(replayed)
 }

@@ -1,5 +1,6 @@
 //! `strand reconcile` finds nothing once the workers caught up, and reports (exit 1) a counter, a list or a
-//! follower row that differs from the truth; `strand rebuild` derives every projection from the truth alone.
+//! follower row that differs from the truth; `strand rebuild` derives every projection from the truth alone
+//! and marks it complete, after which counts are served from it.
 
 use std::path::Path;
 use std::time::Duration;
@@ -87,4 +88,54 @@ async fn rebuild_derives_every_projection_from_the_truth_alone() {
     let (code, output) = strand_command(&["rebuild", "no-such-projection"], &url, &redis_url).await;
     assert_ne!(code, 0);
     assert!(output.contains("no projection \"no-such-projection\""), "{output}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn counts_come_from_the_counters_once_rebuilt_complete_and_from_the_truth_before() {
+    let tenant = format!("cc{}", std::process::id());
+    let redis_url = Redis::shared().unwrap().url();
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.relay = RelayMode::Poll;
+        c.relay_idle_ms = 10;
+        c.workers = true;
+        c.redis_url = Some(redis_url.clone());
+    })
+    .await;
+    storm(&server, &tenant, 1).await;
+    let followers_of_1 = || async {
+        let reply = server.client(&tenant, 1).get("/v1/users/1/counts").await;
+        reply.body["followers"].as_i64().unwrap()
+    };
+    let truth: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM following WHERE tenant_id = ? AND to_user_id = 1 AND rel_status = 1")
+            .bind(&tenant)
+            .fetch_one(server.database().reader())
+            .await
+            .unwrap();
+    let mut redis = redis::Client::open(redis_url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let counter = format!("{tenant}:follow-counts:followers:1");
+    // The workers are idle before the rebuild (as `strand rebuild` asks of a projector's workers).
+    wait_until("the projections caught up", Duration::from_secs(30), || {
+        let (db, mut redis) = (server.database().clone(), redis.clone());
+        async move { reconcile(&db, Some(&mut redis), 100).await.unwrap().is_clean() }
+    })
+    .await;
+
+    // Not known complete: the truth answers, whatever Redis holds.
+    let _: () = redis.set(&counter, 999).await.unwrap();
+    assert_eq!(followers_of_1().await, truth);
+
+    let (code, output) = strand_command(&["rebuild", "follow-counts"], &server.config.database_url, &redis_url).await;
+    assert_eq!(code, 0, "{output}");
+    assert_eq!(followers_of_1().await, truth, "rebuilt from the truth");
+    let _: () = redis.set(&counter, 999).await.unwrap();
+    assert_eq!(followers_of_1().await, 999, "complete now: served from the counters");
+    let _: () = redis.set(&counter, truth).await.unwrap();
+
+    // Eventually consistent: a new follower shows up once the worker applied it.
+    assert_eq!(server.client(&tenant, 7).follow(1).await["changed"], true, "user 7 is not in the storm");
+    wait_until("the new follower is counted", Duration::from_secs(30), || async {
+        followers_of_1().await == truth + 1
+    })
+    .await;
 }
