@@ -18,7 +18,7 @@ use crate::graph::{Database, DatabaseError, DatabaseKind};
 use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
 use crate::projection::effects::RedisEffects;
 use crate::projection::{
-    rebuild_follower, rebuild_projector, reconcile, CountReader, EventSource, PluginProjection, Projection,
+    rebuild_follower, rebuild_projector, reconcile, CachedReads, EventSource, PluginProjection, Projection,
     RebuildError, ReconcileError, Report, SourceError, Worker,
 };
 use crate::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
@@ -91,7 +91,7 @@ impl Server {
             rate_limiting,
             plugins: plugins.clone(),
             tenants: tenants.clone(),
-            counts: Arc::new(CountReader::connect(config.redis_url.as_deref()).await?),
+            reads: Arc::new(CachedReads::connect(config.redis_url.as_deref()).await?),
             admin_token: config.admin_token.as_deref().map(Arc::from),
             max_body_bytes: config.max_body_bytes,
             max_plugin_bytes: config.max_plugin_bytes,

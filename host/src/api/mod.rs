@@ -28,7 +28,7 @@ use utoipa_axum::routes;
 
 use crate::graph::Database;
 use crate::plugins::PluginRegistry;
-use crate::projection::CountReader;
+use crate::projection::CachedReads;
 use crate::ratelimit::RateLimiting;
 use crate::tenants::TenantSettings;
 
@@ -40,8 +40,8 @@ pub struct AppState {
     pub rate_limiting: Arc<RateLimiting>,
     pub plugins: Arc<PluginRegistry>,
     pub tenants: Arc<TenantSettings>,
-    /// Counts from the counters projection when complete, else the database.
-    pub counts: Arc<CountReader>,
+    /// Counts and lists from the projections when complete, else the database.
+    pub reads: Arc<CachedReads>,
     /// `None`: the admin API is disabled.
     pub admin_token: Option<Arc<str>>,
     pub max_body_bytes: usize,

@@ -140,7 +140,7 @@ async fn list(
     let user = parse_user_id(&params.user_id)?;
     // Not `#[serde(flatten)]`: serde_urlencoded then sees every value as a string and refuses numbers.
     let paging = PageParams { limit: params.limit, cursor: params.cursor, offset: params.offset };
-    let page = graph::list(&state.db, &caller.tenant, user, direction, paging.to_request()?).await?;
+    let page = state.reads.list(&state.db, &caller.tenant, user, direction, paging.to_request()?).await?;
     let mut headers = HeaderMap::new();
     if let Some(last) = page.items.last().filter(|_| page.has_more) {
         let cursor = encode_cursor(last).parse().expect("a base64url cursor is a valid header value");
@@ -178,7 +178,7 @@ pub async fn counter(
     ApiQuery(params): ApiQuery<SeedUserParams>,
 ) -> Result<Json<SeedCounter>, ApiError> {
     let user = parse_user_id(&params.user_id)?;
-    let counts = state.counts.counts(&state.db, &caller.tenant, &[user]).await?;
+    let counts = state.reads.counts(&state.db, &caller.tenant, &[user]).await?;
     let c = counts.into_iter().next().expect("one count per requested user");
     Ok(Json(SeedCounter { followings: c.followings, followers: c.followers, posts: 0, liked_posts: 0, faved_posts: 0 }))
 }

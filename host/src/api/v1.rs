@@ -173,7 +173,7 @@ async fn list(
     ApiQuery(params): ApiQuery<PageParams>,
     direction: Direction,
 ) -> Result<Json<ListResponse>, ApiError> {
-    let page = graph::list(&state.db, &caller.tenant, user, direction, params.to_request()?).await?;
+    let page = state.reads.list(&state.db, &caller.tenant, user, direction, params.to_request()?).await?;
     Ok(Json(page.into()))
 }
 
@@ -206,7 +206,7 @@ pub async fn user_counts(
     caller: Caller,
     UserIdPath(user): UserIdPath,
 ) -> Result<Json<CountsView>, ApiError> {
-    let counts = state.counts.counts(&state.db, &caller.tenant, &[user]).await?;
+    let counts = state.reads.counts(&state.db, &caller.tenant, &[user]).await?;
     let counts = counts.into_iter().next().expect("one count per requested user");
     Ok(Json(counts.into()))
 }
@@ -221,6 +221,6 @@ pub async fn batch_counts(
     ApiQuery(params): ApiQuery<UserIdsParams>,
 ) -> Result<Json<CountsResponse>, ApiError> {
     let users = parse_user_ids(&params.user_ids)?;
-    let counts = state.counts.counts(&state.db, &caller.tenant, &users).await?;
+    let counts = state.reads.counts(&state.db, &caller.tenant, &users).await?;
     Ok(Json(CountsResponse { counts: counts.into_iter().map(Into::into).collect() }))
 }

@@ -159,7 +159,7 @@ fn zadd(
 }
 
 /// A sorted-set member, fixed-width so that equal scores order by user id exactly as the database does.
-fn member(id: i64) -> String {
+pub(crate) fn member(id: i64) -> String {
     format!("{id:020}")
 }
 

@@ -3,11 +3,11 @@
 //! `follower.rs` is the host's own projection, the `follower` table; `plugin.rs` runs a projector plugin
 //! per tenant, and `effects.rs` applies its effects to Redis, exactly once in result; `backfill.rs` replays
 //! the truth into a new projector's data; `reconcile.rs` compares the truth with everything derived,
-//! and `rebuild.rs` derives a projection again from it. `cached_counts.rs` serves counts from the counters
-//! projection once it is complete.
+//! and `rebuild.rs` derives a projection again from it. `cached_reads.rs` serves counts and lists from the
+//! projections once they are complete.
 
 mod backfill;
-mod cached_counts;
+mod cached_reads;
 pub mod effects;
 mod events;
 pub mod follower;
@@ -18,7 +18,7 @@ mod source;
 mod worker;
 
 pub use backfill::{backfill, BackfillError};
-pub use cached_counts::{mark_ready, CountReader};
+pub use cached_reads::{mark_ready, CachedReads};
 pub use events::{relation_event, Unprojectable};
 pub use plugin::{PluginProjection, PluginProjectionError};
 pub use rebuild::{rebuild_follower, rebuild_projector, RebuildError};

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use redis::AsyncCommands;
 
 use super::backfill::{backfill, BackfillError};
-use super::cached_counts::mark_ready;
+use super::cached_reads::mark_ready;
 use super::plugin::PluginProjection;
 use crate::graph::{Database, TenantId};
 
