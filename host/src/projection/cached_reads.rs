@@ -63,17 +63,32 @@ impl CachedReads {
     }
 }
 
-/// Marks `tenant`'s `plugin` data complete (after a backfill): its reads may be served from it.
+/// Marks `plugin`'s data complete for `tenant` (after its backfill), or for every tenant (`None`, after a
+/// rebuild of all of them): reads may be served from it.
 pub async fn mark_ready(
     redis: &mut redis::aio::MultiplexedConnection,
-    tenant: &TenantId,
+    tenant: Option<&TenantId>,
     plugin: &str,
 ) -> Result<(), redis::RedisError> {
-    redis.set(ready_key(tenant, plugin), 1).await
+    let key = match tenant {
+        Some(tenant) => ready_key(tenant, plugin),
+        None => everywhere_ready_key(plugin),
+    };
+    redis.set(key, 1).await
 }
 
 fn ready_key(tenant: &TenantId, plugin: &str) -> String {
     format!("{tenant}:{plugin}:~ready")
+}
+
+/// Outside every tenant's key space: `~` is not allowed in tenant ids.
+fn everywhere_ready_key(plugin: &str) -> String {
+    format!("~:{plugin}:ready")
+}
+
+/// Whether `plugin`'s data is complete for `tenant`, from its two readiness markers.
+fn ready(markers: &[Option<i64>]) -> bool {
+    markers.iter().any(Option::is_some)
 }
 
 /// The cached counts, or `None` when the tenant's counters are not complete.
@@ -82,19 +97,19 @@ async fn cached_counts(
     tenant: &TenantId,
     users: &[UserId],
 ) -> Result<Option<Vec<Counts>>, redis::RedisError> {
-    let mut keys = vec![ready_key(tenant, COUNTERS)];
+    let mut keys = vec![ready_key(tenant, COUNTERS), everywhere_ready_key(COUNTERS)];
     for user in users {
         keys.push(format!("{tenant}:{COUNTERS}:followings:{user}"));
         keys.push(format!("{tenant}:{COUNTERS}:followers:{user}"));
     }
     let values: Vec<Option<i64>> = redis.mget(&keys).await?;
-    if values.first().copied().flatten().is_none() {
+    if !ready(&values[..2]) {
         return Ok(None);
     }
     Ok(Some(
         users
             .iter()
-            .zip(values[1..].chunks(2))
+            .zip(values[2..].chunks(2))
             .map(|(user, pair)| Counts {
                 user_id: user.get(),
                 followings: pair[0].unwrap_or(0),
@@ -112,8 +127,8 @@ async fn cached_list(
     direction: Direction,
     page: PageRequest,
 ) -> Result<Option<Page>, redis::RedisError> {
-    let ready: Option<i64> = redis.get(ready_key(tenant, LISTS)).await?;
-    if ready.is_none() {
+    let markers: Vec<Option<i64>> = redis.mget(&[ready_key(tenant, LISTS), everywhere_ready_key(LISTS)]).await?;
+    if !ready(&markers) {
         return Ok(None);
     }
     let side = match direction {

@@ -40,8 +40,8 @@ pub async fn rebuild_follower(db: &Database) -> Result<u64, RebuildError> {
     Ok(rows)
 }
 
-/// Deletes `projection`'s data of every tenant in the truth and backfills it, reporting
-/// `(tenant, done, total)`; returns how many pairs were replayed.
+/// Deletes `projection`'s data of every tenant in the truth, backfills it and marks it complete (per tenant,
+/// then as a whole), reporting `(tenant, done, total)`; returns how many pairs were replayed.
 pub async fn rebuild_projector(
     db: &Database,
     redis: &mut redis::aio::MultiplexedConnection,
@@ -62,7 +62,8 @@ pub async fn rebuild_projector(
             let _: () = redis.del(chunk).await?;
         }
         replayed += backfill(db, projection, &tenant_id, |done, total| progress(&tenant, done, total)).await?;
-        mark_ready(redis, &tenant_id, projection.plugin()).await?;
+        mark_ready(redis, Some(&tenant_id), projection.plugin()).await?;
     }
+    mark_ready(redis, None, projection.plugin()).await?;
     Ok(replayed)
 }

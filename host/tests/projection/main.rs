@@ -1,14 +1,18 @@
 //! Projections of the bus's events, against real databases.
 
 mod backfill;
+mod cached_reads;
 mod effects;
 mod faults;
 mod follower;
 mod reconcile;
 mod worker;
 
+use std::path::Path;
+use std::time::Duration;
+
 use futures::future::join_all;
-use strand_test_support::TestServer;
+use strand_test_support::{wait_until, StrandProcess, TestServer};
 
 /// Users 1..=6 of `tenant` following and unfollowing each other concurrently over HTTP.
 pub async fn storm(server: &TestServer, tenant: &str, round: i64) {
@@ -28,4 +32,23 @@ pub async fn storm(server: &TestServer, tenant: &str, round: i64) {
         }
     });
     join_all(writers).await;
+}
+
+/// Runs `strand <args>` against the server's database and Redis until it exits; its exit code and output.
+pub async fn strand_command(args: &[&str], database_url: &str, redis_url: &str) -> (i32, String) {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let env = [
+        ("STRAND_DATABASE_URL", database_url.to_owned()),
+        ("STRAND_REDIS_URL", redis_url.to_owned()),
+        ("STRAND_PLUGIN_CACHE_DIR", std::env::temp_dir().join("strand-test-plugin-cache").display().to_string()),
+    ];
+    let binary = Path::new(env!("CARGO_BIN_EXE_strand"));
+    let mut process = StrandProcess::spawn(binary, args, &env, log.path().to_owned()).unwrap();
+    let mut status = None;
+    wait_until("the command exits", Duration::from_secs(60), || {
+        status = process.exited();
+        std::future::ready(status.is_some())
+    })
+    .await;
+    (status.unwrap().code().unwrap_or(-1), process.log())
 }
