@@ -2,7 +2,9 @@
 //! - events/s through each bundled projector (WASM) and its Redis effects (one Lua call per batch of 256),
 //!   first delivery and a redelivery of the same events (markers make it a no-op);
 //! - follow → visible in the `follower` table and in Redis counters, p50/p99, at 50 follows/s through the
-//!   whole pipeline (HTTP, outbox, poll relay, embedded bus, workers) on SQLite.
+//!   whole pipeline (HTTP, outbox, poll relay, embedded bus, workers) on SQLite;
+//! - count, list and relationship reads over HTTP (16 clients): from the database, then from the
+//!   projections once rebuilt complete (relationships always come from the database).
 //!
 //! `cargo bench -p strand --bench projection` (needs `redis-server`; see the README).
 
@@ -10,10 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strand::config::RelayMode;
-use strand::graph::{Database, OutboxEvent};
+use strand::graph::{self, Database, OutboxEvent, TenantId, UserId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
 use strand::projection::effects::RedisEffects;
-use strand::projection::PluginProjection;
+use strand::projection::{rebuild_projector, PluginProjection};
 use strand_test_support::{Backend, Redis, TestServer};
 
 const EVENTS: i64 = 20_000;
@@ -101,5 +103,48 @@ async fn main() {
     for (what, lags) in [("follower table", &mut in_table), ("Redis counter", &mut in_counter)] {
         lags.sort();
         println!("follow → {what:<14} at 50/s: p50 {:?}  p99 {:?}", lags[lags.len() / 2], lags[lags.len() * 99 / 100]);
+    }
+
+    // Reads over HTTP, from the database, then from the projections once rebuilt complete.
+    let tenant: TenantId = "reads".parse().expect("tenant");
+    for i in 0..2_000_i64 {
+        let (from, to) = (UserId::try_from(1 + i % 50).expect("id"), UserId::try_from(1_000 + i).expect("id"));
+        graph::set_following(server.database(), &tenant, from, to, true, graph::now_ms()).await.expect("follow");
+    }
+    let paths = ["/v1/users/7/counts", "/v1/users/7/following?limit=20", "/v1/me/relationships?user_ids=1007,1008"];
+    http_reads(&server, &paths, "database").await;
+    for name in ["follow-counts", "follow-lists"] {
+        let projection = PluginProjection::new(registry.clone(), name, effects.clone());
+        rebuild_projector(server.database(), &mut redis, &projection, |_, _, _| {}).await.expect("rebuilt");
+    }
+    http_reads(&server, &paths, "projections").await;
+}
+
+/// p50/p99 and requests/s of each of `paths`, 16 clients at once.
+async fn http_reads(server: &TestServer, paths: &[&str], source: &str) {
+    const REQUESTS: usize = 4_000;
+    const CLIENTS: usize = 16;
+    for path in paths {
+        let started = Instant::now();
+        let clients = (0..CLIENTS).map(|_| {
+            let client = server.client("reads", 7);
+            async move {
+                let mut latencies = Vec::with_capacity(REQUESTS / CLIENTS);
+                for _ in 0..REQUESTS / CLIENTS {
+                    let sent = Instant::now();
+                    assert_eq!(client.get(path).await.status, 200);
+                    latencies.push(sent.elapsed());
+                }
+                latencies
+            }
+        });
+        let mut latencies: Vec<Duration> = futures::future::join_all(clients).await.into_iter().flatten().collect();
+        let per_second = latencies.len() as f64 / started.elapsed().as_secs_f64();
+        latencies.sort();
+        println!(
+            "{source:<11} {path:<42} {per_second:>7.0} req/s  p50 {:?}  p99 {:?}",
+            latencies[latencies.len() / 2],
+            latencies[latencies.len() * 99 / 100]
+        );
     }
 }
