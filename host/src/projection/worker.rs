@@ -126,10 +126,15 @@ impl Worker {
 
     /// Applies one batch until it is done (retrying transient failures), dead-letters its poison, commits.
     async fn project(&mut self, batch: &[Received]) -> Result<(), String> {
+        // The decoded events and the messages they came in, side by side.
         let mut events = Vec::with_capacity(batch.len());
+        let mut messages = Vec::with_capacity(batch.len());
         for received in batch {
             match serde_json::from_str::<OutboxEvent>(&received.message.payload) {
-                Ok(event) => events.push(event),
+                Ok(event) => {
+                    events.push(event);
+                    messages.push(&received.message);
+                }
                 Err(e) => self.dead_letter(&received.message, &format!("undecodable event: {e}")).await?,
             }
         }
@@ -137,15 +142,12 @@ impl Worker {
             match self.projection.apply(&events).await {
                 Ok(()) => break,
                 Err(ApplyError::Poison { event_id, detail }) => {
-                    let index =
-                        events.iter().position(|e| e.event_id == event_id).expect("a poison event of the batch");
-                    let poison = events.remove(index);
-                    let message = batch
+                    let index = events
                         .iter()
-                        .map(|r| &r.message)
-                        .find(|m| m.header("event-id") == Some(poison.event_id.as_str()))
-                        .expect("the poison event's message");
-                    self.dead_letter(message, &detail).await?;
+                        .position(|e| e.event_id == event_id)
+                        .ok_or_else(|| format!("the projection refused {event_id}, which is not in the batch"))?;
+                    events.remove(index);
+                    self.dead_letter(messages.remove(index), &detail).await?;
                 }
                 Err(ApplyError::Transient(error)) => return Err(error),
             }
