@@ -1,6 +1,7 @@
 //! Wiring: configuration in, a listening server out. Kept apart from `main` so tests and benchmarks run the
 //! very server a user runs, in-process.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::api::{self, AppState, AuthSetupError, Authenticator};
 use crate::bus::{EmbeddedBus, KafkaBus, KafkaSettings, Publisher};
@@ -18,8 +20,8 @@ use crate::graph::{Database, DatabaseError, DatabaseKind};
 use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
 use crate::projection::effects::RedisEffects;
 use crate::projection::{
-    rebuild_follower, rebuild_projector, reconcile, CachedReads, EventSource, PluginProjection, Projection,
-    RebuildError, ReconcileError, Report, SourceError, Worker,
+    rebuild_follower, rebuild_projector, reconcile, supervise_new_projectors, until, CachedReads, PluginProjection,
+    Projection, RebuildError, ReconcileError, Report, SourceError, Worker, WorkerFactory,
 };
 use crate::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
 use crate::relay::{BinlogRelay, Checkpoint, Outlet, PollRelay, Relay, RelayError};
@@ -69,7 +71,7 @@ pub struct Server {
     tenants: Arc<TenantSettings>,
     refresh_every: Duration,
     relay: Option<Relay>,
-    workers: Vec<Worker>,
+    projections: Option<Projections>,
 }
 
 impl Server {
@@ -101,8 +103,8 @@ impl Server {
             .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
         let refresh_every = Duration::from_millis(config.refresh_ms.max(100));
         let relay = relay(config, &db, &plugins)?;
-        let workers = if config.workers { workers(config, &db, &plugins).await? } else { Vec::new() };
-        Ok(Self { listener, router: api::router(state), db, plugins, tenants, refresh_every, relay, workers })
+        let projections = if config.workers { Some(Projections::build(config, &db, &plugins).await?) } else { None };
+        Ok(Self { listener, router: api::router(state), db, plugins, tenants, refresh_every, relay, projections })
     }
 
     /// The address actually bound (differs from the configured one when its port is 0).
@@ -122,12 +124,12 @@ impl Server {
         let (stop, stop_signal) = watch::channel(());
         let mut background = Vec::new();
         if let Some(relay) = self.relay {
-            let stopped = stopped(&stop_signal);
+            let stopped = until(stop_signal.clone());
             // An error that needs an operator was logged; the API keeps serving (rows wait in the outbox).
             background.push(tokio::spawn(async move { drop(relay.run(stopped).await) }));
         }
-        for worker in self.workers {
-            background.push(tokio::spawn(worker.run(stopped(&stop_signal))));
+        if let Some(projections) = self.projections {
+            background.extend(projections.spawn(&stop_signal));
         }
         let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
         refresher.abort();
@@ -205,11 +207,8 @@ pub async fn run_workers(config: &Config, shutdown: impl Future<Output = ()>) ->
     let every = Duration::from_millis(config.refresh_ms.max(100));
     let refresher = tokio::spawn(refresh_from_database(plugins.clone(), tenants, every));
     let (stop, stop_signal) = watch::channel(());
-    let mut tasks = Vec::new();
-    for worker in workers(config, &db, &plugins).await? {
-        tasks.push(tokio::spawn(worker.run(stopped(&stop_signal))));
-    }
-    tracing::info!(workers = tasks.len(), "projection workers are running");
+    let tasks = Projections::build(config, &db, &plugins).await?.spawn(&stop_signal);
+    tracing::info!(tasks = tasks.len(), "projection workers are running");
     shutdown.await;
     drop(stop);
     for task in tasks {
@@ -224,35 +223,66 @@ pub async fn run_workers(config: &Config, shutdown: impl Future<Output = ()>) ->
 
 /// The projection workers of this deployment, reading Kafka when brokers are configured, else the
 /// embedded bus, all from `{prefix}following`: the `follower` table, and with Redis configured one worker
-/// per projector plugin (bundled or deployed at start-up) for every tenant.
-pub async fn workers(
-    config: &Config,
-    db: &Database,
-    plugins: &Arc<PluginRegistry>,
-) -> Result<Vec<Worker>, StartupError> {
-    let mut projections = vec![Projection::Follower(db.clone())];
-    if let Some(url) = &config.redis_url {
-        let effects = Arc::new(RedisEffects::connect(url).await?);
-        for name in plugins.projector_names() {
-            projections.push(Projection::Plugin(PluginProjection::new(plugins.clone(), &name, effects.clone())));
-        }
-    }
-    let topic = format!("{}following", config.topic_prefix);
-    let dead_letters = match &config.kafka_brokers {
-        Some(brokers) => Publisher::Kafka(Arc::new(kafka_bus(config, brokers)?)),
-        None => Publisher::Embedded(EmbeddedBus::new(db.clone())),
-    };
-    let mut workers = Vec::new();
-    for projection in projections {
-        let name = projection.name();
-        let source = match &config.kafka_brokers {
-            Some(brokers) => EventSource::kafka(brokers, &format!("{}{name}", config.topic_prefix), &topic)?,
-            None => EventSource::embedded(EmbeddedBus::new(db.clone()), &name, &topic).await?,
+/// per projector plugin (bundled or deployed) for every tenant — those deployed later are started by a
+/// supervisor after their backfill.
+pub struct Projections {
+    workers: Vec<Worker>,
+    supervisor: Option<Supervisor>,
+}
+
+struct Supervisor {
+    factory: WorkerFactory,
+    plugins: Arc<PluginRegistry>,
+    effects: Arc<RedisEffects>,
+    redis_url: String,
+    running: BTreeSet<String>,
+    every: Duration,
+}
+
+impl Projections {
+    pub async fn build(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> Result<Self, StartupError> {
+        let dead_letters = match &config.kafka_brokers {
+            Some(brokers) => Publisher::Kafka(Arc::new(kafka_bus(config, brokers)?)),
+            None => Publisher::Embedded(EmbeddedBus::new(db.clone())),
         };
-        let dead_letter_topic = format!("{}dead-letter.{name}", config.topic_prefix);
-        workers.push(Worker::new(source, projection, dead_letters.clone(), dead_letter_topic));
+        let factory = WorkerFactory {
+            db: db.clone(),
+            prefix: config.topic_prefix.clone(),
+            brokers: config.kafka_brokers.clone(),
+            dead_letters,
+        };
+        let mut workers = vec![factory.worker(Projection::Follower(db.clone())).await?];
+        let Some(url) = &config.redis_url else { return Ok(Self { workers, supervisor: None }) };
+        let effects = Arc::new(RedisEffects::connect(url).await?);
+        let running = plugins.projector_names();
+        for name in &running {
+            let projection = PluginProjection::new(plugins.clone(), name, effects.clone());
+            workers.push(factory.worker(Projection::Plugin(projection)).await?);
+        }
+        let every = Duration::from_millis(config.refresh_ms.max(100));
+        let supervisor =
+            Supervisor { factory, plugins: plugins.clone(), effects, redis_url: url.clone(), running, every };
+        Ok(Self { workers, supervisor: Some(supervisor) })
     }
-    Ok(workers)
+
+    /// Starts every worker (and the supervisor); they stop when the sender of `stop` is dropped.
+    pub fn spawn(self, stop: &watch::Receiver<()>) -> Vec<JoinHandle<()>> {
+        let mut tasks: Vec<JoinHandle<()>> =
+            self.workers.into_iter().map(|worker| tokio::spawn(worker.run(until(stop.clone())))).collect();
+        if let Some(s) = self.supervisor {
+            let supervise = supervise_new_projectors(
+                s.factory,
+                s.plugins,
+                s.effects,
+                s.redis_url,
+                s.running,
+                s.every,
+                stop.clone(),
+            );
+            tasks.push(tokio::spawn(supervise));
+        }
+        tasks
+    }
 }
 
 fn kafka_bus(config: &Config, brokers: &str) -> Result<KafkaBus, StartupError> {
@@ -300,14 +330,6 @@ pub async fn run_rebuild(
     };
     db.close().await;
     Ok(done)
-}
-
-/// Completes when the sender of `signal` is dropped: how a node stops its background tasks together.
-fn stopped(signal: &watch::Receiver<()>) -> impl Future<Output = ()> + Send + 'static {
-    let mut signal = signal.clone();
-    async move {
-        let _sender_dropped = signal.changed().await;
-    }
 }
 
 /// Keeps this node's plugins and tenant settings in line with the database. A failed refresh is logged and

@@ -1,4 +1,5 @@
-//! Projections: what the bus's events are turned into (`events.rs`: decoded and checked). `worker.rs` runs one projection from its
+//! Projections: what the bus's events are turned into (`supervisor.rs`: building workers, and starting
+//! projectors deployed later after their backfill) (`events.rs`: decoded and checked). `worker.rs` runs one projection from its
 //! `source.rs` (a Kafka consumer group or an embedded-bus subscriber), committing only applied batches;
 //! `follower.rs` is the host's own projection, the `follower` table; `plugin.rs` runs a projector plugin
 //! per tenant, and `effects.rs` applies its effects to Redis, exactly once in result; `backfill.rs` replays
@@ -15,6 +16,7 @@ mod plugin;
 mod rebuild;
 mod reconcile;
 mod source;
+mod supervisor;
 mod worker;
 
 pub use backfill::{backfill, BackfillError};
@@ -24,4 +26,5 @@ pub use plugin::{PluginProjection, PluginProjectionError};
 pub use rebuild::{rebuild_follower, rebuild_projector, RebuildError};
 pub use reconcile::{reconcile, ReconcileError, Report};
 pub use source::{EventSource, Received, SourceError};
+pub use supervisor::{supervise_new_projectors, until, WorkerFactory};
 pub use worker::{Projection, Worker};

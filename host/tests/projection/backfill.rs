@@ -1,17 +1,19 @@
 //! A counter projection added to a running system is backfilled from the truth while writes go on, then
-//! follows the bus — whose oldest events are gone (retention) — and ends exactly equal to the truth.
+//! follows the bus — whose oldest events are gone (retention) — and ends exactly equal to the truth; deployed
+//! through the admin API, the same happens without a restart.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
+use reqwest::Method;
 use strand::bus::{EmbeddedBus, Publisher};
 use strand::config::RelayMode;
 use strand::graph::{Database, TenantId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
 use strand::projection::effects::RedisEffects;
 use strand::projection::{backfill, EventSource, PluginProjection, Projection, Worker};
-use strand_test_support::{wait_until, Backend, Redis, TestServer};
+use strand_test_support::{test_plugin, wait_until, Backend, Redis, TestServer};
 use tokio::sync::oneshot;
 
 use super::storm;
@@ -94,4 +96,48 @@ async fn a_new_counter_projection_is_backfilled_to_the_exact_truth_under_write_l
     .await;
     drop(stop);
     running.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_counter_projection_deployed_under_write_load_is_backfilled_to_the_exact_truth_without_a_restart() {
+    let tenant = format!("hd{}", std::process::id());
+    let redis_url = Redis::shared().unwrap().url();
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.relay = RelayMode::Poll;
+        c.relay_idle_ms = 10;
+        c.workers = true;
+        c.redis_url = Some(redis_url.clone());
+        c.refresh_ms = 100;
+    })
+    .await;
+    storm(&server, &tenant, 0).await;
+    // The new projector counts followers (it traps only on user 666, who never acts here).
+    let path = format!("/admin/v1/tenants/{tenant}/plugins/projector/late");
+    let admin = server.admin();
+    let deploy = admin.upload(Method::PUT, &path, test_plugin("hostile-projector"));
+    let (deployed, ()) = tokio::join!(deploy, storm(&server, &tenant, 1));
+    assert_eq!(deployed.status, 200, "{deployed:?}");
+    storm(&server, &tenant, 2).await;
+
+    let redis = redis::Client::open(redis_url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    wait_until("the new counters equal the truth", Duration::from_secs(60), || {
+        let (db, tenant, mut redis) = (server.database().clone(), tenant.clone(), redis.clone());
+        async move {
+            let truth: Vec<(i64,)> =
+                sqlx::query_as("SELECT to_user_id FROM following WHERE tenant_id = ? AND rel_status = 1")
+                    .bind(&tenant)
+                    .fetch_all(db.reader())
+                    .await
+                    .unwrap();
+            for user in 1..=6_i64 {
+                let expected = truth.iter().filter(|(to,)| *to == user).count() as i64;
+                let counted: Option<i64> = redis.get(format!("{tenant}:late:followers:{user}")).await.unwrap();
+                if counted.unwrap_or(0) != expected {
+                    return false;
+                }
+            }
+            true
+        }
+    })
+    .await;
 }
