@@ -68,8 +68,30 @@ pub async fn backfill(
                 })
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
-        projection.apply_snapshot(tenant, &pairs).await?;
+        apply_page(projection, tenant, pairs.clone()).await?;
         done += pairs.len() as u64;
         progress(done, total.max(0) as u64);
+    }
+}
+
+/// Applies one page; a pair the projector refuses (a poison event) is logged and left out — its bus events
+/// are then applied, or dead-lettered, by the live worker like any other — and the rest is applied.
+async fn apply_page(
+    projection: &PluginProjection,
+    tenant: &TenantId,
+    mut pairs: Vec<RelationEvent>,
+) -> Result<(), BackfillError> {
+    loop {
+        match projection.apply_snapshot(tenant, &pairs).await {
+            Err(PluginProjectionError::Unprojectable(poison)) => {
+                tracing::error!(projector = %projection.plugin(), error = %poison, "backfill leaves out a pair the projector refuses");
+                let before = pairs.len();
+                pairs.retain(|p| p.event_id != poison.event_id);
+                if pairs.len() == before {
+                    return Err(PluginProjectionError::Unprojectable(poison).into());
+                }
+            }
+            other => return Ok(other?),
+        }
     }
 }

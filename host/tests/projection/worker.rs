@@ -143,12 +143,12 @@ async fn a_projector_that_traps_on_one_event_dead_letters_it_and_the_rest_procee
         c.relay_idle_ms = 10;
         c.workers = true;
         c.redis_url = Some(url.clone());
+        c.refresh_ms = 100;
     })
     .await;
+    // Deployed while running: the supervisor starts its worker.
     let path = "/admin/v1/tenants/trap/plugins/projector/hostile";
     assert_eq!(server.admin().upload(Method::PUT, path, test_plugin("hostile-projector")).await.status, 200);
-    // Workers are chosen at start-up: a restart picks the new projector up.
-    let server = server.restart().await;
     for follower in [1, 666, 2, 3] {
         server.client("trap", follower).follow(10).await;
     }
