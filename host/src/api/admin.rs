@@ -1,5 +1,5 @@
 //! The admin API (`/admin/v1/…`) for platform teams: deploy, list, roll back and remove tenants' plugins,
-//! and set tenant settings. It has its own credential (`admin_token`), never a user JWT.
+//! follow projector backfills, and set tenant settings. It has its own credential (`admin_token`), never a user JWT.
 
 use std::str::FromStr;
 
@@ -16,6 +16,7 @@ use super::problem::{ApiError, Problem};
 use super::AppState;
 use crate::graph::TenantId;
 use crate::plugins::{PluginError, PluginKind, PluginSlot, PluginVersion, RegistryError};
+use crate::projection::progress::{self, BackfillProgress};
 use crate::tenants::TenantConfig;
 
 /// Proof that the request carries the admin token.
@@ -178,6 +179,20 @@ pub async fn list(
     Path(path): Path<TenantPath>,
 ) -> Result<axum::Json<PluginList>, ApiError> {
     Ok(axum::Json(PluginList { plugins: state.plugins.versions(&tenant(&path.tenant)?).await? }))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProjectionList {
+    /// Backfills of projectors deployed at runtime, by projection and tenant.
+    pub backfills: Vec<BackfillProgress>,
+}
+
+/// Where the backfills of projectors deployed at runtime stand (written by the worker that runs each).
+#[utoipa::path(get, path = "/admin/v1/projections", tag = "admin",
+    responses((status = 200, body = ProjectionList), (status = 401, body = Problem)),
+    security(("admin" = [])))]
+pub async fn projections(State(state): State<AppState>, _admin: Admin) -> Result<axum::Json<ProjectionList>, ApiError> {
+    Ok(axum::Json(ProjectionList { backfills: progress::all(&state.db).await? }))
 }
 
 /// The tenant's settings.

@@ -89,6 +89,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(admin::deploy, admin::remove))
         .routes(routes!(admin::rollback))
         .routes(routes!(admin::list))
+        .routes(routes!(admin::projections))
         .routes(routes!(admin::settings, admin::set_settings))
         .layer(middleware::from_fn_with_state(state.max_plugin_bytes, refuse_declared_over))
         .layer(DefaultBodyLimit::max(state.max_plugin_bytes));

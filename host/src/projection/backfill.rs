@@ -5,6 +5,8 @@
 //! go on meanwhile: they are later versions, or new pairs, and wait in the bus). Pages need no common
 //! snapshot: each pair's row is consistent on its own.
 
+use std::future::Future;
+
 use sqlx::Row;
 
 use super::plugin::{PluginProjection, PluginProjectionError};
@@ -23,13 +25,13 @@ pub enum BackfillError {
     Projection(#[from] PluginProjectionError),
 }
 
-/// Replays every pair of `tenant` into `projection`, reporting `(done, total)` pairs after each page;
-/// returns how many pairs it replayed.
-pub async fn backfill(
+/// Replays every pair of `tenant` into `projection`, reporting `(done, total)` pairs after each page (and
+/// awaiting the report, so it may be written somewhere); returns how many pairs it replayed.
+pub async fn backfill<F: Future<Output = ()>>(
     db: &Database,
     projection: &PluginProjection,
     tenant: &TenantId,
-    mut progress: impl FnMut(u64, u64),
+    mut progress: impl FnMut(u64, u64) -> F,
 ) -> Result<u64, BackfillError> {
     let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM following WHERE tenant_id = ?")
         .bind(tenant.as_str())
@@ -70,7 +72,7 @@ pub async fn backfill(
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
         apply_page(projection, tenant, pairs.clone()).await?;
         done += pairs.len() as u64;
-        progress(done, total.max(0) as u64);
+        progress(done, total.max(0) as u64).await;
     }
 }
 

@@ -13,6 +13,7 @@ pub mod effects;
 mod events;
 pub mod follower;
 mod plugin;
+pub mod progress;
 mod rebuild;
 mod reconcile;
 mod source;

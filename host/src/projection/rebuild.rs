@@ -61,7 +61,11 @@ pub async fn rebuild_projector(
         for chunk in keys.chunks(500) {
             let _: () = redis.del(chunk).await?;
         }
-        replayed += backfill(db, projection, &tenant_id, |done, total| progress(&tenant, done, total)).await?;
+        replayed += backfill(db, projection, &tenant_id, |done, total| {
+            progress(&tenant, done, total);
+            std::future::ready(())
+        })
+        .await?;
         mark_ready(redis, Some(&tenant_id), projection.plugin()).await?;
     }
     mark_ready(redis, None, projection.plugin()).await?;

@@ -14,6 +14,7 @@ use super::backfill::backfill;
 use super::cached_reads::mark_ready;
 use super::effects::RedisEffects;
 use super::plugin::PluginProjection;
+use super::progress;
 use super::source::{EventSource, SourceError};
 use super::worker::{Projection, Worker};
 use crate::bus::Publisher;
@@ -108,13 +109,21 @@ async fn start(
         if plugins.active(&tenant, PluginKind::Projector, projection.plugin()).is_none() {
             continue;
         }
-        let name = projection.plugin().to_owned();
-        backfill(&factory.db, &projection, &tenant, |done, total| {
-            tracing::info!(projector = %name, %tenant, done, total, "backfilling");
+        let (name, db) = (format!("projector.{}", projection.plugin()), &factory.db);
+        progress::record(db, &name, &tenant, (0, 0), "backfilling").await.map_err(|e| e.to_string())?;
+        let replayed = backfill(db, &projection, &tenant, |done, total| {
+            let (name, tenant) = (name.clone(), tenant.clone());
+            async move {
+                tracing::info!(projection = %name, %tenant, done, total, "backfilling");
+                if let Err(error) = progress::record(db, &name, &tenant, (done, total), "backfilling").await {
+                    tracing::warn!(%error, "cannot record backfill progress; the backfill goes on");
+                }
+            }
         })
         .await
         .map_err(|e| e.to_string())?;
         mark_ready(&mut redis, Some(&tenant), projection.plugin()).await.map_err(|e| e.to_string())?;
+        progress::record(db, &name, &tenant, (replayed, replayed), "complete").await.map_err(|e| e.to_string())?;
     }
     factory.worker(Projection::Plugin(projection)).await.map_err(|e| e.to_string())
 }

@@ -71,7 +71,10 @@ async fn a_new_counter_projection_is_backfilled_to_the_exact_truth_under_write_l
     let mut reports = Vec::new();
     let (_, replayed) = tokio::join!(
         storm(&server, &tenant, 1),
-        backfill(&db, &projection, &tenant_id, |done, total| reports.push((done, total)))
+        backfill(&db, &projection, &tenant_id, |done, total| {
+            reports.push((done, total));
+            std::future::ready(())
+        })
     );
     assert!(replayed.unwrap() > 0 && reports.last().is_some_and(|(done, total)| done >= total), "{reports:?}");
     let bus = EmbeddedBus::new(db.clone());
@@ -140,4 +143,12 @@ async fn a_counter_projection_deployed_under_write_load_is_backfilled_to_the_exa
         }
     })
     .await;
+    let reply = server.admin().get("/admin/v1/projections").await;
+    let backfill = &reply.body["backfills"][0];
+    assert_eq!(
+        (backfill["projection"].as_str(), backfill["tenant"].as_str(), backfill["state"].as_str()),
+        (Some("projector.late"), Some(tenant.as_str()), Some("complete")),
+        "{reply:?}"
+    );
+    assert!(backfill["total"].as_i64().unwrap() > 0 && backfill["done"] == backfill["total"], "{reply:?}");
 }
