@@ -70,7 +70,12 @@ pub async fn supervise_new_projectors(
                 continue;
             }
             let projection = PluginProjection::new(plugins.clone(), &name, effects.clone());
-            match start(&factory, &plugins, projection, &redis_url).await {
+            // A backfill cut short by shutdown is simply done again at the next start: it applies once.
+            let outcome = tokio::select! {
+                _ = stop.changed() => break,
+                outcome = start(&factory, &plugins, projection, &redis_url) => outcome,
+            };
+            match outcome {
                 Ok(worker) => {
                     tracing::info!(projector = %name, "a new projector is backfilled and live");
                     started.push(tokio::spawn(worker.run(until(stopped.clone()))));
