@@ -16,7 +16,7 @@ use strand::projection::{backfill, EventSource, PluginProjection, Projection, Wo
 use strand_test_support::{test_plugin, wait_until, Backend, Redis, TestServer};
 use tokio::sync::oneshot;
 
-use super::storm;
+use super::{pipeline, storm};
 
 async fn counts_match_truth(db: &Database, tenant: &str, redis: &mut redis::aio::MultiplexedConnection) -> bool {
     let truth: Vec<(i64, i64)> =
@@ -105,14 +105,7 @@ async fn a_new_counter_projection_is_backfilled_to_the_exact_truth_under_write_l
 async fn a_counter_projection_deployed_under_write_load_is_backfilled_to_the_exact_truth_without_a_restart() {
     let tenant = format!("hd{}", std::process::id());
     let redis_url = Redis::shared().unwrap().url();
-    let server = TestServer::start_with(Backend::Sqlite, |c| {
-        c.relay = RelayMode::Poll;
-        c.relay_idle_ms = 10;
-        c.workers = true;
-        c.redis_url = Some(redis_url.clone());
-        c.refresh_ms = 100;
-    })
-    .await;
+    let server = pipeline(&redis_url).await;
     storm(&server, &tenant, 0).await;
     // The new projector counts followers (it traps only on user 666, who never acts here).
     let path = format!("/admin/v1/tenants/{tenant}/plugins/projector/late");

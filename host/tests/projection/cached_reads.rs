@@ -6,23 +6,16 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use serde_json::json;
-use strand::config::RelayMode;
 use strand::projection::reconcile;
 use strand_test_support::{wait_until, ApiClient, Backend, Redis, TestServer};
 
-use super::{storm, strand_command};
+use super::{pipeline, storm, strand_command};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn counts_come_from_the_counters_once_rebuilt_complete_and_from_the_truth_before() {
     let tenant = format!("cc{}", std::process::id());
     let redis_url = Redis::shared().unwrap().url();
-    let server = TestServer::start_with(Backend::Sqlite, |c| {
-        c.relay = RelayMode::Poll;
-        c.relay_idle_ms = 10;
-        c.workers = true;
-        c.redis_url = Some(redis_url.clone());
-    })
-    .await;
+    let server = pipeline(&redis_url).await;
     storm(&server, &tenant, 1).await;
     let followers_of_1 = || async {
         let reply = server.client(&tenant, 1).get("/v1/users/1/counts").await;
@@ -134,13 +127,7 @@ async fn seed_counter(client: &ApiClient, user: i64) -> (i64, i64) {
 async fn the_seed_relation_flow_with_eventually_consistent_cached_reads() {
     let tenant = format!("sd{}", std::process::id());
     let redis_url = Redis::shared().unwrap().url();
-    let server = TestServer::start_with(Backend::Sqlite, |c| {
-        c.relay = RelayMode::Poll;
-        c.relay_idle_ms = 10;
-        c.workers = true;
-        c.redis_url = Some(redis_url.clone());
-    })
-    .await;
+    let server = pipeline(&redis_url).await;
     // Complete from the start: every later event reaches the projections through the workers.
     for projection in ["follow-counts", "follow-lists"] {
         let (code, output) = strand_command(&["rebuild", projection], &server.config.database_url, &redis_url).await;

@@ -12,7 +12,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use futures::future::join_all;
-use strand_test_support::{wait_until, StrandProcess, TestServer};
+use strand::config::RelayMode;
+use strand_test_support::{wait_until, Backend, StrandProcess, TestServer};
 
 /// Users 1..=6 of `tenant` following and unfollowing each other concurrently over HTTP.
 pub async fn storm(server: &TestServer, tenant: &str, round: i64) {
@@ -51,4 +52,17 @@ pub async fn strand_command(args: &[&str], database_url: &str, redis_url: &str) 
     })
     .await;
     (status.unwrap().code().unwrap_or(-1), process.log())
+}
+
+/// The whole pipeline on the embedded default plus Redis: poll relay, workers (new projectors picked up
+/// within 100 ms), projections in Redis at `redis_url`.
+pub async fn pipeline(redis_url: &str) -> TestServer {
+    TestServer::start_with(Backend::Sqlite, |c| {
+        c.relay = RelayMode::Poll;
+        c.relay_idle_ms = 10;
+        c.workers = true;
+        c.redis_url = Some(redis_url.to_owned());
+        c.refresh_ms = 100;
+    })
+    .await
 }

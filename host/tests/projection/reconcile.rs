@@ -4,23 +4,16 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use strand::config::RelayMode;
 use strand::projection::reconcile;
 use strand_test_support::{wait_until, Backend, Redis, TestServer};
 
-use super::{storm, strand_command};
+use super::{pipeline, storm, strand_command};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reconcile_is_clean_after_catching_up_and_reports_every_difference() {
     let tenant = format!("rc{}", std::process::id());
     let redis_url = Redis::shared().unwrap().url();
-    let server = TestServer::start_with(Backend::Sqlite, |c| {
-        c.relay = RelayMode::Poll;
-        c.relay_idle_ms = 10;
-        c.workers = true;
-        c.redis_url = Some(redis_url.clone());
-    })
-    .await;
+    let server = pipeline(&redis_url).await;
     storm(&server, &tenant, 0).await;
     let mut redis = redis::Client::open(redis_url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
     wait_until("the projections caught up", Duration::from_secs(30), || {

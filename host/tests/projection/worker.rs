@@ -11,7 +11,7 @@ use strand::config::RelayMode;
 use strand::graph::Database;
 use strand_test_support::{on_every_backend, test_plugin, wait_until, Backend, Kafka, Redis, TestServer};
 
-use super::storm;
+use super::{pipeline, storm};
 
 on_every_backend!(the_worker_keeps_the_follower_table_equal_to_the_truth_across_restarts);
 
@@ -116,13 +116,7 @@ async fn redis_matches_truth(db: &Database, redis: &mut redis::aio::MultiplexedC
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn projector_workers_keep_redis_equal_to_the_truth_across_restarts() {
     let url = Redis::shared().unwrap().url();
-    let mut server = TestServer::start_with(Backend::Sqlite, |c| {
-        c.relay = RelayMode::Poll;
-        c.relay_idle_ms = 10;
-        c.workers = true;
-        c.redis_url = Some(url.clone());
-    })
-    .await;
+    let mut server = pipeline(&url).await;
     let redis = redis::Client::open(url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
     for round in 0..3 {
         storm(&server, "acme", round).await;
@@ -138,14 +132,7 @@ async fn projector_workers_keep_redis_equal_to_the_truth_across_restarts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_projector_that_traps_on_one_event_dead_letters_it_and_the_rest_proceed() {
     let url = Redis::shared().unwrap().url();
-    let server = TestServer::start_with(Backend::Sqlite, |c| {
-        c.relay = RelayMode::Poll;
-        c.relay_idle_ms = 10;
-        c.workers = true;
-        c.redis_url = Some(url.clone());
-        c.refresh_ms = 100;
-    })
-    .await;
+    let server = pipeline(&url).await;
     // Deployed while running: the supervisor starts its worker.
     let path = "/admin/v1/tenants/trap/plugins/projector/hostile";
     assert_eq!(server.admin().upload(Method::PUT, path, test_plugin("hostile-projector")).await.status, 200);
