@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use figment::providers::{Env, Format, Toml};
 use figment::value::{Dict, Map, Value};
@@ -127,6 +128,11 @@ impl Config {
     /// Loads `file` (skipped when absent) and then `STRAND_*` variables, which win.
     pub fn load(file: &Path) -> Result<Self, ConfigError> {
         Figment::new().merge(Toml::file(file)).merge(StrandEnv).extract_lossy().map_err(|e| ConfigError(Box::new(e)))
+    }
+
+    /// How often a node re-reads plugins and tenant settings (and looks for new projectors); at least 100 ms.
+    pub fn refresh_every(&self) -> Duration {
+        Duration::from_millis(self.refresh_ms.max(100))
     }
 
     /// The sandbox every plugin call runs in.

@@ -79,8 +79,7 @@ impl Server {
     pub async fn build(config: &Config) -> Result<Self, StartupError> {
         let auth = Arc::new(Authenticator::from_config(config)?);
         let db = Database::open(&config.database_url, config.database_max_connections).await?;
-        let runtime = Arc::new(PluginRuntime::new(config.plugin_limits(), config.plugin_cache_dir.clone())?);
-        let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await?);
+        let plugins = load_plugins(config, &db).await?;
         let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
         let buckets = match &config.redis_url {
             Some(url) => TokenBuckets::Redis(RedisBuckets::connect(url).await?),
@@ -101,7 +100,7 @@ impl Server {
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
-        let refresh_every = Duration::from_millis(config.refresh_ms.max(100));
+        let refresh_every = config.refresh_every();
         let relay = relay(config, &db, &plugins)?;
         let projections = if config.workers { Some(Projections::build(config, &db, &plugins).await?) } else { None };
         Ok(Self { listener, router: api::router(state), db, plugins, tenants, refresh_every, relay, projections })
@@ -154,15 +153,11 @@ pub async fn run_relay(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartupError> {
     let db = Database::open(&config.database_url, config.database_max_connections).await?;
-    let runtime = Arc::new(PluginRuntime::new(config.plugin_limits(), config.plugin_cache_dir.clone())?);
-    let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await?);
-    let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
+    let (plugins, refresher) = refreshed_plugins(config, &db).await?;
     if reset_checkpoint {
         Checkpoint::forget(&db).await?;
         tracing::warn!("the binlog checkpoint was reset: the outbox is published, then the binlog from its end");
     }
-    let every = Duration::from_millis(config.refresh_ms.max(100));
-    let refresher = tokio::spawn(refresh_from_database(plugins.clone(), tenants, every));
     let result = match relay(config, &db, &plugins)? {
         Some(relay) => {
             tracing::info!(database = ?db.kind(), mode = ?config.relay, "relay is running");
@@ -201,11 +196,7 @@ pub fn relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> R
 /// Runs the projection workers alone (`strand worker`) until `shutdown`.
 pub async fn run_workers(config: &Config, shutdown: impl Future<Output = ()>) -> Result<(), StartupError> {
     let db = Database::open(&config.database_url, config.database_max_connections).await?;
-    let runtime = Arc::new(PluginRuntime::new(config.plugin_limits(), config.plugin_cache_dir.clone())?);
-    let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await?);
-    let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
-    let every = Duration::from_millis(config.refresh_ms.max(100));
-    let refresher = tokio::spawn(refresh_from_database(plugins.clone(), tenants, every));
+    let (plugins, refresher) = refreshed_plugins(config, &db).await?;
     let (stop, stop_signal) = watch::channel(());
     let tasks = Projections::build(config, &db, &plugins).await?.spawn(&stop_signal);
     tracing::info!(tasks = tasks.len(), "projection workers are running");
@@ -259,7 +250,7 @@ impl Projections {
             let projection = PluginProjection::new(plugins.clone(), name, effects.clone());
             workers.push(factory.worker(Projection::Plugin(projection)).await?);
         }
-        let every = Duration::from_millis(config.refresh_ms.max(100));
+        let every = config.refresh_every();
         let supervisor =
             Supervisor { factory, plugins: plugins.clone(), effects, redis_url: url.clone(), running, every };
         Ok(Self { workers, supervisor: Some(supervisor) })
@@ -318,8 +309,7 @@ pub async fn run_rebuild(
         rebuild_follower(&db).await?
     } else {
         let url = config.redis_url.as_deref().ok_or(StartupError::RebuildNeedsRedis)?;
-        let runtime = Arc::new(PluginRuntime::new(config.plugin_limits(), config.plugin_cache_dir.clone())?);
-        let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await?);
+        let plugins = load_plugins(config, &db).await?;
         if !plugins.projector_names().contains(projection) {
             return Err(StartupError::UnknownProjection(projection.to_owned()));
         }
@@ -330,6 +320,25 @@ pub async fn run_rebuild(
     };
     db.close().await;
     Ok(done)
+}
+
+/// The deployed plugins (and the bundled ones), loaded from the database.
+async fn load_plugins(config: &Config, db: &Database) -> Result<Arc<PluginRegistry>, StartupError> {
+    let runtime = Arc::new(PluginRuntime::new(config.plugin_limits(), config.plugin_cache_dir.clone())?);
+    Ok(Arc::new(PluginRegistry::load(runtime, db.clone()).await?))
+}
+
+/// The plugins of a process without the API (`strand relay`, `strand worker`), kept in line with the
+/// database by the returned task (abort it when done).
+async fn refreshed_plugins(
+    config: &Config,
+    db: &Database,
+) -> Result<(Arc<PluginRegistry>, JoinHandle<()>), StartupError> {
+    let plugins = load_plugins(config, db).await?;
+    let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
+    let every = config.refresh_every();
+    let refresher = tokio::spawn(refresh_from_database(plugins.clone(), tenants, every));
+    Ok((plugins, refresher))
 }
 
 /// Keeps this node's plugins and tenant settings in line with the database. A failed refresh is logged and
