@@ -3,19 +3,20 @@
 //!   first delivery and a redelivery of the same events (markers make it a no-op);
 //! - follow → visible in the `follower` table and in Redis counters, p50/p99, at 50 follows/s through the
 //!   whole pipeline (HTTP, outbox, poll relay, embedded bus, workers) on SQLite;
-//! - count, list and relationship reads over HTTP (16 clients): from the database, then from the
-//!   projections once rebuilt complete (relationships always come from the database).
+//! - count, list and relationship reads over HTTP (16 clients), with an account of 20,000 followers: from
+//!   the database (no cache), then from the projections once built (relationships always come from the
+//!   database).
 //!
 //! `cargo bench -p strand --bench projection` (needs `redis-server`; see the README).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use strand::cache::{Cache, RedisCache, Space};
 use strand::config::RelayMode;
 use strand::graph::{self, Database, OutboxEvent, TenantId, UserId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
-use strand::projection::effects::RedisEffects;
-use strand::projection::{rebuild_projector, PluginProjection};
+use strand::projection::PluginProjection;
 use strand_test_support::{Backend, Redis, TestServer};
 
 const EVENTS: i64 = 20_000;
@@ -49,10 +50,10 @@ async fn main() {
     let db = Database::open(&database.url, 4).await.expect("open");
     let runtime = Arc::new(PluginRuntime::new(Default::default(), None).expect("runtime"));
     let registry = Arc::new(PluginRegistry::load(runtime, db.clone()).await.expect("registry"));
-    let effects = Arc::new(RedisEffects::connect(&redis_url).await.expect("redis"));
+    let cache = Cache::Redis(RedisCache::connect(&redis_url).await.expect("redis"));
     println!("projector + Redis effects, {EVENTS} events in batches of {BATCH}");
     for name in ["follow-counts", "follow-lists", "top-followers"] {
-        let projection = PluginProjection::new(registry.clone(), name, effects.clone());
+        let projection = PluginProjection::new(registry.clone(), name, cache.clone(), db.clone());
         let tenant = format!("bench{}", std::process::id());
         let events = events(&tenant);
         for delivery in ["first", "again"] {
@@ -105,19 +106,46 @@ async fn main() {
         println!("follow → {what:<14} at 50/s: p50 {:?}  p99 {:?}", lags[lags.len() / 2], lags[lags.len() * 99 / 100]);
     }
 
-    // Reads over HTTP, from the database, then from the projections once rebuilt complete.
-    let tenant: TenantId = "reads".parse().expect("tenant");
-    for i in 0..2_000_i64 {
-        let (from, to) = (UserId::try_from(1 + i % 50).expect("id"), UserId::try_from(1_000 + i).expect("id"));
-        graph::set_following(server.database(), &tenant, from, to, true, graph::now_ms()).await.expect("follow");
+    // Reads over HTTP: a server without a cache, then the pipeline server once its spaces are built.
+    let uncached = TestServer::start_with(Backend::Sqlite, |c| c.workers = false).await;
+    let paths = [
+        "/v1/users/7/counts",
+        "/v1/users/7/following?limit=20",
+        "/v1/users/7/followers?limit=20",
+        "/v1/me/relationships?user_ids=1007,1008",
+    ];
+    for (server, source) in [(&uncached, "database"), (&server, "projections")] {
+        let tenant: TenantId = "reads".parse().expect("tenant");
+        let db = server.database();
+        for i in 0..2_000_i64 {
+            let (from, to) = (UserId::try_from(1 + i % 50).expect("id"), UserId::try_from(1_000 + i).expect("id"));
+            graph::set_following(db, &tenant, from, to, true, graph::now_ms()).await.expect("follow");
+        }
+        for follower in 10_000..30_000_i64 {
+            let (from, to) = (UserId::try_from(follower).expect("id"), UserId::try_from(7).expect("id"));
+            graph::set_following(db, &tenant, from, to, true, graph::now_ms()).await.expect("follow");
+        }
+        if source == "projections" {
+            wait_built(&cache, &["follow-counts", "follow-lists"]).await;
+        }
+        http_reads(server, &paths, source).await;
     }
-    let paths = ["/v1/users/7/counts", "/v1/users/7/following?limit=20", "/v1/me/relationships?user_ids=1007,1008"];
-    http_reads(&server, &paths, "database").await;
-    for name in ["follow-counts", "follow-lists"] {
-        let projection = PluginProjection::new(registry.clone(), name, effects.clone());
-        rebuild_projector(server.database(), &mut redis, &projection, |_, _, _| {}).await.expect("rebuilt");
+}
+
+/// Waits until the `reads` tenant's spaces of `plugins` are complete and caught up with the outbox.
+async fn wait_built(cache: &Cache, plugins: &[&str]) {
+    let key = Space { tenant: "reads", plugin: "follow-counts" }.named("followers:7");
+    loop {
+        let mut built = true;
+        for plugin in plugins {
+            built &= cache.built_by(Space { tenant: "reads", plugin }).await.expect("cache").is_some();
+        }
+        let followers = cache.texts(std::slice::from_ref(&key)).await.expect("cache").pop().flatten();
+        if built && followers.as_deref() == Some("20000") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    http_reads(&server, &paths, "projections").await;
 }
 
 /// p50/p99 and requests/s of each of `paths`, 16 clients at once.

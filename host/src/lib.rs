@@ -3,10 +3,12 @@
 //! The flow follows `DESIGN.md` §2 and `ARCHITECTURE.md`: [`api`] authenticates and validates requests,
 //! [`ratelimit`] asks the tenant's policy plugin and charges its token bucket, [`graph`] commits the truth
 //! (the `following` row and its outbox event in one transaction) and serves reads from it, [`plugins`] runs
-//! the tenants' WebAssembly plugins, [`startup`] wires them into a server.
+//! the tenants' WebAssembly plugins, [`relay`] publishes the outbox to the bus, [`projection`] turns the
+//! bus's events into derived data in the [`cache`], [`startup`] wires them into a server.
 
 pub mod api;
 pub mod bus;
+pub mod cache;
 pub mod config;
 pub mod graph;
 pub mod plugins;

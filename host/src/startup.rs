@@ -15,10 +15,10 @@ use tokio::task::JoinHandle;
 
 use crate::api::{self, AppState, AuthSetupError, Authenticator};
 use crate::bus::{EmbeddedBus, KafkaBus, KafkaSettings, Publisher};
+use crate::cache::{Cache, CacheError, RedisCache};
 use crate::config::{Config, RelayMode};
 use crate::graph::{Database, DatabaseError, DatabaseKind};
 use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
-use crate::projection::effects::RedisEffects;
 use crate::projection::{
     rebuild_follower, rebuild_projector, reconcile, supervise_new_projectors, until, CachedReads, PluginProjection,
     Projection, RebuildError, ReconcileError, Report, SourceError, Worker, WorkerFactory,
@@ -42,13 +42,18 @@ pub enum StartupError {
     Tenants(#[from] sqlx::Error),
     #[error("cannot connect to Redis: {0}")]
     Redis(#[from] redis::RedisError),
+    #[error("cannot connect to the cache: {0}")]
+    Cache(#[from] CacheError),
     #[error("cannot set up the Kafka producer: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
     #[error("cannot start a projection worker: {0}")]
     Worker(#[from] SourceError),
     #[error("cannot rebuild: {0}")]
     Rebuild(#[from] RebuildError),
-    #[error("rebuilding a projector needs redis_url: its data lives in Redis")]
+    #[error(
+        "rebuilding a projector needs redis_url: without it, its data lives in the `strand serve` process, \
+         which builds it at start"
+    )]
     RebuildNeedsRedis,
     #[error("no projection {0:?}: `follower` or a projector plugin's name")]
     UnknownProjection(String),
@@ -86,13 +91,15 @@ impl Server {
             None => TokenBuckets::Local(LocalBuckets::default()),
         };
         let rate_limiting = Arc::new(RateLimiting::new(plugins.clone(), tenants.clone(), buckets));
+        // One cache for the reads and the workers: on the embedded default, it is this process's memory.
+        let cache = Cache::connect(config.redis_url.as_deref()).await?;
         let state = AppState {
             db: db.clone(),
             auth,
             rate_limiting,
             plugins: plugins.clone(),
             tenants: tenants.clone(),
-            reads: Arc::new(CachedReads::connect(config.redis_url.as_deref()).await?),
+            reads: Arc::new(CachedReads::new(cache.clone())),
             admin_token: config.admin_token.as_deref().map(Arc::from),
             max_body_bytes: config.max_body_bytes,
             max_plugin_bytes: config.max_plugin_bytes,
@@ -102,7 +109,10 @@ impl Server {
             .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
         let refresh_every = config.refresh_every();
         let relay = relay(config, &db, &plugins)?;
-        let projections = if config.workers { Some(Projections::build(config, &db, &plugins).await?) } else { None };
+        let projections = match config.workers {
+            true => Some(Projections::build(config, &db, &plugins, Some(cache)).await?),
+            false => None,
+        };
         Ok(Self { listener, router: api::router(state), db, plugins, tenants, refresh_every, relay, projections })
     }
 
@@ -197,8 +207,15 @@ pub fn relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> R
 pub async fn run_workers(config: &Config, shutdown: impl Future<Output = ()>) -> Result<(), StartupError> {
     let db = Database::open(&config.database_url, config.database_max_connections).await?;
     let (plugins, refresher) = refreshed_plugins(config, &db).await?;
+    let cache = match &config.redis_url {
+        Some(url) => Some(Cache::Redis(RedisCache::connect(url).await?)),
+        None => {
+            tracing::warn!("no redis_url: only the follower table is projected here (`strand serve` projects the rest in its own memory)");
+            None
+        }
+    };
     let (stop, stop_signal) = watch::channel(());
-    let tasks = Projections::build(config, &db, &plugins).await?.spawn(&stop_signal);
+    let tasks = Projections::build(config, &db, &plugins, cache).await?.spawn(&stop_signal);
     tracing::info!(tasks = tasks.len(), "projection workers are running");
     shutdown.await;
     drop(stop);
@@ -213,9 +230,9 @@ pub async fn run_workers(config: &Config, shutdown: impl Future<Output = ()>) ->
 }
 
 /// The projection workers of this deployment, reading Kafka when brokers are configured, else the
-/// embedded bus, all from `{prefix}following`: the `follower` table, and with Redis configured one worker
-/// per projector plugin (bundled or deployed) for every tenant — those deployed later are started by a
-/// supervisor after their backfill.
+/// embedded bus, all from `{prefix}following`: the `follower` table, and with a cache one worker per
+/// projector plugin (bundled or deployed) for every tenant — those deployed later are started by a
+/// supervisor.
 pub struct Projections {
     workers: Vec<Worker>,
     supervisor: Option<Supervisor>,
@@ -224,14 +241,18 @@ pub struct Projections {
 struct Supervisor {
     factory: WorkerFactory,
     plugins: Arc<PluginRegistry>,
-    effects: Arc<RedisEffects>,
-    redis_url: String,
+    cache: Cache,
     running: BTreeSet<String>,
     every: Duration,
 }
 
 impl Projections {
-    pub async fn build(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> Result<Self, StartupError> {
+    pub async fn build(
+        config: &Config,
+        db: &Database,
+        plugins: &Arc<PluginRegistry>,
+        cache: Option<Cache>,
+    ) -> Result<Self, StartupError> {
         let dead_letters = match &config.kafka_brokers {
             Some(brokers) => Publisher::Kafka(Arc::new(kafka_bus(config, brokers)?)),
             None => Publisher::Embedded(EmbeddedBus::new(db.clone())),
@@ -243,16 +264,14 @@ impl Projections {
             dead_letters,
         };
         let mut workers = vec![factory.worker(Projection::Follower(db.clone())).await?];
-        let Some(url) = &config.redis_url else { return Ok(Self { workers, supervisor: None }) };
-        let effects = Arc::new(RedisEffects::connect(url).await?);
+        let Some(cache) = cache else { return Ok(Self { workers, supervisor: None }) };
         let running = plugins.projector_names();
         for name in &running {
-            let projection = PluginProjection::new(plugins.clone(), name, effects.clone());
+            let projection = PluginProjection::new(plugins.clone(), name, cache.clone(), db.clone());
             workers.push(factory.worker(Projection::Plugin(projection)).await?);
         }
         let every = config.refresh_every();
-        let supervisor =
-            Supervisor { factory, plugins: plugins.clone(), effects, redis_url: url.clone(), running, every };
+        let supervisor = Supervisor { factory, plugins: plugins.clone(), cache, running, every };
         Ok(Self { workers, supervisor: Some(supervisor) })
     }
 
@@ -261,15 +280,7 @@ impl Projections {
         let mut tasks: Vec<JoinHandle<()>> =
             self.workers.into_iter().map(|worker| tokio::spawn(worker.run(until(stop.clone())))).collect();
         if let Some(s) = self.supervisor {
-            let supervise = supervise_new_projectors(
-                s.factory,
-                s.plugins,
-                s.effects,
-                s.redis_url,
-                s.running,
-                s.every,
-                stop.clone(),
-            );
+            let supervise = supervise_new_projectors(s.factory, s.plugins, s.cache, s.running, s.every, stop.clone());
             tasks.push(tokio::spawn(supervise));
         }
         tasks
@@ -288,11 +299,11 @@ fn kafka_bus(config: &Config, brokers: &str) -> Result<KafkaBus, StartupError> {
 /// counters and `sample_lists` list caches.
 pub async fn run_reconcile(config: &Config, sample_lists: usize) -> Result<Report, StartupError> {
     let db = Database::open(&config.database_url, config.database_max_connections).await?;
-    let mut redis = match &config.redis_url {
-        Some(url) => Some(redis::Client::open(url.as_str())?.get_multiplexed_async_connection().await?),
+    let cache = match &config.redis_url {
+        Some(url) => Some(Cache::Redis(RedisCache::connect(url).await?)),
         None => None,
     };
-    let report = reconcile(&db, redis.as_mut(), sample_lists).await?;
+    let report = reconcile(&db, cache.as_ref(), sample_lists).await?;
     db.close().await;
     Ok(report)
 }
@@ -313,10 +324,9 @@ pub async fn run_rebuild(
         if !plugins.projector_names().contains(projection) {
             return Err(StartupError::UnknownProjection(projection.to_owned()));
         }
-        let effects = Arc::new(RedisEffects::connect(url).await?);
-        let mut redis = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
-        let projector = PluginProjection::new(plugins, projection, effects);
-        rebuild_projector(&db, &mut redis, &projector, progress).await?
+        let cache = Cache::Redis(RedisCache::connect(url).await?);
+        let projector = PluginProjection::new(plugins, projection, cache, db.clone());
+        rebuild_projector(&projector, progress).await?
     };
     db.close().await;
     Ok(done)

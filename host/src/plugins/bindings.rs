@@ -27,5 +27,6 @@ pub mod projector {
 }
 
 pub use rate_limiter::strand::plugin::types::{
-    Action, Bucket, Decision, Destination, Effect, Key, OutboxEvent, RelationEvent, WriteRequest,
+    Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, OutboxEvent, RelationEvent,
+    WriteRequest, ZsetEntry,
 };

@@ -10,7 +10,10 @@ mod policy;
 mod registry;
 mod runtime;
 
-pub use bindings::{Action, Bucket, Decision, Destination, Effect, Key, OutboxEvent, RelationEvent, WriteRequest};
+pub use bindings::{
+    Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, OutboxEvent, RelationEvent,
+    WriteRequest, ZsetEntry,
+};
 pub use calls::{MAX_DESTINATIONS, MAX_EFFECTS};
 pub use conformance::{sample_events, sample_outbox_events, sample_requests};
 pub use policy::{project_with_retries, route_or_default, ProjectionFailed, RetryPolicy, Routed};

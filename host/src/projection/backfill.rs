@@ -1,38 +1,32 @@
-//! Backfill: replays the truth into a new projector's data — every pair of a tenant, page by page, as a
-//! snapshot event at its current version — before the projector's live worker starts reading the bus from
-//! its beginning. Per-pair floors (see `effects.rs`) make the two meet without a gap or a double count,
-//! whatever the bus still retains: a bus event the snapshot covers is skipped, a later one applies (writes
-//! go on meanwhile: they are later versions, or new pairs, and wait in the bus). Pages need no common
-//! snapshot: each pair's row is consistent on its own.
+//! Backfill: replays the truth into a projector's space — every pair of a tenant, page by page, as a
+//! snapshot event at its current version — while its builder holds the space's build lock (`build.rs`).
+//! Per-pair floors (see `cache`) make the snapshot and the bus meet without a gap or a double count, whatever
+//! the bus still retains: a bus event the snapshot covers is skipped, a later one applies (writes go on
+//! meanwhile: they are later versions, or new pairs, and wait in the bus). Pages need no common snapshot:
+//! each pair's row is consistent on its own.
 
 use std::future::Future;
 
 use sqlx::Row;
 
+use std::sync::Arc;
+
 use super::plugin::{PluginProjection, PluginProjectionError};
-use crate::graph::{Database, TenantId};
-use crate::plugins::{Action, RelationEvent};
+use crate::graph::TenantId;
+use crate::plugins::{Action, ActivePlugin, RelationEvent};
 
 /// Pairs per page.
 const PAGE: i64 = 500;
 
-/// Why a backfill stopped; running it again continues safely (snapshot events are applied once).
-#[derive(Debug, thiserror::Error)]
-pub enum BackfillError {
-    #[error("the database failed: {0}")]
-    Database(#[from] sqlx::Error),
-    #[error(transparent)]
-    Projection(#[from] PluginProjectionError),
-}
-
-/// Replays every pair of `tenant` into `projection`, reporting `(done, total)` pairs after each page (and
+/// Replays every pair of `tenant` into `projection` as `plugin` projects it, reporting `(done, total)` pairs after each page (and
 /// awaiting the report, so it may be written somewhere); returns how many pairs it replayed.
 pub async fn backfill<F: Future<Output = ()>>(
-    db: &Database,
     projection: &PluginProjection,
     tenant: &TenantId,
+    plugin: &Arc<ActivePlugin>,
     mut progress: impl FnMut(u64, u64) -> F,
-) -> Result<u64, BackfillError> {
+) -> Result<u64, PluginProjectionError> {
+    let db = projection.db();
     let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM following WHERE tenant_id = ?")
         .bind(tenant.as_str())
         .fetch_one(db.reader())
@@ -70,7 +64,7 @@ pub async fn backfill<F: Future<Output = ()>>(
                 })
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
-        apply_page(projection, tenant, pairs.clone()).await?;
+        apply_page(projection, tenant, plugin, pairs.clone()).await?;
         done += pairs.len() as u64;
         progress(done, total.max(0) as u64).await;
     }
@@ -81,19 +75,20 @@ pub async fn backfill<F: Future<Output = ()>>(
 async fn apply_page(
     projection: &PluginProjection,
     tenant: &TenantId,
+    plugin: &Arc<ActivePlugin>,
     mut pairs: Vec<RelationEvent>,
-) -> Result<(), BackfillError> {
+) -> Result<(), PluginProjectionError> {
     loop {
-        match projection.apply_snapshot(tenant, &pairs).await {
+        match projection.apply_snapshot(tenant, plugin, &pairs).await {
             Err(PluginProjectionError::Unprojectable(poison)) => {
                 tracing::error!(projector = %projection.plugin(), error = %poison, "backfill leaves out a pair the projector refuses");
                 let before = pairs.len();
                 pairs.retain(|p| p.event_id != poison.event_id);
                 if pairs.len() == before {
-                    return Err(PluginProjectionError::Unprojectable(poison).into());
+                    return Err(PluginProjectionError::Unprojectable(poison));
                 }
             }
-            other => return Ok(other?),
+            other => return other,
         }
     }
 }

@@ -1,13 +1,11 @@
-//! Counts and follow lists served from the bundled projections in Redis (`follow-counts`, `follow-lists`),
-//! with the database as the fallback. A tenant's projection is trusted only once a backfill completed for it
-//! (the `~ready` marker `strand rebuild` sets): before that, or when Redis fails, reads come from the truth —
-//! never from a partial projection. Lists keep the database's order: score = follow time, ties by the
-//! fixed-width member, newest first.
+//! Counts and follow lists served from the bundled projections (`follow-counts`, `follow-lists`) in the
+//! cache, with the database as the fallback. A tenant's space is trusted only once a build completed it (its
+//! `~ready` mark, see `build.rs`): before that, while it is rebuilt for a new version, or when the cache
+//! fails, reads come from the truth — never from a partial projection. Lists keep the database's order:
+//! score = follow time, ties by the fixed-width member, newest first; a space holds every follower of an
+//! account, so any page of a huge account is a range read of its sorted set.
 
-use redis::aio::ConnectionManager;
-use redis::AsyncCommands;
-
-use super::effects::member;
+use crate::cache::{member, Cache, CacheError, PageStart, Space};
 use crate::graph::{self, Counts, Database, Direction, ListedUser, Page, PageRequest, Position, TenantId, UserId};
 
 /// The projector whose counters are served.
@@ -15,30 +13,22 @@ const COUNTERS: &str = "follow-counts";
 /// The projector whose sorted sets are served as lists.
 const LISTS: &str = "follow-lists";
 
-/// Where reads are served from.
-pub enum CachedReads {
-    /// The `following` table (no Redis configured).
-    Database,
-    /// The projections, when complete for the tenant; else the database.
-    Redis(ConnectionManager),
+/// Where reads are served from: the cache when it is complete for the tenant, else the database.
+pub struct CachedReads {
+    cache: Cache,
 }
 
 impl CachedReads {
-    pub async fn connect(redis_url: Option<&str>) -> Result<Self, redis::RedisError> {
-        Ok(match redis_url {
-            Some(url) => Self::Redis(ConnectionManager::new(redis::Client::open(url)?).await?),
-            None => Self::Database,
-        })
+    pub fn new(cache: Cache) -> Self {
+        Self { cache }
     }
 
     /// Each user's followings and followers, in `users` order.
     pub async fn counts(&self, db: &Database, tenant: &TenantId, users: &[UserId]) -> Result<Vec<Counts>, sqlx::Error> {
-        if let Self::Redis(redis) = self {
-            match cached_counts(&mut redis.clone(), tenant, users).await {
-                Ok(Some(counts)) => return Ok(counts),
-                Ok(None) => {}
-                Err(error) => tracing::warn!(%error, "Redis counts failed; reading the database"),
-            }
+        match self.cached_counts(tenant, users).await {
+            Ok(Some(counts)) => return Ok(counts),
+            Ok(None) => {}
+            Err(error) => tracing::warn!(%error, "cached counts failed; reading the database"),
         }
         graph::counts(db, tenant, users).await
     }
@@ -52,114 +42,77 @@ impl CachedReads {
         direction: Direction,
         page: PageRequest,
     ) -> Result<Page, sqlx::Error> {
-        if let Self::Redis(redis) = self {
-            match cached_list(&mut redis.clone(), tenant, user, direction, page).await {
-                Ok(Some(page)) => return Ok(page),
-                Ok(None) => {}
-                Err(error) => tracing::warn!(%error, "Redis list failed; reading the database"),
-            }
+        match self.cached_list(tenant, user, direction, page).await {
+            Ok(Some(page)) => return Ok(page),
+            Ok(None) => {}
+            Err(error) => tracing::warn!(%error, "cached list failed; reading the database"),
         }
         graph::list(db, tenant, user, direction, page).await
     }
-}
 
-/// Marks `plugin`'s data complete for `tenant` (after its backfill), or for every tenant (`None`, after a
-/// rebuild of all of them): reads may be served from it.
-pub async fn mark_ready(
-    redis: &mut redis::aio::MultiplexedConnection,
-    tenant: Option<&TenantId>,
-    plugin: &str,
-) -> Result<(), redis::RedisError> {
-    let key = match tenant {
-        Some(tenant) => ready_key(tenant, plugin),
-        None => everywhere_ready_key(plugin),
-    };
-    redis.set(key, 1).await
-}
-
-fn ready_key(tenant: &TenantId, plugin: &str) -> String {
-    format!("{tenant}:{plugin}:~ready")
-}
-
-/// Outside every tenant's key space: `~` is not allowed in tenant ids.
-fn everywhere_ready_key(plugin: &str) -> String {
-    format!("~:{plugin}:ready")
-}
-
-/// Whether `plugin`'s data is complete for `tenant`, from its two readiness markers.
-fn ready(markers: &[Option<i64>]) -> bool {
-    markers.iter().any(Option::is_some)
-}
-
-/// The cached counts, or `None` when the tenant's counters are not complete.
-async fn cached_counts(
-    redis: &mut ConnectionManager,
-    tenant: &TenantId,
-    users: &[UserId],
-) -> Result<Option<Vec<Counts>>, redis::RedisError> {
-    let mut keys = vec![ready_key(tenant, COUNTERS), everywhere_ready_key(COUNTERS)];
-    for user in users {
-        keys.push(format!("{tenant}:{COUNTERS}:followings:{user}"));
-        keys.push(format!("{tenant}:{COUNTERS}:followers:{user}"));
-    }
-    let values: Vec<Option<i64>> = redis.mget(&keys).await?;
-    if !ready(&values[..2]) {
-        return Ok(None);
-    }
-    Ok(Some(
-        users
-            .iter()
-            .zip(values[2..].chunks(2))
-            .map(|(user, pair)| Counts {
-                user_id: user.get(),
-                followings: pair[0].unwrap_or(0),
-                followers: pair[1].unwrap_or(0),
-            })
-            .collect(),
-    ))
-}
-
-/// The cached page, or `None` when the tenant's lists are not complete.
-async fn cached_list(
-    redis: &mut ConnectionManager,
-    tenant: &TenantId,
-    user: UserId,
-    direction: Direction,
-    page: PageRequest,
-) -> Result<Option<Page>, redis::RedisError> {
-    let markers: Vec<Option<i64>> = redis.mget(&[ready_key(tenant, LISTS), everywhere_ready_key(LISTS)]).await?;
-    if !ready(&markers) {
-        return Ok(None);
-    }
-    let side = match direction {
-        Direction::Following => "following",
-        Direction::Followers => "followers",
-    };
-    let key = format!("{tenant}:{LISTS}:{side}:{user}");
-    let fetch = page.limit as isize + 1;
-    let entries: Vec<(String, f64)> = match page.position {
-        Position::Start => redis.zrevrange_withscores(&key, 0, fetch - 1).await?,
-        Position::Offset(offset) => {
-            let start = isize::try_from(offset).unwrap_or(isize::MAX - fetch);
-            redis.zrevrange_withscores(&key, start, start + fetch - 1).await?
+    /// The cached counts, or `None` when the tenant's counters are not complete.
+    async fn cached_counts(&self, tenant: &TenantId, users: &[UserId]) -> Result<Option<Vec<Counts>>, CacheError> {
+        let space = Space { tenant: tenant.as_str(), plugin: COUNTERS };
+        // The mark and the counters in one read.
+        let mut keys = vec![space.ready_key()];
+        for user in users {
+            keys.push(space.named(&format!("followings:{user}")));
+            keys.push(space.named(&format!("followers:{user}")));
         }
-        Position::After { followed_at_ms, user_id } => {
-            // Same time, smaller id (few: one millisecond's follows), then strictly older times.
-            let cursor_member = member(user_id);
-            let mut tied: Vec<(String, f64)> =
-                redis.zrangebyscore_withscores(&key, followed_at_ms, followed_at_ms).await?;
-            tied.retain(|(m, _)| *m < cursor_member);
-            tied.reverse();
-            let older: Vec<(String, f64)> =
-                redis.zrevrangebyscore_limit_withscores(&key, format!("({followed_at_ms}"), "-inf", 0, fetch).await?;
-            tied.into_iter().chain(older).collect()
+        let values = self.cache.texts(&keys).await?;
+        if values[0].is_none() {
+            return Ok(None);
         }
-    };
-    let mut items = entries
-        .into_iter()
-        .filter_map(|(m, score)| Some(ListedUser { user_id: m.parse().ok()?, followed_at_ms: score as i64 }))
-        .collect::<Vec<_>>();
-    let has_more = items.len() > page.limit as usize;
-    items.truncate(page.limit as usize);
-    Ok(Some(Page { items, has_more }))
+        let number = |value: &Option<String>| value.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0);
+        Ok(Some(
+            users
+                .iter()
+                .zip(values[1..].chunks(2))
+                .map(|(user, pair)| Counts {
+                    user_id: user.get(),
+                    followings: number(&pair[0]),
+                    followers: number(&pair[1]),
+                })
+                .collect(),
+        ))
+    }
+
+    /// The cached page, or `None` when the tenant's lists are not complete.
+    async fn cached_list(
+        &self,
+        tenant: &TenantId,
+        user: UserId,
+        direction: Direction,
+        page: PageRequest,
+    ) -> Result<Option<Page>, CacheError> {
+        let space = Space { tenant: tenant.as_str(), plugin: LISTS };
+        if self.cache.built_by(space).await?.is_none() {
+            return Ok(None);
+        }
+        let side = match direction {
+            Direction::Following => "following",
+            Direction::Followers => "followers",
+        };
+        let key = space.named(&format!("{side}:{user}"));
+        let fetch = page.limit as usize + 1;
+        let cursor_member;
+        let from = match page.position {
+            Position::Start => PageStart::Rank(0),
+            Position::Offset(offset) => PageStart::Rank(usize::try_from(offset).unwrap_or(usize::MAX)),
+            Position::After { followed_at_ms, user_id } => {
+                cursor_member = member(user_id);
+                PageStart::After(followed_at_ms as f64, &cursor_member)
+            }
+        };
+        let mut items = self
+            .cache
+            .descending(&key, from, fetch)
+            .await?
+            .into_iter()
+            .filter_map(|(m, score)| Some(ListedUser { user_id: m.parse().ok()?, followed_at_ms: score as i64 }))
+            .collect::<Vec<_>>();
+        let has_more = items.len() > page.limit as usize;
+        items.truncate(page.limit as usize);
+        Ok(Some(Page { items, has_more }))
+    }
 }

@@ -1,14 +1,18 @@
 //! A projector plugin as a projection: each tenant's events go through that tenant's active version of the
-//! plugin (deployed, else bundled; none: the tenant does not use it), and the effects to Redis. When the
-//! plugin keeps failing on a batch, its events are tried one by one so that only the one it cannot take
-//! is dead-lettered (the worker then applies the rest again: harmless, effects are exactly once).
+//! plugin (deployed, else bundled; none: the tenant does not use it), and the effects to the cache. Live
+//! effects apply only to a space completed for that very version; when it is not (a new tenant, a new
+//! version, an empty in-process cache), the space is built first (`build.rs`), in line, so no event slips
+//! between the snapshot and the bus. When the plugin keeps failing on a batch, its events are tried one by
+//! one so that only the one it cannot take is dead-lettered (the worker then applies the rest again:
+//! harmless, effects are exactly once).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::effects::RedisEffects;
+use super::build::{build, Rebuild, LOCK_TTL};
 use super::events::{relation_event, Unprojectable};
-use crate::graph::{OutboxEvent, TenantId};
+use crate::cache::{Applied, Cache, CacheError, Gate, Space};
+use crate::graph::{Database, OutboxEvent, TenantId};
 use crate::plugins::{
     project_with_retries, Action, ActivePlugin, Effect, PluginKind, PluginRegistry, RelationEvent, RetryPolicy,
 };
@@ -18,7 +22,10 @@ use crate::plugins::{
 pub struct PluginProjection {
     registry: Arc<PluginRegistry>,
     plugin: String,
-    effects: Arc<RedisEffects>,
+    cache: Cache,
+    db: Database,
+    /// Names this process as a build-lock holder.
+    owner: Arc<str>,
 }
 
 /// Why a batch was not applied.
@@ -26,18 +33,50 @@ pub struct PluginProjection {
 pub enum PluginProjectionError {
     #[error(transparent)]
     Unprojectable(#[from] Unprojectable),
-    #[error("Redis failed: {0}")]
-    Redis(#[from] redis::RedisError),
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    #[error("the database failed: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("the build lock of {0} was lost to another builder; the build is abandoned")]
+    LockLost(String),
 }
 
 impl PluginProjection {
-    pub fn new(registry: Arc<PluginRegistry>, plugin: &str, effects: Arc<RedisEffects>) -> Self {
-        Self { registry, plugin: plugin.to_owned(), effects }
+    /// `db` holds the truth that spaces are built from.
+    pub fn new(registry: Arc<PluginRegistry>, plugin: &str, cache: Cache, db: Database) -> Self {
+        let mut nonce = [0_u8; 8];
+        // Uniqueness only needs to hold among live builders; the process id already gives most of it.
+        let _best_effort = getrandom::fill(&mut nonce);
+        let owner = format!("{}-{}", std::process::id(), u64::from_le_bytes(nonce));
+        Self { registry, plugin: plugin.to_owned(), cache, db, owner: owner.into() }
     }
 
     /// The projector's name.
     pub fn plugin(&self) -> &str {
         &self.plugin
+    }
+
+    pub(super) fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    pub(super) fn db(&self) -> &Database {
+        &self.db
+    }
+
+    pub(super) fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The version projecting `tenant`'s events now, if the tenant uses this projector.
+    pub fn active(&self, tenant: &TenantId) -> Option<Arc<ActivePlugin>> {
+        // Looked up per batch: a hot swap takes effect at the next batch.
+        self.registry.active(tenant, PluginKind::Projector, &self.plugin)
+    }
+
+    /// `tenant`'s data of this projector.
+    pub(super) fn space<'a>(&'a self, tenant: &'a TenantId) -> Space<'a> {
+        Space { tenant: tenant.as_str(), plugin: &self.plugin }
     }
 
     /// Projects `events` (in bus order) and applies the effects, exactly once in result.
@@ -48,43 +87,45 @@ impl PluginProjection {
             by_tenant.entry(relation.tenant.clone()).or_default().push(relation);
         }
         for (tenant, batch) in by_tenant {
-            let tenant_id: TenantId = tenant.parse().map_err(|e: crate::graph::InvalidTenantId| Unprojectable {
+            let tenant: TenantId = tenant.parse().map_err(|e: crate::graph::InvalidTenantId| Unprojectable {
                 event_id: batch[0].event_id.clone(),
                 detail: e.to_string(),
             })?;
-            // Looked up per batch: a hot swap takes effect at the next batch.
-            let Some(plugin) = self.registry.active(&tenant_id, PluginKind::Projector, &self.plugin) else {
-                continue;
-            };
-            let effects = self.project(plugin, &batch).await?;
-            self.effects.apply(&tenant, &self.plugin, &batch, &effects, false).await?;
+            let Some(plugin) = self.active(&tenant) else { continue };
+            let effects = self.project(&plugin, &batch).await?;
+            let gate = Gate::Built(&plugin.sha256);
+            while self.cache.apply(self.space(&tenant), &batch, &effects, gate).await? == Applied::Refused {
+                build(self, &tenant, &plugin, Rebuild::IfStale, |_, _| {}).await?;
+            }
         }
         Ok(())
     }
 
-    /// Applies the truth's current state of `pairs` (a backfill page of `tenant`): follows through the
-    /// plugin, unfollows only raising their pair's floor. A tenant without this projector is skipped.
-    pub async fn apply_snapshot(
+    /// Applies the truth's current state of `pairs` (a backfill page of `tenant`) as `plugin` projects it,
+    /// while this process holds the space's build lock: follows through the plugin, unfollows only raising
+    /// their pair's floor.
+    pub(super) async fn apply_snapshot(
         &self,
         tenant: &TenantId,
+        plugin: &Arc<ActivePlugin>,
         pairs: &[RelationEvent],
     ) -> Result<(), PluginProjectionError> {
-        let Some(plugin) = self.registry.active(tenant, PluginKind::Projector, &self.plugin) else {
-            return Ok(());
-        };
         let follows: Vec<RelationEvent> = pairs.iter().filter(|p| p.action == Action::Follow).cloned().collect();
         let mut projected = self.project(plugin, &follows).await?.into_iter();
         let effects: Vec<Vec<Effect>> = pairs
             .iter()
             .map(|p| if p.action == Action::Follow { projected.next().unwrap_or_default() } else { Vec::new() })
             .collect();
-        self.effects.apply(tenant.as_str(), &self.plugin, pairs, &effects, true).await?;
-        Ok(())
+        let gate = Gate::Building { owner: &self.owner, ttl: LOCK_TTL };
+        match self.cache.apply(self.space(tenant), pairs, &effects, gate).await? {
+            Applied::Events(_) => Ok(()),
+            Applied::Refused => Err(PluginProjectionError::LockLost(self.space(tenant).named(""))),
+        }
     }
 
     async fn project(
         &self,
-        plugin: Arc<ActivePlugin>,
+        plugin: &Arc<ActivePlugin>,
         batch: &[RelationEvent],
     ) -> Result<Vec<Vec<Effect>>, Unprojectable> {
         let run = |events: Vec<RelationEvent>| {

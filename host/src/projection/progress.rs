@@ -11,6 +11,8 @@ use crate::graph::{now_ms, Database, DatabaseKind, TenantId};
 pub struct BackfillProgress {
     pub projection: String,
     pub tenant: String,
+    /// The plugin version being built (0: the bundled one).
+    pub plugin_version: i64,
     /// Pairs replayed so far, of `total` when the backfill started.
     pub done: i64,
     pub total: i64,
@@ -18,29 +20,32 @@ pub struct BackfillProgress {
     pub state: String,
 }
 
-/// Records where `projection`'s backfill of `tenant` stands.
+/// Records where `projection`'s backfill of `tenant` with `plugin_version` stands.
 pub async fn record(
     db: &Database,
     projection: &str,
     tenant: &TenantId,
+    plugin_version: i64,
     (done, total): (u64, u64),
     state: &str,
 ) -> Result<(), sqlx::Error> {
     let upsert = match db.kind() {
         DatabaseKind::MySql => {
-            "INSERT INTO projection_backfill (projection, tenant_id, done, total, state, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE done = VALUES(done), total = VALUES(total), \
+            "INSERT INTO projection_backfill (projection, tenant_id, plugin_version, done, total, state, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE plugin_version = VALUES(plugin_version), done = VALUES(done), total = VALUES(total), \
              state = VALUES(state), updated_at = VALUES(updated_at)"
         }
         DatabaseKind::Sqlite => {
-            "INSERT INTO projection_backfill (projection, tenant_id, done, total, state, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (projection, tenant_id) DO UPDATE SET done = excluded.done, \
+            "INSERT INTO projection_backfill (projection, tenant_id, plugin_version, done, total, state, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (projection, tenant_id) DO UPDATE SET \
+             plugin_version = excluded.plugin_version, done = excluded.done, \
              total = excluded.total, state = excluded.state, updated_at = excluded.updated_at"
         }
     };
     sqlx::query(upsert)
         .bind(projection)
         .bind(tenant.as_str())
+        .bind(plugin_version)
         .bind(done as i64)
         .bind(total as i64)
         .bind(state)
@@ -53,7 +58,8 @@ pub async fn record(
 /// Every recorded backfill, by projection and tenant.
 pub async fn all(db: &Database) -> Result<Vec<BackfillProgress>, sqlx::Error> {
     sqlx::query(
-        "SELECT projection, tenant_id, done, total, state FROM projection_backfill ORDER BY projection, tenant_id",
+        "SELECT projection, tenant_id, plugin_version, done, total, state FROM projection_backfill \
+         ORDER BY projection, tenant_id",
     )
     .fetch_all(db.reader())
     .await?
@@ -62,9 +68,10 @@ pub async fn all(db: &Database) -> Result<Vec<BackfillProgress>, sqlx::Error> {
         Ok(BackfillProgress {
             projection: row.try_get(0)?,
             tenant: row.try_get(1)?,
-            done: row.try_get(2)?,
-            total: row.try_get(3)?,
-            state: row.try_get(4)?,
+            plugin_version: row.try_get(2)?,
+            done: row.try_get(3)?,
+            total: row.try_get(4)?,
+            state: row.try_get(5)?,
         })
     })
     .collect()

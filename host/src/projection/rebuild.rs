@@ -1,15 +1,10 @@
-//! `strand rebuild <projection>`: derives a projection again from the truth. The `follower` table is
-//! replaced in one transaction (its worker may keep running: later events are newer and apply, older ones
-//! are gated out). A projector's Redis data is deleted for every tenant and backfilled; stop that
-//! projector's workers first, so that no event lands between the deletion and the backfill — when they
-//! restart, bus events the backfill covers are skipped by the pair floors.
+//! `strand rebuild <projection>`: derives a projection again from the truth, while its workers keep
+//! running. The `follower` table is replaced in one transaction (later events are newer and apply, older
+//! ones are gated out). A projector's space of every tenant that uses it is built again (`build.rs`): under
+//! its build lock, the workers wait for each tenant's new space, then go on where they were.
 
-use futures::StreamExt;
-use redis::AsyncCommands;
-
-use super::backfill::{backfill, BackfillError};
-use super::cached_reads::mark_ready;
-use super::plugin::PluginProjection;
+use super::build::{build, tenants, Rebuild};
+use super::plugin::{PluginProjection, PluginProjectionError};
 use crate::graph::{Database, TenantId};
 
 /// Why a rebuild stopped; running it again is safe.
@@ -17,10 +12,8 @@ use crate::graph::{Database, TenantId};
 pub enum RebuildError {
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
-    #[error("Redis failed: {0}")]
-    Redis(#[from] redis::RedisError),
     #[error(transparent)]
-    Backfill(#[from] BackfillError),
+    Projection(#[from] PluginProjectionError),
     #[error("tenant {0:?} in the truth is not a valid tenant id")]
     Tenant(String),
 }
@@ -40,34 +33,19 @@ pub async fn rebuild_follower(db: &Database) -> Result<u64, RebuildError> {
     Ok(rows)
 }
 
-/// Deletes `projection`'s data of every tenant in the truth, backfills it and marks it complete (per tenant,
-/// then as a whole), reporting `(tenant, done, total)`; returns how many pairs were replayed.
+/// Builds `projection`'s space of every tenant in the truth that uses it, reporting `(tenant, done, total)`;
+/// returns how many pairs were replayed.
 pub async fn rebuild_projector(
-    db: &Database,
-    redis: &mut redis::aio::MultiplexedConnection,
     projection: &PluginProjection,
     mut progress: impl FnMut(&str, u64, u64),
 ) -> Result<u64, RebuildError> {
-    let tenants: Vec<String> = sqlx::query_scalar("SELECT DISTINCT tenant_id FROM following ORDER BY tenant_id")
-        .fetch_all(db.reader())
-        .await?;
     let mut replayed = 0;
-    for tenant in tenants {
+    for tenant in tenants(projection.db()).await? {
         let tenant_id: TenantId = tenant.parse().map_err(|_| RebuildError::Tenant(tenant.clone()))?;
-        let pattern = format!("{tenant}:{}:*", projection.plugin());
-        let keys: Vec<Result<String, redis::RedisError>> =
-            redis.scan_match::<_, String>(&pattern).await?.collect().await;
-        let keys = keys.into_iter().collect::<Result<Vec<_>, _>>()?;
-        for chunk in keys.chunks(500) {
-            let _: () = redis.del(chunk).await?;
-        }
-        replayed += backfill(db, projection, &tenant_id, |done, total| {
-            progress(&tenant, done, total);
-            std::future::ready(())
-        })
-        .await?;
-        mark_ready(redis, Some(&tenant_id), projection.plugin()).await?;
+        let Some(plugin) = projection.active(&tenant_id) else { continue };
+        replayed +=
+            build(projection, &tenant_id, &plugin, Rebuild::Always, |done, total| progress(&tenant, done, total))
+                .await?;
     }
-    mark_ready(redis, None, projection.plugin()).await?;
     Ok(replayed)
 }

@@ -1,13 +1,13 @@
 //! `strand reconcile`: compares the truth (`following`) with what is derived from it — the `follower` table
-//! (every pair), the bundled counters in Redis (every user), a sample of the bundled list caches — and
+//! (every pair), the bundled counters in the cache (every user), a sample of the bundled list caches — and
 //! reports every difference. A clean report is the end condition of the fault suites.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use redis::AsyncCommands;
 use sqlx::Row;
 
+use crate::cache::{Cache, CacheError, PageStart, Space};
 use crate::graph::Database;
 
 /// Every difference found.
@@ -44,17 +44,13 @@ impl fmt::Display for Report {
 pub enum ReconcileError {
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
-    #[error("Redis failed: {0}")]
-    Redis(#[from] redis::RedisError),
+    #[error(transparent)]
+    Cache(#[from] CacheError),
 }
 
-/// Compares the truth with the follower table and, with `redis`, the bundled counters and `sample_lists`
+/// Compares the truth with the follower table and, with a `cache`, the bundled counters and `sample_lists`
 /// users' following lists.
-pub async fn reconcile(
-    db: &Database,
-    redis: Option<&mut redis::aio::MultiplexedConnection>,
-    sample_lists: usize,
-) -> Result<Report, ReconcileError> {
+pub async fn reconcile(db: &Database, cache: Option<&Cache>, sample_lists: usize) -> Result<Report, ReconcileError> {
     let mut report = Report::default();
     let truth = pairs(db, "following").await?;
     let projected = pairs(db, "follower").await?;
@@ -68,7 +64,7 @@ pub async fn reconcile(
     for pair in projected.keys().filter(|pair| !truth.contains_key(*pair)) {
         report.differences.push(format!("follower {pair:?}: not in the truth"));
     }
-    let Some(redis) = redis else { return Ok(report) };
+    let Some(cache) = cache else { return Ok(report) };
 
     let mut followings: BTreeMap<(String, i64), i64> = BTreeMap::new();
     let mut followers: BTreeMap<(String, i64), i64> = BTreeMap::new();
@@ -83,11 +79,16 @@ pub async fn reconcile(
         }
     }
     for (counter, counts) in [("followings", &followings), ("followers", &followers)] {
-        for ((tenant, user), expected) in counts {
-            let key = format!("{tenant}:follow-counts:{counter}:{user}");
-            let cached: Option<i64> = redis.get(&key).await?;
-            if cached.unwrap_or(0) != *expected {
-                report.differences.push(format!("{key}: truth {expected}, cached {cached:?}"));
+        let keys: Vec<String> = counts
+            .keys()
+            .map(|(tenant, user)| Space { tenant, plugin: "follow-counts" }.named(&format!("{counter}:{user}")))
+            .collect();
+        for (chunk, expected) in keys.chunks(1000).zip(counts.values().collect::<Vec<_>>().chunks(1000)) {
+            for ((key, cached), expected) in chunk.iter().zip(cache.texts(chunk).await?).zip(expected) {
+                let cached: Option<i64> = cached.and_then(|c| c.parse().ok());
+                if cached.unwrap_or(0) != **expected {
+                    report.differences.push(format!("{key}: truth {expected}, cached {cached:?}"));
+                }
             }
         }
         report.users_checked += counts.len() as u64;
@@ -95,9 +96,9 @@ pub async fn reconcile(
     // An even sample over the users, not the first few.
     let step = (lists.len() / sample_lists.max(1)).max(1);
     for ((tenant, user), expected) in lists.iter().step_by(step).take(sample_lists) {
-        let key = format!("{tenant}:follow-lists:following:{user}");
-        let cached: Vec<String> = redis.zrange(&key, 0, -1).await?;
-        let cached: BTreeSet<i64> = cached.iter().filter_map(|m| m.parse().ok()).collect();
+        let key = Space { tenant, plugin: "follow-lists" }.named(&format!("following:{user}"));
+        let cached = cache.descending(&key, PageStart::Rank(0), usize::MAX).await?;
+        let cached: BTreeSet<i64> = cached.iter().filter_map(|(m, _)| m.parse().ok()).collect();
         if cached != *expected {
             report.differences.push(format!("{key}: truth {expected:?}, cached {cached:?}"));
         }

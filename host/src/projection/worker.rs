@@ -1,10 +1,12 @@
 //! A projection worker: a batch from its source → decode → apply (retried with backoff while the failure
 //! is transient) → commit the batch's position. A poison event — undecodable, or refused by the projection —
-//! goes to the projection's dead-letter topic with its error, and the rest of the batch moves on.
+//! goes to the projection's dead-letter topic with its error, and the rest of the batch moves on. Between
+//! batches, now and then, a projector's stale spaces are built (see `build.rs`).
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use super::build::build_stale;
 use super::follower::{self, FollowerError};
 use super::plugin::{PluginProjection, PluginProjectionError};
 use super::source::{EventSource, Received};
@@ -17,6 +19,8 @@ const BATCH: usize = 256;
 const POLL: Duration = Duration::from_millis(50);
 const FIRST_RETRY: Duration = Duration::from_millis(100);
 const LAST_RETRY: Duration = Duration::from_secs(10);
+/// How often a projector worker looks for stale spaces.
+const SWEEP: Duration = Duration::from_secs(2);
 
 /// What a worker keeps up to date.
 pub enum Projection {
@@ -47,8 +51,16 @@ impl Projection {
                 PluginProjectionError::Unprojectable(poison) => {
                     ApplyError::Poison { event_id: poison.event_id.clone(), detail: poison.to_string() }
                 }
-                PluginProjectionError::Redis(e) => ApplyError::Transient(e.to_string()),
+                other => ApplyError::Transient(other.to_string()),
             }),
+        }
+    }
+
+    /// Work between batches: a projector builds its stale spaces.
+    async fn maintain(&self) -> Result<(), String> {
+        match self {
+            Projection::Follower(_) => Ok(()),
+            Projection::Plugin(plugin) => build_stale(plugin).await.map_err(|e| e.to_string()),
         }
     }
 }
@@ -85,7 +97,18 @@ impl Worker {
         tokio::pin!(shutdown);
         let mut backoff = FIRST_RETRY;
         let mut failed: Option<Vec<Received>> = None;
+        let mut swept: Option<Instant> = None;
         loop {
+            if failed.is_none() && swept.is_none_or(|at| at.elapsed() >= SWEEP) {
+                // Cut short by shutdown, a build is simply done again later: its space is not marked complete.
+                tokio::select! {
+                    () = &mut shutdown => return,
+                    maintained = self.projection.maintain() => if let Err(error) = maintained {
+                        tracing::error!(projection = %self.projection.name(), %error, "cannot build stale spaces; trying again later");
+                    },
+                }
+                swept = Some(Instant::now());
+            }
             let batch = match failed.take() {
                 Some(batch) => batch,
                 None => tokio::select! {

@@ -1,18 +1,19 @@
-//! Counts and lists come from the projections once `strand rebuild` marked them complete — in the truth's
-//! exact order, ties included — and from the truth before; the seed's relation flow works with such
+//! Counts and lists come from the projections once a build marked them complete — in the truth's exact
+//! order, ties included — and from the truth while they are not; the seed's relation flow works with such
 //! eventually consistent reads, awaited by condition.
 
 use std::time::Duration;
 
 use redis::AsyncCommands;
 use serde_json::json;
+use strand::cache::Space;
 use strand::projection::reconcile;
 use strand_test_support::{wait_until, ApiClient, Backend, Redis, TestServer};
 
-use super::{pipeline, storm, strand_command};
+use super::{pipeline, redis_cache, storm, strand_command};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn counts_come_from_the_counters_once_rebuilt_complete_and_from_the_truth_before() {
+async fn counts_come_from_the_counters_once_built_and_from_the_truth_while_they_are_rebuilt() {
     let tenant = format!("cc{}", std::process::id());
     let redis_url = Redis::shared().unwrap().url();
     let server = pipeline(&redis_url).await;
@@ -28,24 +29,31 @@ async fn counts_come_from_the_counters_once_rebuilt_complete_and_from_the_truth_
             .await
             .unwrap();
     let mut redis = redis::Client::open(redis_url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
-    let counter = format!("{tenant}:follow-counts:followers:1");
-    // The workers are idle before the rebuild (as `strand rebuild` asks of a projector's workers).
-    wait_until("the projections caught up", Duration::from_secs(30), || {
-        let (db, mut redis) = (server.database().clone(), redis.clone());
-        async move { reconcile(&db, Some(&mut redis), 100).await.unwrap().is_clean() }
+    let cache = redis_cache(&redis_url).await;
+    let space = Space { tenant: &tenant, plugin: "follow-counts" };
+    wait_until("the workers built the counters and caught up", Duration::from_secs(30), || {
+        let (db, cache) = (server.database().clone(), cache.clone());
+        async move {
+            cache.built_by(space).await.unwrap().is_some()
+                && reconcile(&db, Some(&cache), 100).await.unwrap().is_clean()
+        }
     })
     .await;
 
-    // Not known complete: the truth answers, whatever Redis holds.
+    // Complete: the counters answer (a value only Redis has shows up).
+    let counter = space.named("followers:1");
     let _: () = redis.set(&counter, 999).await.unwrap();
+    assert_eq!(followers_of_1().await, 999, "served from the counters");
+    // Not complete (as while a new version is built): the truth answers, whatever Redis holds.
+    let _: () = redis.del(space.ready_key()).await.unwrap();
     assert_eq!(followers_of_1().await, truth);
 
+    // `strand rebuild`, with the workers running, derives the counters from the truth again.
     let (code, output) = strand_command(&["rebuild", "follow-counts"], &server.config.database_url, &redis_url).await;
     assert_eq!(code, 0, "{output}");
-    assert_eq!(followers_of_1().await, truth, "rebuilt from the truth");
-    let _: () = redis.set(&counter, 999).await.unwrap();
-    assert_eq!(followers_of_1().await, 999, "complete now: served from the counters");
-    let _: () = redis.set(&counter, truth).await.unwrap();
+    assert!(cache.built_by(space).await.unwrap().is_some());
+    let rebuilt: Option<i64> = redis.get(&counter).await.unwrap();
+    assert_eq!(rebuilt, Some(truth), "rebuilt from the truth");
 
     // Eventually consistent: a new follower shows up once the worker applied it.
     assert_eq!(server.client(&tenant, 7).follow(1).await["changed"], true, "user 7 is not in the storm");
@@ -128,11 +136,6 @@ async fn the_seed_relation_flow_with_eventually_consistent_cached_reads() {
     let tenant = format!("sd{}", std::process::id());
     let redis_url = Redis::shared().unwrap().url();
     let server = pipeline(&redis_url).await;
-    // Complete from the start: every later event reaches the projections through the workers.
-    for projection in ["follow-counts", "follow-lists"] {
-        let (code, output) = strand_command(&["rebuild", projection], &server.config.database_url, &redis_url).await;
-        assert_eq!(code, 0, "{output}");
-    }
     let (alice, bob) = (server.client(&tenant, 1), server.client(&tenant, 2));
     let counter = |user: i64| seed_counter(&alice, user);
     let eventually = |what: &'static str, user: i64, expected: (i64, i64)| async move {

@@ -10,6 +10,8 @@ use strand::config::RelayMode;
 use strand::projection::reconcile;
 use strand_test_support::{wait_until, Backend, Redis, StrandProcess, TestServer};
 
+use super::redis_cache;
+
 fn worker_process(database_url: &str, redis_url: &str, log: &Path) -> StrandProcess {
     let env = [
         ("STRAND_DATABASE_URL", database_url.to_owned()),
@@ -78,13 +80,13 @@ async fn workers_killed_at_random_points_lose_and_double_count_nothing() {
     let (_, kills) = tokio::join!(storm, killer);
     let _last = worker_process(&server.config.database_url, &redis_url, &log);
 
-    let mut redis = redis::Client::open(redis_url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let cache = redis_cache(&redis_url).await;
     wait_until("the projections caught up with the truth", Duration::from_secs(90), || {
-        let (db, mut redis) = (server.database().clone(), redis.clone());
-        async move { reconcile(&db, Some(&mut redis), 1000).await.unwrap().is_clean() }
+        let (db, cache) = (server.database().clone(), cache.clone());
+        async move { reconcile(&db, Some(&cache), 1000).await.unwrap().is_clean() }
     })
     .await;
-    let report = reconcile(server.database(), Some(&mut redis), 1000).await.unwrap();
+    let report = reconcile(server.database(), Some(&cache), 1000).await.unwrap();
     println!("{kills} kills; {report}");
     assert!(report.pairs_checked > 500, "a storm worth the name: {report}");
 }

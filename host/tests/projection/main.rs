@@ -1,8 +1,8 @@
 //! Projections of the bus's events, against real databases.
 
 mod backfill;
+mod cache;
 mod cached_reads;
-mod effects;
 mod faults;
 mod follower;
 mod reconcile;
@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use futures::future::join_all;
+use strand::cache::{Cache, RedisCache};
 use strand::config::RelayMode;
 use strand_test_support::{wait_until, Backend, StrandProcess, TestServer};
 
@@ -65,4 +66,9 @@ pub async fn pipeline(redis_url: &str) -> TestServer {
         c.refresh_ms = 100;
     })
     .await
+}
+
+/// The cache in Redis at `url`, as the workers and `strand reconcile` use it.
+pub async fn redis_cache(url: &str) -> Cache {
+    Cache::Redis(RedisCache::connect(url).await.unwrap())
 }

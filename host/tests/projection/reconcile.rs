@@ -7,7 +7,7 @@ use redis::AsyncCommands;
 use strand::projection::reconcile;
 use strand_test_support::{wait_until, Backend, Redis, TestServer};
 
-use super::{pipeline, storm, strand_command};
+use super::{pipeline, redis_cache, storm, strand_command};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reconcile_is_clean_after_catching_up_and_reports_every_difference() {
@@ -16,9 +16,10 @@ async fn reconcile_is_clean_after_catching_up_and_reports_every_difference() {
     let server = pipeline(&redis_url).await;
     storm(&server, &tenant, 0).await;
     let mut redis = redis::Client::open(redis_url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let cache = redis_cache(&redis_url).await;
     wait_until("the projections caught up", Duration::from_secs(30), || {
-        let (db, mut redis) = (server.database().clone(), redis.clone());
-        async move { reconcile(&db, Some(&mut redis), 100).await.unwrap().is_clean() }
+        let (db, cache) = (server.database().clone(), cache.clone());
+        async move { reconcile(&db, Some(&cache), 100).await.unwrap().is_clean() }
     })
     .await;
     let (code, output) = strand_command(&["reconcile"], &server.config.database_url, &redis_url).await;

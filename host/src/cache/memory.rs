@@ -1,0 +1,293 @@
+//! The cache in this process, for the embedded default: the same data model and rules as the Redis script
+//! (`redis.rs`), under one lock so that a batch and its gate are one atomic step. Expired entries are
+//! dropped when read and swept now and then.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::{member, Applied, Gate, PageStart, Space, MARKER_TTL};
+use crate::plugins::{Effect, RelationEvent};
+
+/// Writes between sweeps of expired entries.
+const SWEEP_EVERY: u64 = 16_384;
+
+/// Derived data held by this process.
+#[derive(Default)]
+pub struct MemoryCache {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<String, Entry>,
+    writes: u64,
+}
+
+struct Entry {
+    data: Data,
+    expires: Option<Instant>,
+}
+
+enum Data {
+    Text(String),
+    /// Pair versions and floors: followee → version.
+    Versions(HashMap<i64, i64>),
+    Sorted(SortedSet),
+}
+
+/// A sorted set ordered like Redis's: by score, then by member.
+#[derive(Default)]
+struct SortedSet {
+    scores: HashMap<String, f64>,
+    order: BTreeSet<(Score, String)>,
+}
+
+/// A score with a total order (scores are never NaN: plugin output is validated).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Score(f64);
+
+impl Eq for Score {}
+
+impl PartialOrd for Score {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Score {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl SortedSet {
+    fn add(&mut self, member: String, score: f64) {
+        if let Some(old) = self.scores.insert(member.clone(), score) {
+            self.order.remove(&(Score(old), member.clone()));
+        }
+        self.order.insert((Score(score), member));
+    }
+
+    fn remove(&mut self, member: &str) {
+        if let Some((member, old)) = self.scores.remove_entry(member) {
+            self.order.remove(&(Score(old), member));
+        }
+    }
+
+    /// Keeps only the `keep` highest.
+    fn cap(&mut self, keep: usize) {
+        while self.order.len() > keep {
+            if let Some((_, lowest)) = self.order.pop_first() {
+                self.scores.remove(&lowest);
+            }
+        }
+    }
+}
+
+impl MemoryCache {
+    pub(super) fn apply(
+        &self,
+        space: Space<'_>,
+        events: &[RelationEvent],
+        effects: &[Vec<Effect>],
+        gate: Gate<'_>,
+    ) -> Applied {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        let snapshot = match gate {
+            Gate::Built(identity) => {
+                if state.text(&space.ready_key(), now) != Some(identity) {
+                    return Applied::Refused;
+                }
+                false
+            }
+            Gate::Building { owner, ttl } => {
+                if state.text(&space.lock_key(), now) != Some(owner) {
+                    return Applied::Refused;
+                }
+                state.expire(&space.lock_key(), now + ttl);
+                true
+            }
+        };
+        let mut applied = 0;
+        for (event, effects) in events.iter().zip(effects) {
+            let (versions, floors) = (space.versions_key(event), space.floors_key(event));
+            let floor = state.version(&floors, event.followee, now);
+            let fresh = event.version > floor && state.set_new(space.marker_key(event), now + MARKER_TTL, now);
+            let mut newer = false;
+            if fresh {
+                applied += 1;
+                if event.version > state.version(&versions, event.followee, now) {
+                    state.set_version(versions, event.followee, event.version);
+                    newer = true;
+                }
+            }
+            if snapshot && event.version > floor {
+                state.set_version(floors, event.followee, event.version);
+            }
+            for effect in effects {
+                state.effect(space, effect, fresh, newer, now);
+            }
+        }
+        Applied::Events(applied)
+    }
+
+    pub(super) fn set(&self, key: &str, value: &str) {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.put(key.to_owned(), Data::Text(value.to_owned()), None);
+    }
+
+    pub(super) fn clear(&self, prefix: &str) {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.entries.retain(|key, _| !key.starts_with(prefix));
+    }
+
+    pub(super) fn lock(&self, key: &str, owner: &str, ttl: Duration) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        if state.text(key, now).is_some_and(|holder| holder != owner) {
+            return false;
+        }
+        state.put(key.to_owned(), Data::Text(owner.to_owned()), Some(now + ttl));
+        true
+    }
+
+    pub(super) fn unlock(&self, key: &str, owner: &str) {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if state.text(key, Instant::now()) == Some(owner) {
+            state.entries.remove(key);
+        }
+    }
+
+    pub(super) fn texts(&self, keys: &[String]) -> Vec<Option<String>> {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        keys.iter().map(|key| state.text(key, now).map(str::to_owned)).collect()
+    }
+
+    pub(super) fn descending(&self, key: &str, from: PageStart<'_>, count: usize) -> Vec<(String, f64)> {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(set) = state.sorted(key, Instant::now()) else { return Vec::new() };
+        let entry = |(score, member): &(Score, String)| (member.clone(), score.0);
+        match from {
+            PageStart::Rank(start) => set.order.iter().rev().skip(start).take(count).map(entry).collect(),
+            PageStart::After(score, after) => {
+                set.order.range(..(Score(score), after.to_owned())).rev().take(count).map(entry).collect()
+            }
+        }
+    }
+}
+
+impl State {
+    /// The live entry at `key`, dropping it if it expired.
+    fn live(&mut self, key: &str, now: Instant) -> Option<&mut Entry> {
+        if self.entries.get(key).is_some_and(|e| e.expires.is_some_and(|at| at <= now)) {
+            self.entries.remove(key);
+        }
+        self.entries.get_mut(key)
+    }
+
+    fn text(&mut self, key: &str, now: Instant) -> Option<&str> {
+        match self.live(key, now) {
+            Some(Entry { data: Data::Text(text), .. }) => Some(text),
+            _ => None,
+        }
+    }
+
+    fn number(&mut self, key: &str, now: Instant) -> i64 {
+        self.text(key, now).and_then(|t| t.parse().ok()).unwrap_or(0)
+    }
+
+    fn version(&mut self, key: &str, followee: i64, now: Instant) -> i64 {
+        match self.live(key, now) {
+            Some(Entry { data: Data::Versions(versions), .. }) => versions.get(&followee).copied().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    fn sorted(&mut self, key: &str, now: Instant) -> Option<&mut SortedSet> {
+        match self.live(key, now) {
+            Some(Entry { data: Data::Sorted(set), .. }) => Some(set),
+            _ => None,
+        }
+    }
+
+    fn put(&mut self, key: String, data: Data, expires: Option<Instant>) {
+        self.entries.insert(key, Entry { data, expires });
+        self.writes += 1;
+        if self.writes % SWEEP_EVERY == 0 {
+            let now = Instant::now();
+            self.entries.retain(|_, e| e.expires.is_none_or(|at| at > now));
+        }
+    }
+
+    /// Sets `key` if absent (Redis `SET NX PX`); true if it did.
+    fn set_new(&mut self, key: String, expires: Instant, now: Instant) -> bool {
+        if self.live(&key, now).is_some() {
+            return false;
+        }
+        self.put(key, Data::Text("1".to_owned()), Some(expires));
+        true
+    }
+
+    fn set_version(&mut self, key: String, followee: i64, version: i64) {
+        match self.entries.get_mut(&key) {
+            Some(Entry { data: Data::Versions(versions), .. }) => {
+                versions.insert(followee, version);
+            }
+            _ => self.put(key, Data::Versions(HashMap::from([(followee, version)])), None),
+        }
+    }
+
+    fn expire(&mut self, key: &str, at: Instant) {
+        if let Some(entry) = self.live(key, Instant::now()) {
+            entry.expires = Some(at);
+        }
+    }
+
+    /// One effect of an event: counters when the event is `fresh`, state when it is `newer` for its pair.
+    fn effect(&mut self, space: Space<'_>, effect: &Effect, fresh: bool, newer: bool, now: Instant) {
+        match effect {
+            Effect::CounterAdd((counter, delta)) if fresh => {
+                let key = space.key(counter);
+                let total = self.number(&key, now) + delta;
+                let expires = self.live(&key, now).and_then(|e| e.expires);
+                self.put(key, Data::Text(total.to_string()), expires);
+            }
+            Effect::ZsetAdd(e) if newer => self.zadd(space.key(&e.key), e.member, e.score, 0, now),
+            Effect::ZsetAddCapped(c) if newer => {
+                self.zadd(space.key(&c.entry.key), c.entry.member, c.entry.score, c.keep, now)
+            }
+            Effect::ZsetAddGuarded(g) if newer && self.number(&space.key(&g.counter), now) >= g.at_least => {
+                let (c, e) = (&g.add, &g.add.entry);
+                self.zadd(space.key(&e.key), e.member, e.score, c.keep, now)
+            }
+            Effect::ZsetRemove((set, id)) if newer => {
+                if let Some(set) = self.sorted(&space.key(set), now) {
+                    set.remove(&member(*id));
+                }
+            }
+            Effect::ValueSet((value, text)) if newer => self.put(space.key(value), Data::Text(text.clone()), None),
+            Effect::ValueDelete(value) if newer => {
+                self.entries.remove(&space.key(value));
+            }
+            Effect::Expire((expiring, ms)) if newer => {
+                self.expire(&space.key(expiring), now + Duration::from_millis(*ms))
+            }
+            _ => {}
+        }
+    }
+
+    fn zadd(&mut self, key: String, id: i64, score: f64, keep: u32, now: Instant) {
+        if self.sorted(&key, now).is_none() {
+            self.put(key.clone(), Data::Sorted(SortedSet::default()), None);
+        }
+        if let Some(set) = self.sorted(&key, now) {
+            set.add(member(id), score);
+            if keep > 0 {
+                set.cap(keep as usize);
+            }
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! Where projector plugins' data lives: Redis in production, an in-process stand-in (`memory.rs`) on the
+//! embedded default, with one meaning for both.
+//!
+//! A batch of events is applied exactly once in result, per event and atomically: its event-id marker (kept
+//! [`MARKER_TTL`], longer than any redelivery window), its counter adds only if the marker is new (counters
+//! commute: each event counts once, in any order), and its state effects (sorted-set adds and removals,
+//! values, expiries) only if the event's version is newer than the last applied for its pair (last writer
+//! wins: a late, older event changes nothing). So a redelivered batch, a replayed partition, one pair's
+//! events out of order, or a crash between effects and offset commit never double-count. A backfill applies
+//! each pair's current state as a snapshot event and raises the pair's floor to its version: bus events at
+//! or below the floor are already counted by it.
+//!
+//! Each batch carries a [`Gate`] checked in the same atomic step: live events apply only to a space that a
+//! backfill completed for the plugin version projecting them, snapshot events only while their builder
+//! still holds the space's build lock. Keys are rendered `tenant:plugin:space:id:…`: a plugin names only its
+//! own data.
+
+mod memory;
+mod redis;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use self::memory::MemoryCache;
+pub use self::redis::RedisCache;
+use crate::plugins::{Effect, Key, RelationEvent};
+
+/// How long an applied event's marker is kept: redelivery older than this could count twice.
+pub const MARKER_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The derived-data store of a deployment.
+#[derive(Clone)]
+pub enum Cache {
+    Redis(RedisCache),
+    /// Only this process sees it: the embedded default, where `strand serve` runs the API and the workers.
+    Memory(Arc<MemoryCache>),
+}
+
+/// A failure of the store (the in-process one does not fail).
+#[derive(Debug, thiserror::Error)]
+#[error("Redis failed: {0}")]
+pub struct CacheError(#[from] ::redis::RedisError);
+
+/// The condition a batch is applied under, checked atomically with it.
+#[derive(Debug, Clone, Copy)]
+pub enum Gate<'a> {
+    /// Live events: the space was completed by the plugin version with this identity.
+    Built(&'a str),
+    /// A backfill's snapshot events: `owner` still holds the space's build lock, which is renewed for `ttl`.
+    Building { owner: &'a str, ttl: Duration },
+}
+
+/// What became of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// Applied; this many events were new.
+    Events(usize),
+    /// Not applied: the gate did not hold.
+    Refused,
+}
+
+/// Where a descending page of a sorted set starts.
+#[derive(Debug, Clone, Copy)]
+pub enum PageStart<'a> {
+    /// After skipping this many members.
+    Rank(usize),
+    /// Strictly after this (score, member): older, or as old with a smaller member.
+    After(f64, &'a str),
+}
+
+/// One projector's data of one tenant.
+#[derive(Debug, Clone, Copy)]
+pub struct Space<'a> {
+    pub tenant: &'a str,
+    pub plugin: &'a str,
+}
+
+impl Space<'_> {
+    /// A plugin's key, rendered in its space.
+    pub fn key(&self, key: &Key) -> String {
+        let mut rendered = self.named(&key.space);
+        for id in &key.ids {
+            rendered.push(':');
+            rendered.push_str(&id.to_string());
+        }
+        rendered
+    }
+
+    /// `tenant:plugin:name`.
+    pub fn named(&self, name: &str) -> String {
+        format!("{}:{}:{name}", self.tenant, self.plugin)
+    }
+
+    /// Every key of the space starts with it.
+    fn prefix(&self) -> String {
+        self.named("")
+    }
+
+    /// Holds the identity of the plugin version that completed the space.
+    pub fn ready_key(&self) -> String {
+        self.named("~ready")
+    }
+
+    /// Outside every space (tenant ids have no `~`), so clearing the space keeps it.
+    fn lock_key(&self) -> String {
+        format!("~building:{}:{}", self.tenant, self.plugin)
+    }
+
+    fn marker_key(&self, event: &RelationEvent) -> String {
+        self.named(&format!("~applied:{}", event.event_id))
+    }
+
+    /// Per follower: the last version applied per followee.
+    fn versions_key(&self, event: &RelationEvent) -> String {
+        self.named(&format!("~versions:{}", event.follower))
+    }
+
+    /// Per follower: the version each followee's snapshot covers.
+    fn floors_key(&self, event: &RelationEvent) -> String {
+        self.named(&format!("~floors:{}", event.follower))
+    }
+}
+
+/// A sorted-set member, fixed-width so that equal scores order by user id exactly as the database does.
+pub fn member(id: i64) -> String {
+    format!("{id:020}")
+}
+
+impl Cache {
+    /// Redis at `redis_url`, else a new in-process cache.
+    pub async fn connect(redis_url: Option<&str>) -> Result<Self, CacheError> {
+        Ok(match redis_url {
+            Some(url) => Self::Redis(RedisCache::connect(url).await?),
+            None => Self::Memory(Arc::default()),
+        })
+    }
+
+    /// Applies `effects[i]` of `events[i]` in `space` if `gate` holds (see the module's documentation).
+    pub async fn apply(
+        &self,
+        space: Space<'_>,
+        events: &[RelationEvent],
+        effects: &[Vec<Effect>],
+        gate: Gate<'_>,
+    ) -> Result<Applied, CacheError> {
+        match self {
+            Self::Redis(redis) => redis.apply(space, events, effects, gate).await,
+            Self::Memory(memory) => Ok(memory.apply(space, events, effects, gate)),
+        }
+    }
+
+    /// The identity of the plugin version that completed `space`, if one did.
+    pub async fn built_by(&self, space: Space<'_>) -> Result<Option<String>, CacheError> {
+        Ok(self.texts(&[space.ready_key()]).await?.pop().flatten())
+    }
+
+    /// Marks `space` complete, built by the plugin version `identity`: reads may use it, live events apply.
+    pub async fn mark_built(&self, space: Space<'_>, identity: &str) -> Result<(), CacheError> {
+        match self {
+            Self::Redis(redis) => redis.set(&space.ready_key(), identity).await,
+            Self::Memory(memory) => {
+                memory.set(&space.ready_key(), identity);
+                Ok(())
+            }
+        }
+    }
+
+    /// Deletes everything in `space`, its completion mark first.
+    pub async fn clear(&self, space: Space<'_>) -> Result<(), CacheError> {
+        match self {
+            Self::Redis(redis) => redis.clear(&space.ready_key(), &space.prefix()).await,
+            Self::Memory(memory) => {
+                memory.clear(&space.prefix());
+                Ok(())
+            }
+        }
+    }
+
+    /// Takes (or renews) `space`'s build lock for `owner`; false while another owner holds it.
+    pub async fn lock(&self, space: Space<'_>, owner: &str, ttl: Duration) -> Result<bool, CacheError> {
+        match self {
+            Self::Redis(redis) => redis.lock(&space.lock_key(), owner, ttl).await,
+            Self::Memory(memory) => Ok(memory.lock(&space.lock_key(), owner, ttl)),
+        }
+    }
+
+    /// Releases `space`'s build lock if `owner` still holds it.
+    pub async fn unlock(&self, space: Space<'_>, owner: &str) -> Result<(), CacheError> {
+        match self {
+            Self::Redis(redis) => redis.unlock(&space.lock_key(), owner).await,
+            Self::Memory(memory) => {
+                memory.unlock(&space.lock_key(), owner);
+                Ok(())
+            }
+        }
+    }
+
+    /// The values of `keys` (rendered keys), `None` where absent.
+    pub async fn texts(&self, keys: &[String]) -> Result<Vec<Option<String>>, CacheError> {
+        match self {
+            Self::Redis(redis) => redis.texts(keys).await,
+            Self::Memory(memory) => Ok(memory.texts(keys)),
+        }
+    }
+
+    /// Up to `count` members of the sorted set `key` with their scores, highest first (ties: highest member
+    /// first), from `from`.
+    pub async fn descending(
+        &self,
+        key: &str,
+        from: PageStart<'_>,
+        count: usize,
+    ) -> Result<Vec<(String, f64)>, CacheError> {
+        match self {
+            Self::Redis(redis) => redis.descending(key, from, count).await,
+            Self::Memory(memory) => Ok(memory.descending(key, from, count)),
+        }
+    }
+}

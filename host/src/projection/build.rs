@@ -1,0 +1,113 @@
+//! Building a tenant's space of a projector from the truth: when no version completed it yet, when the
+//! tenant's active version is another one (a new version may change the data's shape: it gets a fresh
+//! space), or on `strand rebuild`. The builder takes the space's build lock (single flight across every
+//! worker process; the others wait for its result), clears the space — reads fall back to the database
+//! meanwhile, never to partial data — backfills it, records its progress for the admin API, and marks it
+//! complete for the version. Builds run in line in the projector's worker, between batches, so the worker
+//! resumes reading the bus where it stopped: what the snapshot covers is skipped by the pair floors, the
+//! rest applies once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::backfill::backfill;
+use super::plugin::{PluginProjection, PluginProjectionError};
+use super::progress;
+use crate::graph::{Database, TenantId};
+use crate::plugins::ActivePlugin;
+
+/// How long a build lock outlives its holder's last page: a crashed builder's lock frees itself.
+pub const LOCK_TTL: Duration = Duration::from_secs(10);
+/// How often a process waiting for another's build checks it.
+const LOCK_WAIT: Duration = Duration::from_millis(200);
+
+/// Whether a space complete for the version is built again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rebuild {
+    /// Only if no version, or another one, completed it.
+    IfStale,
+    /// In any case (`strand rebuild`).
+    Always,
+}
+
+/// Makes `tenant`'s space of `projection` complete for `plugin`, reporting `(done, total)` pairs per page;
+/// returns how many pairs this call replayed (0 when the space was already complete or another process
+/// built it).
+pub async fn build(
+    projection: &PluginProjection,
+    tenant: &TenantId,
+    plugin: &Arc<ActivePlugin>,
+    when: Rebuild,
+    mut report: impl FnMut(u64, u64),
+) -> Result<u64, PluginProjectionError> {
+    let (cache, space, owner) = (projection.cache(), projection.space(tenant), projection.owner());
+    let mut waited = false;
+    loop {
+        let complete = cache.built_by(space).await?.is_some_and(|by| by == plugin.sha256);
+        if complete && (when == Rebuild::IfStale || waited) {
+            return Ok(0);
+        }
+        if cache.lock(space, owner, LOCK_TTL).await? {
+            let built = fill(projection, tenant, plugin, &mut report).await;
+            if let Err(error) = cache.unlock(space, owner).await {
+                tracing::warn!(%error, "cannot release a build lock; it expires by itself");
+            }
+            return built;
+        }
+        waited = true;
+        tokio::time::sleep(LOCK_WAIT).await;
+    }
+}
+
+/// Clears, backfills and marks the space, holding its build lock.
+async fn fill(
+    projection: &PluginProjection,
+    tenant: &TenantId,
+    plugin: &Arc<ActivePlugin>,
+    report: &mut impl FnMut(u64, u64),
+) -> Result<u64, PluginProjectionError> {
+    let (db, name) = (projection.db(), format!("projector.{}", projection.plugin()));
+    let record = |done, total, state| progress::record(db, &name, tenant, plugin.version, (done, total), state);
+    tracing::info!(projection = %name, %tenant, version = plugin.version, "building from the truth");
+    record(0, 0, "backfilling").await?;
+    projection.cache().clear(projection.space(tenant)).await?;
+    let replayed = backfill(projection, tenant, plugin, |done, total| {
+        report(done, total);
+        async move {
+            if let Err(error) = record(done, total, "backfilling").await {
+                tracing::warn!(%error, "cannot record backfill progress; the backfill goes on");
+            }
+        }
+    })
+    .await?;
+    projection.cache().mark_built(projection.space(tenant), &plugin.sha256).await?;
+    record(replayed, replayed, "complete").await?;
+    tracing::info!(projection = %name, %tenant, version = plugin.version, replayed, "built");
+    Ok(replayed)
+}
+
+/// Builds each stale space of `projection` among the truth's tenants — a new version was deployed, a tenant
+/// is new, the in-process cache is empty after a restart — so that reads use it before the tenant's next
+/// write.
+pub async fn build_stale(projection: &PluginProjection) -> Result<(), PluginProjectionError> {
+    for tenant in tenants(projection.db()).await? {
+        let tenant: TenantId = match tenant.parse() {
+            Ok(tenant) => tenant,
+            Err(error) => {
+                tracing::warn!(%tenant, %error, "the truth holds an invalid tenant id; not projected");
+                continue;
+            }
+        };
+        let Some(plugin) = projection.active(&tenant) else { continue };
+        let built_by = projection.cache().built_by(projection.space(&tenant)).await?;
+        if built_by.as_deref() != Some(plugin.sha256.as_str()) {
+            build(projection, &tenant, &plugin, Rebuild::IfStale, |_, _| {}).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Every tenant with pairs in the truth.
+pub(super) async fn tenants(db: &Database) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT DISTINCT tenant_id FROM following ORDER BY tenant_id").fetch_all(db.reader()).await
+}

@@ -1,0 +1,200 @@
+//! The cache's two backends — Redis and the embedded default's in-process one — mean the same: the bundled
+//! projectors' effects equal the truth whatever the delivery (every batch twice, every other one first
+//! backwards so that one pair's events arrive out of order, then a full replay); gates refuse what they
+//! must; pages come in the same order, ties included.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use strand::cache::{Applied, Cache, Gate, PageStart, Space};
+use strand::graph::{self, Database, OutboxEvent, TenantId, UserId};
+use strand::plugins::{
+    project_with_retries, Action, CappedZsetAdd, Effect, GuardedZsetAdd, Key, PluginRegistry, PluginRuntime,
+    RelationEvent, RetryPolicy, ZsetEntry,
+};
+use strand::projection::relation_event;
+use strand_test_support::{Backend, Redis};
+
+use super::redis_cache;
+
+/// Both backends, named.
+async fn backends() -> [(&'static str, Cache); 2] {
+    let redis = redis_cache(&Redis::shared().unwrap().url()).await;
+    [("redis", redis), ("memory", Cache::Memory(Arc::default()))]
+}
+
+/// Runs every bundled projector of `tenant` on `events` and applies the effects to its complete space.
+async fn project(registry: &PluginRegistry, cache: &Cache, tenant: &TenantId, events: &[RelationEvent]) {
+    for projector in registry.projectors(tenant) {
+        let effects: Vec<Vec<Effect>> =
+            project_with_retries(registry, projector.clone(), Arc::new(events.to_vec()), RetryPolicy::default())
+                .await
+                .unwrap();
+        let space = Space { tenant: tenant.as_str(), plugin: &projector.name };
+        let applied = cache.apply(space, events, &effects, Gate::Built(&projector.sha256)).await.unwrap();
+        assert_ne!(applied, Applied::Refused);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn counters_and_lists_equal_the_truth_under_redelivery_reordering_and_replay() {
+    let database = Backend::Sqlite.fresh_database().await.unwrap();
+    let db = Database::open(&database.url, 4).await.unwrap();
+    let tenant: TenantId = format!("fx{}", std::process::id()).parse().unwrap();
+    for step in 0..400_i64 {
+        let (from, to) = (1 + step % 7, 1 + (step * 5 + 3) % 11);
+        if from != to {
+            let (from, to) = (UserId::try_from(from).unwrap(), UserId::try_from(to).unwrap());
+            graph::set_following(&db, &tenant, from, to, (step / 7) % 3 != 1, graph::now_ms()).await.unwrap();
+        }
+    }
+    let payloads: Vec<String> =
+        sqlx::query_scalar("SELECT payload FROM outbox ORDER BY id").fetch_all(db.reader()).await.unwrap();
+    let events: Vec<RelationEvent> =
+        payloads.iter().map(|p| relation_event(&serde_json::from_str::<OutboxEvent>(p).unwrap()).unwrap()).collect();
+    let truth: Vec<(i64, i64, i64)> = sqlx::query_as(
+        "SELECT from_user_id, to_user_id, created_at FROM following WHERE tenant_id = ? AND rel_status = 1",
+    )
+    .bind(tenant.as_str())
+    .fetch_all(db.reader())
+    .await
+    .unwrap();
+
+    let runtime = Arc::new(PluginRuntime::new(Default::default(), None).unwrap());
+    let registry = PluginRegistry::load(runtime, db.clone()).await.unwrap();
+    for (backend, cache) in backends().await {
+        for projector in registry.projectors(&tenant) {
+            let space = Space { tenant: tenant.as_str(), plugin: &projector.name };
+            cache.clear(space).await.unwrap();
+            cache.mark_built(space, &projector.sha256).await.unwrap();
+        }
+        // A pair recurs every 77 steps: batches of 100 hold some pairs twice.
+        for (n, batch) in events.chunks(100).enumerate() {
+            let backwards: Vec<_> = batch.iter().rev().cloned().collect();
+            let (first, again) = if n % 2 == 0 { (batch, &backwards[..]) } else { (&backwards[..], batch) };
+            project(&registry, &cache, &tenant, first).await;
+            project(&registry, &cache, &tenant, again).await;
+        }
+        let backwards: Vec<_> = events.iter().rev().cloned().collect();
+        project(&registry, &cache, &tenant, &backwards).await;
+
+        let mut following: BTreeMap<i64, BTreeSet<(String, i64)>> = BTreeMap::new();
+        let mut followers: BTreeMap<i64, i64> = BTreeMap::new();
+        for (from, to, at) in &truth {
+            following.entry(*from).or_default().insert((format!("{to:020}"), *at));
+            *followers.entry(*to).or_default() += 1;
+        }
+        let (lists, counts) = (
+            Space { tenant: tenant.as_str(), plugin: "follow-lists" },
+            Space { tenant: tenant.as_str(), plugin: "follow-counts" },
+        );
+        for user in 1..=11_i64 {
+            let listed =
+                cache.descending(&lists.named(&format!("following:{user}")), PageStart::Rank(0), 100).await.unwrap();
+            let listed: BTreeSet<(String, i64)> = listed.into_iter().map(|(m, s)| (m, s as i64)).collect();
+            assert_eq!(listed, following.remove(&user).unwrap_or_default(), "{backend}: user {user}'s following list");
+            let count = cache.texts(&[counts.named(&format!("followers:{user}"))]).await.unwrap().remove(0);
+            let count: i64 = count.map_or(0, |c| c.parse().unwrap());
+            assert_eq!(count, followers.get(&user).copied().unwrap_or(0), "{backend}: user {user}'s follower count");
+        }
+    }
+}
+
+fn event(tenant: &str, follower: i64, followee: i64, version: i64, at: i64) -> RelationEvent {
+    RelationEvent {
+        event_id: format!("{tenant}:{follower}:{followee}:{version}"),
+        tenant: tenant.to_owned(),
+        action: Action::Follow,
+        follower,
+        followee,
+        version,
+        occurred_at_ms: at,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gates_refuse_live_events_before_completion_and_snapshots_without_the_lock() {
+    let tenant = format!("gt{}", std::process::id());
+    for (backend, cache) in backends().await {
+        let space = Space { tenant: &tenant, plugin: backend };
+        cache.clear(space).await.unwrap();
+        let events = [event(&tenant, 1, 2, 1, 10)];
+        let effects = [vec![Effect::CounterAdd((Key { space: "n".into(), ids: vec![] }, 1))]];
+        let apply = |gate| cache.apply(space, &events, &effects, gate);
+        assert_eq!(apply(Gate::Built("v1")).await.unwrap(), Applied::Refused, "{backend}: never built");
+        let building = Gate::Building { owner: "a", ttl: Duration::from_secs(5) };
+        assert_eq!(apply(building).await.unwrap(), Applied::Refused, "{backend}: no lock");
+
+        assert!(cache.lock(space, "a", Duration::from_secs(5)).await.unwrap());
+        assert!(!cache.lock(space, "b", Duration::from_secs(5)).await.unwrap(), "{backend}: one holder");
+        assert!(cache.lock(space, "a", Duration::from_secs(5)).await.unwrap(), "{backend}: renewed by its holder");
+        assert_eq!(apply(building).await.unwrap(), Applied::Events(1));
+        cache.unlock(space, "b").await.unwrap();
+        assert!(!cache.lock(space, "b", Duration::from_secs(5)).await.unwrap(), "{backend}: only the holder unlocks");
+        cache.unlock(space, "a").await.unwrap();
+        assert_eq!(apply(building).await.unwrap(), Applied::Refused, "{backend}: lock released");
+
+        cache.mark_built(space, "v1").await.unwrap();
+        assert_eq!(apply(Gate::Built("v2")).await.unwrap(), Applied::Refused, "{backend}: built by another version");
+        // The snapshot covered version 1: the same event from the bus counts nothing more.
+        assert_eq!(apply(Gate::Built("v1")).await.unwrap(), Applied::Events(0), "{backend}");
+        assert_eq!(cache.texts(&[space.named("n")]).await.unwrap(), vec![Some("1".to_owned())], "{backend}");
+        cache.clear(space).await.unwrap();
+        assert_eq!(cache.built_by(space).await.unwrap(), None, "{backend}: cleared, mark included");
+        assert_eq!(cache.texts(&[space.named("n")]).await.unwrap(), vec![None], "{backend}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pages_capped_and_guarded_sets_agree_between_backends() {
+    let tenant = format!("pg{}", std::process::id());
+    let mut results = Vec::new();
+    for (backend, cache) in backends().await {
+        let space = Space { tenant: &tenant, plugin: "pages" };
+        cache.clear(space).await.unwrap();
+        cache.mark_built(space, "v").await.unwrap();
+        let key = |name: &str| Key { space: name.into(), ids: vec![1] };
+        let entry = |name: &str, member: i64, score: f64| ZsetEntry { key: key(name), member, score };
+        // 40 follows over 8 milliseconds (ties), into a full set, a capped one and a guarded capped one.
+        let events: Vec<RelationEvent> = (1..=40).map(|u| event(&tenant, u, 1000 + u, 1, u % 8)).collect();
+        let effects: Vec<Vec<Effect>> = events
+            .iter()
+            .map(|e| {
+                let score = e.occurred_at_ms as f64;
+                let capped = CappedZsetAdd { entry: entry("capped", e.follower, score), keep: 10 };
+                vec![
+                    Effect::CounterAdd((key("count"), 1)),
+                    Effect::ZsetAdd(entry("all", e.follower, score)),
+                    Effect::ZsetAddCapped(capped.clone()),
+                    Effect::ZsetAddGuarded(GuardedZsetAdd { add: capped, counter: key("count"), at_least: 30 }),
+                ]
+            })
+            .collect();
+        let guarded: Vec<Vec<Effect>> =
+            effects.iter().map(|e| vec![e[0].clone(), e[1].clone(), e[2].clone(), rename(&e[3], "guarded")]).collect();
+        assert_eq!(cache.apply(space, &events, &guarded, Gate::Built("v")).await.unwrap(), Applied::Events(40));
+        let mut pages = Vec::new();
+        for set in ["all", "capped", "guarded"] {
+            let set = space.named(&format!("{set}:1"));
+            pages.push(cache.descending(&set, PageStart::Rank(0), 100).await.unwrap());
+            pages.push(cache.descending(&set, PageStart::Rank(7), 5).await.unwrap());
+            // After a tie's middle member: the rest of the tie (smaller members), then older ones.
+            let after = format!("{:020}", 21);
+            pages.push(cache.descending(&set, PageStart::After(5.0, &after), 6).await.unwrap());
+        }
+        assert_eq!(pages[0].len(), 40, "{backend}");
+        assert_eq!(pages[3].len(), 10, "{backend}: capped");
+        assert!(pages[6].len() <= 10, "{backend}: guarded and capped");
+        results.push(pages);
+    }
+    assert_eq!(results[0], results[1], "the backends page alike");
+}
+
+/// A guarded add into the set `name` instead.
+fn rename(effect: &Effect, name: &str) -> Effect {
+    let Effect::ZsetAddGuarded(guarded) = effect else { unreachable!("a guarded add") };
+    let mut guarded = guarded.clone();
+    guarded.add.entry.key.space = name.to_owned();
+    Effect::ZsetAddGuarded(guarded)
+}
