@@ -1,6 +1,7 @@
 //! The `strand` command: serve the API, mint a development token, build, test and deploy plugins.
 
 mod plugin_cli;
+mod progress_bar;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -103,13 +104,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Worker => run_workers(&config, shutdown_signal()).await?,
         Command::Rebuild { projection } => {
-            let done = run_rebuild(&config, &projection, |tenant, done, total| {
-                let width = 30;
-                // Writes during the rebuild can make `done` pass the first count.
-                let filled = (done * width as u64).checked_div(total).map_or(width, |f| (f as usize).min(width));
-                eprint!("\r{tenant:>12} [{}{}] {done}/{total}", "#".repeat(filled), " ".repeat(width - filled));
-            })
-            .await?;
+            let done = run_rebuild(&config, &projection, progress_bar::draw).await?;
             eprintln!();
             println!("rebuilt {projection}: {done} pairs");
         }

@@ -2,7 +2,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
+use crate::progress_bar;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde::de::DeserializeOwned;
@@ -29,7 +31,8 @@ pub enum PluginCommand {
         input: Option<PathBuf>,
         wasm: PathBuf,
     },
-    /// Upload a component as the next version of a tenant's plugin and make it active.
+    /// Upload a component as the next version of a tenant's plugin and make it active; for a projector,
+    /// then follow the build of its data from the truth with a progress bar.
     Deploy {
         #[command(flatten)]
         slot: SlotArgs,
@@ -44,7 +47,7 @@ pub enum PluginCommand {
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// Make a kept version active again.
+    /// Make a kept version active again (a projector's data is then built again, followed like a deploy).
     Rollback {
         #[command(flatten)]
         slot: SlotArgs,
@@ -72,7 +75,15 @@ pub struct AdminArgs {
     /// Base URL of a running Strand; defaults to the configured `listen` address.
     #[arg(long)]
     server: Option<String>,
+    /// Return once the version is active, without following a projector's build.
+    #[arg(long)]
+    no_wait: bool,
 }
+
+/// How long a deploy waits for a worker to start building a projector version before giving up.
+const BUILD_START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often a deploy checks the build's progress.
+const BUILD_POLL: Duration = Duration::from_millis(250);
 
 pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> {
     match command {
@@ -81,18 +92,60 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
         PluginCommand::Deploy { slot, wasm, admin } => {
             let bytes = std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
             let url = format!("{}/plugins/{}/{}", tenant_url(config, &admin, &slot.tenant), slot.kind, slot.name);
-            admin_call(config, reqwest::Client::new().put(url).header("content-type", "application/wasm").body(bytes))
-                .await
+            let request = reqwest::Client::new().put(url).header("content-type", "application/wasm").body(bytes);
+            let deployed = admin_call(config, request).await?;
+            print_json(&deployed)?;
+            follow_build(config, &admin, &slot, deployed["plugin"]["version"].as_i64()).await
         }
         PluginCommand::List { tenant, admin } => {
-            admin_call(config, reqwest::Client::new().get(format!("{}/plugins", tenant_url(config, &admin, &tenant))))
-                .await
+            let url = format!("{}/plugins", tenant_url(config, &admin, &tenant));
+            print_json(&admin_call(config, reqwest::Client::new().get(url)).await?)
         }
         PluginCommand::Rollback { slot, version, admin } => {
             let base = tenant_url(config, &admin, &slot.tenant);
             let url = format!("{base}/plugins/{}/{}/rollback", slot.kind, slot.name);
-            admin_call(config, reqwest::Client::new().post(url).json(&serde_json::json!({ "version": version }))).await
+            let request = reqwest::Client::new().post(url).json(&serde_json::json!({ "version": version }));
+            print_json(&admin_call(config, request).await?)?;
+            follow_build(config, &admin, &slot, Some(version)).await
         }
+    }
+}
+
+/// For a projector, draws the progress of `version`'s build for the slot's tenant (recorded by the worker
+/// running it, read from the admin API) until it is complete.
+async fn follow_build(config: &Config, admin: &AdminArgs, slot: &SlotArgs, version: Option<i64>) -> anyhow::Result<()> {
+    if slot.kind != PluginKind::Projector || admin.no_wait {
+        return Ok(());
+    }
+    let version = version.context("the admin API did not say which version it deployed")?;
+    let url = format!("{}/admin/v1/projections", server_url(config, admin));
+    let projection = format!("projector.{}", slot.name);
+    let asked = Instant::now();
+    loop {
+        let progress = admin_call(config, reqwest::Client::new().get(&url)).await?;
+        let record = progress["backfills"].as_array().into_iter().flatten().find(|b| {
+            b["projection"] == projection.as_str()
+                && b["tenant"] == slot.tenant.as_str()
+                && b["plugin_version"] == version
+        });
+        match record {
+            Some(record) => {
+                let count = |field: &str| record[field].as_u64().unwrap_or(0);
+                progress_bar::draw(&slot.tenant, count("done"), count("total"));
+                if record["state"] == "complete" {
+                    eprintln!();
+                    println!("{projection} version {version} is built for {}", slot.tenant);
+                    return Ok(());
+                }
+            }
+            None if asked.elapsed() > BUILD_START_TIMEOUT => bail!(
+                "no worker started building {projection} version {version} for {} within {BUILD_START_TIMEOUT:?}: \
+                 are projection workers running (`strand worker`, or `strand serve` with workers = true)?",
+                slot.tenant
+            ),
+            None => {}
+        }
+        tokio::time::sleep(BUILD_POLL).await;
     }
 }
 
@@ -170,13 +223,17 @@ fn print_report(output: &serde_json::Value, cost: &CallCost) -> anyhow::Result<(
     Ok(())
 }
 
-fn tenant_url(config: &Config, admin: &AdminArgs, tenant: &str) -> String {
+fn server_url(config: &Config, admin: &AdminArgs) -> String {
     let server = admin.server.clone().unwrap_or_else(|| format!("http://{}", config.listen));
-    format!("{}/admin/v1/tenants/{tenant}", server.trim_end_matches('/'))
+    server.trim_end_matches('/').to_owned()
 }
 
-/// Sends an admin request with the configured admin token and prints the JSON answer.
-async fn admin_call(config: &Config, request: reqwest::RequestBuilder) -> anyhow::Result<()> {
+fn tenant_url(config: &Config, admin: &AdminArgs, tenant: &str) -> String {
+    format!("{}/admin/v1/tenants/{tenant}", server_url(config, admin))
+}
+
+/// Sends an admin request with the configured admin token; its JSON answer.
+async fn admin_call(config: &Config, request: reqwest::RequestBuilder) -> anyhow::Result<serde_json::Value> {
     let token = config.admin_token.as_deref().context("set STRAND_ADMIN_TOKEN (the admin API's token)")?;
     let response = request.bearer_auth(token).send().await.context("calling the admin API")?;
     let status = response.status();
@@ -185,6 +242,10 @@ async fn admin_call(config: &Config, request: reqwest::RequestBuilder) -> anyhow
     if !status.is_success() {
         bail!("{status}: {}", body["detail"].as_str().unwrap_or(&body.to_string()));
     }
-    println!("{}", serde_json::to_string_pretty(&body)?);
+    Ok(body)
+}
+
+fn print_json(body: &serde_json::Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(body)?);
     Ok(())
 }

@@ -65,7 +65,7 @@ impl fmt::Display for UserId {
 }
 
 /// An app hosted by this Strand. Every row and every read is scoped by it; nothing crosses tenants.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct TenantId(String);
 
 /// Why a tenant id was refused.

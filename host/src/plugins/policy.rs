@@ -97,6 +97,7 @@ pub async fn project_with_retries(
             }
             Err(error) => {
                 tracing::warn!(projector = %projector.name, attempt, %error, "projector failed; retrying");
+                metrics::counter!("strand_projector_retries_total", "projector" => projector.name.clone()).increment(1);
                 tokio::time::sleep(backoff).await;
                 backoff *= 2;
                 attempt += 1;

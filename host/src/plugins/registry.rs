@@ -220,6 +220,12 @@ impl PluginRegistry {
         projectors
     }
 
+    /// The tenants that deployed a `kind` plugin named `name`.
+    pub fn deployed_tenants(&self, kind: PluginKind, name: &str) -> Vec<TenantId> {
+        let deployed = self.deployed.load();
+        deployed.keys().filter(|slot| slot.kind == kind && slot.name == name).map(|slot| slot.tenant.clone()).collect()
+    }
+
     /// Every projector name in use: the bundled ones and those any tenant deployed (one worker each).
     pub fn projector_names(&self) -> std::collections::BTreeSet<String> {
         let deployed = self.deployed.load();

@@ -7,6 +7,7 @@
 //! resumes reading the bus where it stopped: what the snapshot covers is skipped by the pair floors, the
 //! rest applies once.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,18 +87,23 @@ async fn fill(
     Ok(replayed)
 }
 
-/// Builds each stale space of `projection` among the truth's tenants — a new version was deployed, a tenant
-/// is new, the in-process cache is empty after a restart — so that reads use it before the tenant's next
-/// write.
+/// Builds each stale space of `projection` among the truth's tenants and those that deployed it — a new
+/// version was deployed, a tenant is new, the in-process cache is empty after a restart — so that reads use
+/// it before the tenant's next write, and a deploy's build shows in the admin API even for a tenant with no
+/// pairs yet.
 pub async fn build_stale(projection: &PluginProjection) -> Result<(), PluginProjectionError> {
-    for tenant in tenants(projection.db()).await? {
-        let tenant: TenantId = match tenant.parse() {
-            Ok(tenant) => tenant,
+    let mut tenants = BTreeSet::new();
+    for tenant in truth_tenants(projection.db()).await? {
+        match tenant.parse::<TenantId>() {
+            Ok(tenant) => tenants.insert(tenant),
             Err(error) => {
                 tracing::warn!(%tenant, %error, "the truth holds an invalid tenant id; not projected");
                 continue;
             }
         };
+    }
+    tenants.extend(projection.deploying_tenants());
+    for tenant in tenants {
         let Some(plugin) = projection.active(&tenant) else { continue };
         let built_by = projection.cache().built_by(projection.space(&tenant)).await?;
         if built_by.as_deref() != Some(plugin.sha256.as_str()) {
@@ -108,6 +114,6 @@ pub async fn build_stale(projection: &PluginProjection) -> Result<(), PluginProj
 }
 
 /// Every tenant with pairs in the truth.
-pub(super) async fn tenants(db: &Database) -> Result<Vec<String>, sqlx::Error> {
+pub(super) async fn truth_tenants(db: &Database) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar("SELECT DISTINCT tenant_id FROM following ORDER BY tenant_id").fetch_all(db.reader()).await
 }

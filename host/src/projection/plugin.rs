@@ -74,6 +74,11 @@ impl PluginProjection {
         self.registry.active(tenant, PluginKind::Projector, &self.plugin)
     }
 
+    /// The tenants that deployed a version of this projector (they may have no pairs yet).
+    pub(super) fn deploying_tenants(&self) -> Vec<TenantId> {
+        self.registry.deployed_tenants(PluginKind::Projector, &self.plugin)
+    }
+
     /// `tenant`'s data of this projector.
     pub(super) fn space<'a>(&'a self, tenant: &'a TenantId) -> Space<'a> {
         Space { tenant: tenant.as_str(), plugin: &self.plugin }

@@ -3,7 +3,7 @@
 //! ones are gated out). A projector's space of every tenant that uses it is built again (`build.rs`): under
 //! its build lock, the workers wait for each tenant's new space, then go on where they were.
 
-use super::build::{build, tenants, Rebuild};
+use super::build::{build, truth_tenants, Rebuild};
 use super::plugin::{PluginProjection, PluginProjectionError};
 use crate::graph::{Database, TenantId};
 
@@ -40,7 +40,7 @@ pub async fn rebuild_projector(
     mut progress: impl FnMut(&str, u64, u64),
 ) -> Result<u64, RebuildError> {
     let mut replayed = 0;
-    for tenant in tenants(projection.db()).await? {
+    for tenant in truth_tenants(projection.db()).await? {
         let tenant_id: TenantId = tenant.parse().map_err(|_| RebuildError::Tenant(tenant.clone()))?;
         let Some(plugin) = projection.active(&tenant_id) else { continue };
         replayed +=

@@ -140,6 +140,7 @@ impl Worker {
         shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     ) {
         tracing::error!(projection = %self.projection.name(), %error, retry_in = ?backoff, "projection worker failed; retrying");
+        metrics::counter!("strand_projection_retries_total", "projection" => self.projection.name()).increment(1);
         tokio::select! {
             () = shutdown.as_mut() => {}
             () = tokio::time::sleep(*backoff) => {}
@@ -180,6 +181,7 @@ impl Worker {
 
     async fn dead_letter(&self, message: &Message, error: &str) -> Result<(), String> {
         tracing::error!(projection = %self.projection.name(), event_id = message.header("event-id"), %error, "dead-lettering an event");
+        metrics::counter!("strand_dead_letters_total", "projection" => self.projection.name()).increment(1);
         let mut dead = message.clone();
         dead.topic = self.dead_letter_topic.clone();
         dead.headers.push(("error".to_owned(), error.to_owned()));

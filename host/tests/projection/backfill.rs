@@ -12,7 +12,7 @@ use strand::cache::{Cache, Space};
 use strand::config::RelayMode;
 use strand::graph::Database;
 use strand::plugins::{PluginRegistry, PluginRuntime, BUNDLED};
-use strand::projection::{EventSource, PluginProjection, Projection, Worker};
+use strand::projection::{build, EventSource, PluginProjection, Projection, Rebuild, Worker};
 use strand_test_support::{test_plugin, wait_until, Backend, Redis, TestServer};
 use tokio::sync::oneshot;
 
@@ -132,4 +132,53 @@ async fn deployed_counter_projections_are_built_to_the_exact_truth_under_write_l
             && counters_equal_truth(db, &cache, &tenant, "late", true).await
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_builds_of_one_space_run_once() {
+    let tenant = format!("sf{}", std::process::id());
+    let server = TestServer::start(Backend::Sqlite).await;
+    storm(&server, &tenant, 0).await;
+    let db = server.database().clone();
+    let cache = redis_cache(&Redis::shared().unwrap().url()).await;
+    let runtime = Arc::new(PluginRuntime::new(Default::default(), None).unwrap());
+    let registry = Arc::new(PluginRegistry::load(runtime, db.clone()).await.unwrap());
+    // Two builders, as in two worker processes: each its own lock owner.
+    let builders: Vec<PluginProjection> =
+        (0..2).map(|_| PluginProjection::new(registry.clone(), "follow-counts", cache.clone(), db.clone())).collect();
+    let tenant_id = tenant.parse().unwrap();
+    let plugin = builders[0].active(&tenant_id).unwrap();
+    let runs = builders.iter().map(|b| build(b, &tenant_id, &plugin, Rebuild::Always, |_, _| {}));
+    let replayed: Vec<u64> = futures::future::join_all(runs).await.into_iter().map(Result::unwrap).collect();
+    let pairs: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM following WHERE tenant_id = ?")
+        .bind(&tenant)
+        .fetch_one(db.reader())
+        .await
+        .unwrap();
+    assert_eq!(replayed.iter().sum::<u64>(), pairs as u64, "one build, the other waited for it: {replayed:?}");
+    assert!(counters_equal_truth(&db, &cache, &tenant, "follow-counts", true).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn strand_plugin_deploy_follows_a_projectors_build_to_completion() {
+    let tenant = format!("cl{}", std::process::id());
+    let redis_url = Redis::shared().unwrap().url();
+    let server = pipeline(&redis_url).await;
+    storm(&server, &tenant, 0).await;
+    let wasm = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(wasm.path(), test_plugin("hostile-projector")).unwrap();
+    let address = format!("http://{}", server.addr);
+    let args = ["plugin", "deploy", "--tenant", &tenant, "--kind", "projector", "--name", "cli-late"];
+    let path = wasm.path().to_str().unwrap();
+    let (code, output) = super::strand_command(
+        &[&args[..], &["--server", &address, path]].concat(),
+        &server.config.database_url,
+        &redis_url,
+    )
+    .await;
+    assert_eq!(code, 0, "{output}");
+    assert!(output.contains(&format!("projector.cli-late version 1 is built for {tenant}")), "{output}");
+    assert!(output.contains("] "), "a progress bar: {output}");
+    let cache = redis_cache(&redis_url).await;
+    assert!(cache.built_by(Space { tenant: &tenant, plugin: "cli-late" }).await.unwrap().is_some());
 }

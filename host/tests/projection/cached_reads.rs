@@ -7,6 +7,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use serde_json::json;
 use strand::cache::Space;
+use strand::config::RelayMode;
 use strand::projection::reconcile;
 use strand_test_support::{wait_until, ApiClient, Backend, Redis, TestServer};
 
@@ -171,4 +172,58 @@ async fn the_seed_relation_flow_with_eventually_consistent_cached_reads() {
 
     let reply = alice.post("/api/v1/relation/follow?toUserId=1").await;
     assert_eq!((reply.status, reply.code()), (422, "self_follow"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_embedded_default_serves_counts_and_lists_from_its_in_process_cache() {
+    let tenant = format!("em{}", std::process::id());
+    // No Redis, no Kafka: SQLite, the poll relay, the embedded bus and this process's cache.
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.relay = RelayMode::Poll;
+        c.relay_idle_ms = 10;
+        c.workers = true;
+        c.refresh_ms = 100;
+    })
+    .await;
+    storm(&server, &tenant, 5).await;
+    let client = server.client(&tenant, 1);
+    let db = server.database();
+    let following: Vec<i64> = sqlx::query_scalar(
+        "SELECT to_user_id FROM following WHERE tenant_id = ? AND from_user_id = 1 AND rel_status = 1 \
+         ORDER BY created_at DESC, to_user_id DESC",
+    )
+    .bind(&tenant)
+    .fetch_all(db.reader())
+    .await
+    .unwrap();
+    let followers: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM following WHERE tenant_id = ? AND to_user_id = 1 AND rel_status = 1")
+            .bind(&tenant)
+            .fetch_one(db.reader())
+            .await
+            .unwrap();
+    let counts = json!({"user_id": 1, "followings": following.len(), "followers": followers});
+    let truth = (following.clone(), following);
+    wait_until("both spaces are built in memory and caught up", Duration::from_secs(30), || async {
+        let reply = server.admin().get("/admin/v1/projections").await;
+        let complete = |name: &str| {
+            reply.body["backfills"].as_array().unwrap().iter().any(|b| {
+                b["projection"] == format!("projector.{name}") && b["tenant"] == tenant && b["state"] == "complete"
+            })
+        };
+        complete("follow-counts")
+            && complete("follow-lists")
+            && walk(&client, "/v1/users/1/following").await == truth
+            && client.get("/v1/users/1/counts").await.body == counts
+    })
+    .await;
+    // A change that bypasses the outbox reaches the database only: what the API serves is the cache.
+    sqlx::query("UPDATE following SET rel_status = 0 WHERE tenant_id = ? AND from_user_id = 1")
+        .bind(&tenant)
+        .execute(server.database().writer())
+        .await
+        .unwrap();
+    assert_eq!(client.get("/v1/users/1/counts").await.body, counts, "counts from the cache");
+    assert_eq!(walk(&client, "/v1/users/1/following").await, truth, "the list from the cache, paged alike");
+    assert!(!truth.0.is_empty());
 }
