@@ -65,6 +65,9 @@ pub struct Config {
     pub relay_server_id: u32,
     /// Whether `strand serve` also runs the projection workers in-process (else run `strand worker`).
     pub workers: bool,
+    /// `/readyz` fails once the oldest unpublished outbox row is older than this, in milliseconds: the
+    /// relay is down or behind.
+    pub ready_max_relay_lag_ms: u64,
     /// Prefix of every topic Strand publishes to: the default route of a follow is `{prefix}following`.
     pub topic_prefix: String,
     /// How long the relay waits before polling again once the outbox is empty, in milliseconds.
@@ -110,6 +113,7 @@ impl Default for Config {
             relay: RelayMode::Poll,
             relay_server_id: 424_242,
             workers: true,
+            ready_max_relay_lag_ms: 30_000,
             topic_prefix: "strand.".to_owned(),
             relay_idle_ms: 100,
             kafka_brokers: None,

@@ -11,6 +11,8 @@ pub mod bus;
 pub mod cache;
 pub mod config;
 pub mod graph;
+pub mod health;
+pub mod observability;
 pub mod plugins;
 pub mod projection;
 pub mod ratelimit;

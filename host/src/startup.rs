@@ -18,6 +18,8 @@ use crate::bus::{EmbeddedBus, KafkaBus, KafkaSettings, Publisher};
 use crate::cache::{Cache, CacheError, RedisCache};
 use crate::config::{Config, RelayMode};
 use crate::graph::{Database, DatabaseError, DatabaseKind};
+use crate::health::Readiness;
+use crate::observability;
 use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
 use crate::projection::{
     rebuild_follower, rebuild_projector, reconcile, supervise_new_projectors, until, CachedReads, PluginProjection,
@@ -93,6 +95,9 @@ impl Server {
         let rate_limiting = Arc::new(RateLimiting::new(plugins.clone(), tenants.clone(), buckets));
         // One cache for the reads and the workers: on the embedded default, it is this process's memory.
         let cache = Cache::connect(config.redis_url.as_deref()).await?;
+        observability::recorder();
+        let max_relay_lag = Duration::from_millis(config.ready_max_relay_lag_ms);
+        let readiness = Readiness::new(db.clone(), cache.clone(), config.kafka_brokers.as_deref(), max_relay_lag)?;
         let state = AppState {
             db: db.clone(),
             auth,
@@ -100,6 +105,7 @@ impl Server {
             plugins: plugins.clone(),
             tenants: tenants.clone(),
             reads: Arc::new(CachedReads::new(cache.clone())),
+            readiness: Arc::new(readiness),
             admin_token: config.admin_token.as_deref().map(Arc::from),
             max_body_bytes: config.max_body_bytes,
             max_plugin_bytes: config.max_plugin_bytes,

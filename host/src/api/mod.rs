@@ -3,6 +3,7 @@
 
 mod admin;
 mod auth;
+mod operations;
 mod params;
 mod problem;
 mod seed;
@@ -27,6 +28,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::graph::Database;
+use crate::health::Readiness;
+use crate::observability;
 use crate::plugins::PluginRegistry;
 use crate::projection::CachedReads;
 use crate::ratelimit::RateLimiting;
@@ -42,6 +45,8 @@ pub struct AppState {
     pub tenants: Arc<TenantSettings>,
     /// Counts and lists from the projections when complete, else the database.
     pub reads: Arc<CachedReads>,
+    /// What `/readyz` checks.
+    pub readiness: Arc<Readiness>,
     /// `None`: the admin API is disabled.
     pub admin_token: Option<Arc<str>>,
     pub max_body_bytes: usize,
@@ -93,10 +98,16 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(admin::settings, admin::set_settings))
         .layer(middleware::from_fn_with_state(state.max_plugin_bytes, refuse_declared_over))
         .layer(DefaultBodyLimit::max(state.max_plugin_bytes));
-    let (router, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(api).merge(admin).split_for_parts();
+    let operations = OpenApiRouter::new()
+        .routes(routes!(operations::healthz))
+        .routes(routes!(operations::readyz))
+        .routes(routes!(operations::metrics));
+    let (router, openapi) =
+        OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(api).merge(admin).merge(operations).split_for_parts();
     let openapi = Arc::new(openapi);
     router
         .route("/openapi.json", axum::routing::get(move || async move { Json(openapi.as_ref().clone()) }))
+        .route_layer(middleware::from_fn(observability::time_requests))
         .fallback(|| async { ApiError::not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(tower_http::trace::TraceLayer::new_for_http())

@@ -135,6 +135,14 @@ impl Cache {
         })
     }
 
+    /// Whether the store answers (the in-process one always does).
+    pub async fn ping(&self) -> Result<(), CacheError> {
+        match self {
+            Self::Redis(redis) => redis.ping().await,
+            Self::Memory(_) => Ok(()),
+        }
+    }
+
     /// Applies `effects[i]` of `events[i]` in `space` if `gate` holds (see the module's documentation).
     pub async fn apply(
         &self,

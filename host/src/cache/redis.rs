@@ -155,6 +155,10 @@ impl RedisCache {
         Ok(usize::try_from(applied).map_or(Applied::Refused, Applied::Events))
     }
 
+    pub(super) async fn ping(&self) -> Result<(), CacheError> {
+        Ok(::redis::cmd("PING").query_async(&mut self.connection.clone()).await?)
+    }
+
     pub(super) async fn set(&self, key: &str, value: &str) -> Result<(), CacheError> {
         Ok(self.connection.clone().set(key, value).await?)
     }

@@ -6,6 +6,7 @@
 mod bindings;
 mod calls;
 mod conformance;
+mod observed;
 mod policy;
 mod registry;
 mod runtime;
@@ -16,6 +17,7 @@ pub use bindings::{
 };
 pub use calls::{MAX_DESTINATIONS, MAX_EFFECTS};
 pub use conformance::{sample_events, sample_outbox_events, sample_requests};
+pub use observed::observed;
 pub use policy::{project_with_retries, route_or_default, ProjectionFailed, RetryPolicy, Routed};
 pub use registry::{blocking, ActivePlugin, PluginRegistry, PluginSlot, PluginVersion, RegistryError, SINGLETON_NAME};
 pub use runtime::{hex_sha256, CallCost, PluginError, PluginLimits, PluginRuntime, PreparedPlugin};

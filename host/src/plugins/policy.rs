@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::bindings::{Destination, Effect, OutboxEvent, RelationEvent};
-use super::registry::{blocking, ActivePlugin, PluginRegistry};
+use super::observed::observed;
+use super::registry::{ActivePlugin, PluginRegistry};
 use super::runtime::PluginError;
 use crate::graph::TenantId;
 
@@ -30,12 +31,12 @@ pub async fn route_or_default(
 ) -> Result<Routed, PluginError> {
     let router = registry.router(tenant);
     let events = Arc::new(events);
-    match route(registry, router.clone(), events.clone()).await {
+    match route(registry, tenant, router.clone(), events.clone()).await {
         Ok(destinations) => Ok(Routed { destinations, router_version: router.version, fell_back: None }),
         Err(error) => {
             let fallback = registry.default_router();
             tracing::error!(%tenant, version = router.version, %error, "router failed; using the default route");
-            let destinations = route(registry, fallback.clone(), events).await?;
+            let destinations = route(registry, tenant, fallback.clone(), events).await?;
             Ok(Routed { destinations, router_version: fallback.version, fell_back: Some(error) })
         }
     }
@@ -43,11 +44,12 @@ pub async fn route_or_default(
 
 async fn route(
     registry: &PluginRegistry,
+    tenant: &TenantId,
     router: Arc<ActivePlugin>,
     events: Arc<Vec<OutboxEvent>>,
 ) -> Result<Vec<Vec<Destination>>, PluginError> {
-    let runtime = registry.runtime().clone();
-    blocking(move || Ok(runtime.route(&router.prepared, &events)?.0)).await
+    let (runtime, plugin) = (registry.runtime().clone(), router.clone());
+    observed(tenant.as_str(), &router, move || Ok(runtime.route(&plugin.prepared, &events)?.0)).await
 }
 
 /// How often and how patiently a failing projector is called again.
@@ -85,7 +87,8 @@ pub async fn project_with_retries(
     let mut attempt = 1;
     loop {
         let (runtime, plugin, batch) = (registry.runtime().clone(), projector.clone(), events.clone());
-        match blocking(move || Ok(runtime.project(&plugin.prepared, &batch)?.0)).await {
+        let tenant = events.first().map_or("", |e| e.tenant.as_str());
+        match observed(tenant, &projector, move || Ok(runtime.project(&plugin.prepared, &batch)?.0)).await {
             Ok(effects) => return Ok(effects),
             Err(last) if attempt >= policy.attempts => {
                 return Err(ProjectionFailed {

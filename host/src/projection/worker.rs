@@ -12,6 +12,7 @@ use super::plugin::{PluginProjection, PluginProjectionError};
 use super::source::{EventSource, Received};
 use crate::bus::{Message, Publisher};
 use crate::graph::{Database, OutboxEvent};
+use crate::observability::seconds_since;
 
 /// Most events per batch.
 const BATCH: usize = 256;
@@ -176,7 +177,15 @@ impl Worker {
                 Err(ApplyError::Transient(error)) => return Err(error),
             }
         }
-        self.source.commit(batch).await.map_err(|e| e.to_string())
+        self.source.commit(batch).await.map_err(|e| e.to_string())?;
+        let projection = self.projection.name();
+        metrics::counter!("strand_projection_events_total", "projection" => projection.clone())
+            .increment(events.len() as u64);
+        if let Some(lag) = events.last().and_then(|e| seconds_since(&e.occurred_at)) {
+            // From the newest event's commit to its projection.
+            metrics::gauge!("strand_projection_lag_seconds", "projection" => projection).set(lag);
+        }
+        Ok(())
     }
 
     async fn dead_letter(&self, message: &Message, error: &str) -> Result<(), String> {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::graph::{TenantId, UserId};
-use crate::plugins::{blocking, Action, Bucket, Decision, PluginRegistry, WriteRequest};
+use crate::plugins::{observed, Action, Bucket, Decision, PluginRegistry, WriteRequest};
 use crate::tenants::{FailureMode, TenantSettings};
 
 /// The answer for one write.
@@ -59,8 +59,21 @@ impl RateLimiting {
         Self { registry, tenants, buckets }
     }
 
-    /// Decides whether `user` of `tenant` may follow or unfollow `target` now.
+    /// Decides whether `user` of `tenant` may follow or unfollow `target` now; counted in
+    /// `strand_rate_limit_decisions_total` by tenant and decision.
     pub async fn check(&self, tenant: &TenantId, user: UserId, follow: bool, target: UserId) -> Verdict {
+        let verdict = self.verdict(tenant, user, follow, target).await;
+        let decision = match verdict {
+            Verdict::Allowed => "allowed",
+            Verdict::Limited { .. } => "limited",
+            Verdict::Unavailable => "unavailable",
+        };
+        let labels = [("tenant", tenant.to_string()), ("decision", decision.to_owned())];
+        metrics::counter!("strand_rate_limit_decisions_total", &labels).increment(1);
+        verdict
+    }
+
+    async fn verdict(&self, tenant: &TenantId, user: UserId, follow: bool, target: UserId) -> Verdict {
         let request = WriteRequest {
             tenant: tenant.to_string(),
             user: user.get(),
@@ -69,9 +82,9 @@ impl RateLimiting {
             now_ms: crate::graph::now_ms(),
         };
         let policy = self.registry.rate_limiter(tenant);
-        let runtime = self.registry.runtime().clone();
-        let decided = blocking(move || {
-            let (mut decisions, _cost) = runtime.decide(&policy.prepared, &[request])?;
+        let (runtime, plugin) = (self.registry.runtime().clone(), policy.clone());
+        let decided = observed(tenant.as_str(), &policy, move || {
+            let (mut decisions, _cost) = runtime.decide(&plugin.prepared, &[request])?;
             Ok(decisions.remove(0))
         })
         .await;

@@ -60,6 +60,10 @@ impl Checkpoint {
         .bind(now_ms())
         .execute(tx)
         .await?;
+        // The file's sequence number and the offset in it: the relay's binlog position.
+        let file_index = position.file.rsplit('.').next().and_then(|n| n.parse::<f64>().ok()).unwrap_or(0.0);
+        metrics::gauge!("strand_relay_binlog_file").set(file_index);
+        metrics::gauge!("strand_relay_binlog_position").set(position.pos as f64);
         Ok(())
     }
 

@@ -11,6 +11,7 @@ use sqlx::{AnyConnection, Row};
 use super::{to_messages, RelayError};
 use crate::bus::{Message, Publisher};
 use crate::graph::TenantId;
+use crate::observability::seconds_since;
 use crate::plugins::{route_or_default, OutboxEvent, PluginRegistry};
 
 /// Where routed outbox rows go.
@@ -31,6 +32,7 @@ impl Outlet {
     /// was already gone — another relay published it — so the caller rolls back instead of publishing twice.
     pub async fn publish_and_delete(&self, tx: &mut AnyConnection, events: Vec<OutboxEvent>) -> Result<(), RelayError> {
         let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
+        let newest = events.last().and_then(|e| serde_json::from_str::<serde_json::Value>(&e.payload).ok());
         let messages = self.route(events).await?;
         match &self.publisher {
             Publisher::Embedded(bus) => bus.append(tx, &messages).await?,
@@ -44,6 +46,11 @@ impl Outlet {
         }
         if deleted != ids.len() as u64 {
             return Err(RelayError::Contended { read: ids.len(), deleted });
+        }
+        metrics::counter!("strand_relay_published_total").increment(ids.len() as u64);
+        if let Some(lag) = newest.as_ref().and_then(|p| p["occurred_at"].as_str()).and_then(seconds_since) {
+            // From the newest row's commit to its publication.
+            metrics::gauge!("strand_relay_lag_seconds").set(lag);
         }
         Ok(())
     }

@@ -1,0 +1,52 @@
+//! Endpoints for operators and orchestrators: liveness, readiness and Prometheus metrics. They need no
+//! token: they tell nothing about users.
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::{ApiError, AppState};
+use crate::health::ReadinessReport;
+use crate::observability;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Liveness {
+    /// Always `ok`: the process answers HTTP.
+    pub status: &'static str,
+}
+
+/// Liveness: the process serves HTTP (restart it if this fails).
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, body = Liveness)))]
+pub async fn healthz() -> Json<Liveness> {
+    Json(Liveness { status: "ok" })
+}
+
+/// Readiness: the database, the cache, Kafka (when configured) answer and the relay keeps up (send no
+/// traffic here while this fails).
+#[utoipa::path(get, path = "/readyz", tag = "operations", responses(
+    (status = 200, body = ReadinessReport),
+    (status = 503, description = "a dependency fails (`not_ready`)", body = super::Problem,
+        content_type = "application/problem+json"),
+))]
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    let report = state.readiness.check().await;
+    if report.ready {
+        return Json(report).into_response();
+    }
+    let failing: Vec<String> =
+        report.checks.iter().filter(|(_, c)| !c.ok).map(|(name, c)| format!("{name}: {}", c.detail)).collect();
+    tracing::warn!(failing = ?failing, "not ready");
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", failing.join("; ")).into_response()
+}
+
+/// Metrics in Prometheus text format: requests by route, relay and projection lag, plugin calls, dead
+/// letters, rate-limit decisions.
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses(
+    (status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain"),
+))]
+pub async fn metrics() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], observability::recorder().render())
+}

@@ -1,0 +1,114 @@
+//! What "ready" means for a node: its database answers, its cache (Redis) answers, its Kafka brokers answer,
+//! and the relay keeps up — the oldest unpublished outbox row is younger than the allowed lag. Each check
+//! has its own deadline, so a hung dependency makes the node unready instead of hanging the probe.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseProducer, Producer};
+use serde::Serialize;
+
+use crate::cache::Cache;
+use crate::graph::{now_ms, Database};
+
+/// How long one check may take.
+const CHECK_DEADLINE: Duration = Duration::from_secs(2);
+
+/// The dependencies a node checks.
+pub struct Readiness {
+    db: Database,
+    cache: Cache,
+    /// A client for metadata requests only; `None` without Kafka.
+    kafka: Option<Arc<BaseProducer>>,
+    max_relay_lag: Duration,
+}
+
+/// The outcome of every check.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ReadinessReport {
+    pub ready: bool,
+    /// By dependency: `database`, `cache`, `kafka` (when configured), `relay`.
+    pub checks: BTreeMap<&'static str, Check>,
+}
+
+/// One dependency's state.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Check {
+    pub ok: bool,
+    pub detail: String,
+}
+
+impl Readiness {
+    /// `kafka_brokers`: checked when set. `max_relay_lag`: the oldest outbox row's allowed age.
+    pub fn new(
+        db: Database,
+        cache: Cache,
+        kafka_brokers: Option<&str>,
+        max_relay_lag: Duration,
+    ) -> Result<Self, rdkafka::error::KafkaError> {
+        let kafka = match kafka_brokers {
+            Some(brokers) => Some(Arc::new(ClientConfig::new().set("bootstrap.servers", brokers).create()?)),
+            None => None,
+        };
+        Ok(Self { db, cache, kafka, max_relay_lag })
+    }
+
+    /// Runs every check at once.
+    pub async fn check(&self) -> ReadinessReport {
+        let (database, cache, kafka, relay) = tokio::join!(self.database(), self.cache(), self.kafka(), self.relay());
+        let mut checks = BTreeMap::from([("database", database), ("cache", cache), ("relay", relay)]);
+        if let Some(kafka) = kafka {
+            checks.insert("kafka", kafka);
+        }
+        ReadinessReport { ready: checks.values().all(|c| c.ok), checks }
+    }
+
+    async fn database(&self) -> Check {
+        let ping = sqlx::query_scalar::<_, i64>("SELECT 1").fetch_one(self.db.reader());
+        within(async { ping.await.map(|_| "answers".to_owned()).map_err(|e| e.to_string()) }).await
+    }
+
+    async fn cache(&self) -> Check {
+        let what = match self.cache {
+            Cache::Redis(_) => "Redis answers",
+            Cache::Memory(_) => "in-process",
+        };
+        within(async { self.cache.ping().await.map(|()| what.to_owned()).map_err(|e| e.to_string()) }).await
+    }
+
+    async fn kafka(&self) -> Option<Check> {
+        let client = self.kafka.clone()?;
+        let fetch = tokio::task::spawn_blocking(move || {
+            let metadata = client.client().fetch_metadata(None, CHECK_DEADLINE).map_err(|e| e.to_string())?;
+            Ok(format!("{} brokers answer", metadata.brokers().len()))
+        });
+        Some(within(async { fetch.await.map_err(|e| e.to_string())? }).await)
+    }
+
+    /// The oldest unpublished row's age, also exported as `strand_outbox_oldest_seconds`.
+    async fn relay(&self) -> Check {
+        let oldest = sqlx::query_scalar::<_, i64>("SELECT created_at FROM outbox ORDER BY id LIMIT 1")
+            .fetch_optional(self.db.reader());
+        let allowed = self.max_relay_lag;
+        within(async {
+            let age = oldest.await.map_err(|e| e.to_string())?.map_or(0, |at| (now_ms() - at).max(0));
+            metrics::gauge!("strand_outbox_oldest_seconds").set(age as f64 / 1000.0);
+            if age as u128 > allowed.as_millis() {
+                return Err(format!("the oldest unpublished event is {age} ms old (allowed: {allowed:?})"));
+            }
+            Ok(format!("the oldest unpublished event is {age} ms old"))
+        })
+        .await
+    }
+}
+
+/// Runs a check within [`CHECK_DEADLINE`].
+async fn within(check: impl std::future::Future<Output = Result<String, String>>) -> Check {
+    match tokio::time::timeout(CHECK_DEADLINE, check).await {
+        Ok(Ok(detail)) => Check { ok: true, detail },
+        Ok(Err(detail)) => Check { ok: false, detail },
+        Err(_) => Check { ok: false, detail: format!("no answer within {CHECK_DEADLINE:?}") },
+    }
+}

@@ -1,0 +1,37 @@
+//! Plugin calls as operators see them: per tenant and plugin, how long each call took
+//! (`strand_plugin_call_seconds`) and how it ended (`strand_plugin_calls_total` by `outcome`: `ok`,
+//! `timeout`, `out_of_fuel`, `trap`, `invalid_output`, `host`).
+
+use std::time::Instant;
+
+use super::registry::{blocking, ActivePlugin};
+use super::runtime::PluginError;
+
+/// Runs `call` of `plugin` for `tenant` off the async workers, and records it.
+pub async fn observed<R: Send + 'static>(
+    tenant: &str,
+    plugin: &ActivePlugin,
+    call: impl FnOnce() -> Result<R, PluginError> + Send + 'static,
+) -> Result<R, PluginError> {
+    let started = Instant::now();
+    let result = blocking(call).await;
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(PluginError::Timeout(_)) => "timeout",
+        Err(PluginError::OutOfFuel(_)) => "out_of_fuel",
+        Err(PluginError::Trap(_)) => "trap",
+        Err(PluginError::InvalidOutput(_)) => "invalid_output",
+        Err(_) => "host",
+    };
+    let labels = [
+        ("tenant", tenant.to_owned()),
+        ("kind", plugin.kind.to_string()),
+        ("plugin", plugin.name.clone()),
+        ("version", plugin.version.to_string()),
+    ];
+    metrics::histogram!("strand_plugin_call_seconds", &labels).record(started.elapsed().as_secs_f64());
+    let mut counted = labels.to_vec();
+    counted.push(("outcome", outcome.to_owned()));
+    metrics::counter!("strand_plugin_calls_total", &counted).increment(1);
+    result
+}
