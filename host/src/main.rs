@@ -69,11 +69,16 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         // Logs on stderr keep stdout for output, e.g. `TOKEN=$(strand token --sub 1)`.
         .with_writer(std::io::stderr)
-        .with_env_filter(EnvFilter::try_from_env("STRAND_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
-        .init();
+        .with_env_filter(EnvFilter::try_from_env("STRAND_LOG").unwrap_or_else(|_| EnvFilter::new("info")));
+    // One JSON object per line, for log pipelines.
+    if std::env::var("STRAND_LOG_FORMAT").is_ok_and(|format| format == "json") {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
     let cli = Cli::parse();
     let config = Config::load(&cli.config)?;
     match cli.command {
