@@ -4,6 +4,7 @@ mod auth;
 mod operations;
 mod reads;
 mod seed;
+mod shutdown;
 mod surface;
 mod write_path;
 

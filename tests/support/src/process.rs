@@ -31,6 +31,13 @@ impl StrandProcess {
         self.kill_now();
     }
 
+    /// SIGTERM: the process shuts down gracefully (wait for it with [`Self::exited`]).
+    pub fn terminate(&mut self) -> anyhow::Result<()> {
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status()?;
+        anyhow::ensure!(status.success(), "kill -TERM failed: {status}");
+        Ok(())
+    }
+
     /// What the process printed so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
