@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use self::memory::MemoryCache;
-pub use self::redis::RedisCache;
+pub use self::redis::{connection as redis_connection, RedisCache};
 use crate::plugins::{Effect, Key, RelationEvent};
 
 /// How long an applied event's marker is kept: redelivery older than this could count twice.

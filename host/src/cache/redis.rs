@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ::redis::aio::ConnectionManager;
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{AsyncCommands, Script, ScriptInvocation};
 use futures::StreamExt;
 
@@ -79,6 +79,23 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 "#;
 
+/// How long connecting to Redis may take before a call fails.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a Redis call may take.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A connection to Redis that reconnects by itself but, while Redis is down, fails each call within
+/// about a second — so callers fall back (reads to the database, rate limits to the tenant's failure mode)
+/// instead of holding requests through the default retries.
+pub async fn connection(url: &str) -> Result<ConnectionManager, ::redis::RedisError> {
+    let config = ConnectionManagerConfig::new()
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(50))
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT));
+    ConnectionManager::new_with_config(::redis::Client::open(url)?, config).await
+}
+
 /// A Redis connection and the scripts.
 #[derive(Clone)]
 pub struct RedisCache {
@@ -90,9 +107,8 @@ pub struct RedisCache {
 
 impl RedisCache {
     pub async fn connect(url: &str) -> Result<Self, CacheError> {
-        let client = ::redis::Client::open(url)?;
         Ok(Self {
-            connection: ConnectionManager::new(client).await?,
+            connection: connection(url).await?,
             apply: Script::new(APPLY),
             lock: Script::new(LOCK),
             unlock: Script::new(UNLOCK),

@@ -38,8 +38,7 @@ pub struct RedisBuckets {
 
 impl RedisBuckets {
     pub async fn connect(url: &str) -> Result<Self, redis::RedisError> {
-        let client = redis::Client::open(url)?;
-        let connection = ConnectionManager::new(client).await?;
+        let connection = crate::cache::redis_connection(url).await?;
         Ok(Self { connection, script: Script::new(TAKE) })
     }
 

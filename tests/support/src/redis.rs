@@ -25,9 +25,28 @@ impl Redis {
     }
 
     fn start() -> anyhow::Result<Self> {
+        Self::start_on(crate::free_port()?)
+    }
+
+    /// A server of the test's own, to stop (an outage) and start again on its port, empty.
+    pub fn dedicated() -> anyhow::Result<Self> {
+        Self::start()
+    }
+
+    /// A new, empty server on `port` (e.g. where a stopped one was).
+    pub fn start_on(port: u16) -> anyhow::Result<Self> {
         let dir = scratch_dir("strand-redis-")?;
         let command = "redis-server --port \"$PORT\" --bind 127.0.0.1 --save '' --appendonly no --dir \"$DIR\"";
-        Ok(Redis { server: WatchedServer::start(&dir, crate::free_port()?, command)? })
+        Ok(Redis { server: WatchedServer::start(&dir, port, command)? })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.server.port
+    }
+
+    /// Stops the server now; what it held is gone.
+    pub fn stop(self) -> anyhow::Result<()> {
+        self.server.stop()
     }
 
     /// A URL of one of the server's logical databases, different on each call (wrapping after 16), so
