@@ -66,8 +66,9 @@ impl Readiness {
     }
 
     async fn database(&self) -> Check {
-        let ping = sqlx::query_scalar::<_, i64>("SELECT 1").fetch_one(self.db.reader());
-        within(async { ping.await.map(|_| "answers".to_owned()).map_err(|e| e.to_string()) }).await
+        let pool = self.db.reader().clone();
+        let ping = async move { sqlx::query_scalar::<_, i64>("SELECT 1").fetch_one(&pool).await };
+        within(async { detached(ping).await?.map(|_| "answers".to_owned()).map_err(|e| e.to_string()) }).await
     }
 
     async fn cache(&self) -> Check {
@@ -89,11 +90,15 @@ impl Readiness {
 
     /// The oldest unpublished row's age, also exported as `strand_outbox_oldest_seconds`.
     async fn relay(&self) -> Check {
-        let oldest = sqlx::query_scalar::<_, i64>("SELECT created_at FROM outbox ORDER BY id LIMIT 1")
-            .fetch_optional(self.db.reader());
+        let pool = self.db.reader().clone();
+        let oldest = async move {
+            sqlx::query_scalar::<_, i64>("SELECT created_at FROM outbox ORDER BY id LIMIT 1")
+                .fetch_optional(&pool)
+                .await
+        };
         let allowed = self.max_relay_lag;
         within(async {
-            let age = oldest.await.map_err(|e| e.to_string())?.map_or(0, |at| (now_ms() - at).max(0));
+            let age = detached(oldest).await?.map_err(|e| e.to_string())?.map_or(0, |at| (now_ms() - at).max(0));
             metrics::gauge!("strand_outbox_oldest_seconds").set(age as f64 / 1000.0);
             if age as u128 > allowed.as_millis() {
                 return Err(format!("the oldest unpublished event is {age} ms old (allowed: {allowed:?})"));
@@ -102,6 +107,14 @@ impl Readiness {
         })
         .await
     }
+}
+
+/// Runs `query` as a task of its own, so that a check giving up does not cancel it: a cancelled pool
+/// acquire drops the connection it was opening, which the pool could otherwise keep.
+async fn detached<T: Send + 'static>(
+    query: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T, String> {
+    tokio::spawn(query).await.map_err(|e| e.to_string())
 }
 
 /// Runs a check within [`CHECK_DEADLINE`].

@@ -1,6 +1,7 @@
 //! Strand's HTTP API against the real server, on SQLite and on a throwaway MariaDB (binlog on).
 
 mod auth;
+mod database_outage;
 mod operations;
 mod reads;
 mod seed;

@@ -32,26 +32,54 @@ impl MariaDb {
     }
 
     fn start() -> anyhow::Result<Self> {
-        let dir = scratch_dir("strand-mariadb-")?;
-        // A temporary directory of its own: bootstraps running at once in other test processes were seen
-        // removing each other's temporary tables in a shared /tmp.
-        std::fs::create_dir_all(dir.join("tmp"))?;
-        let install = Command::new("mariadb-install-db")
-            .env("PATH", server_path())
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}/data", dir.display()))
-            .arg(format!("--tmpdir={}/tmp", dir.display()))
-            .arg("--auth-root-authentication-method=normal")
-            .output()
-            .context("running mariadb-install-db (apt-get install mariadb-server)")?;
-        if !install.status.success() {
-            bail!("mariadb-install-db failed: {}", String::from_utf8_lossy(&install.stderr));
+        let dir = install()?;
+        Ok(MariaDb { server: WatchedServer::start(&dir, crate::free_port()?, MARIADBD)? })
+    }
+
+    /// A server of the test's own that can go down ([`Self::go_down`]) and come back with its data
+    /// ([`Self::come_back`]): an outage, not a new server.
+    pub fn restartable() -> anyhow::Result<Self> {
+        let dir = install()?;
+        // While `$DIR/down` exists the server stays down; the watchdog's TERM stops the loop and the server.
+        let command = format!(
+            "sh -c 'trap \"kill \\$child 2>/dev/null; wait \\$child; exit\" TERM
+            while :; do
+              if [ -e \"$DIR/down\" ]; then sleep 0.05; continue; fi
+              {MARIADBD} & child=$!
+              wait $child
+            done'"
+        );
+        Ok(MariaDb { server: WatchedServer::start(&dir, crate::free_port()?, &command)? })
+    }
+
+    /// Stops the server (as a crash would) and keeps it down until [`Self::come_back`].
+    pub fn go_down(&self) -> anyhow::Result<()> {
+        std::fs::write(self.server.dir.join("down"), b"")?;
+        let data = self.server.dir.join("data");
+        for entry in std::fs::read_dir(&data)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "pid") {
+                let pid = std::fs::read_to_string(&path)?;
+                Command::new("kill").args(["-KILL", pid.trim()]).status()?;
+            }
         }
-        let command = "mariadbd --no-defaults --datadir=\"$DIR/data\" --tmpdir=\"$DIR/tmp\" --port=\"$PORT\" --socket=\"$DIR/sock\" \
-            --bind-address=127.0.0.1 --log-bin=\"$DIR/data/binlog\" --binlog-format=ROW --binlog-row-image=FULL \
-            --binlog-row-metadata=FULL --server-id=1 --user=root --innodb-flush-log-at-trx-commit=2 \
-            --max-connections=500";
-        Ok(MariaDb { server: WatchedServer::start(&dir, crate::free_port()?, command)? })
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", self.server.port)).is_ok() {
+            anyhow::ensure!(std::time::Instant::now() < deadline, "MariaDB did not go down");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// Starts the server again on its data; returns once it accepts connections.
+    pub fn come_back(&self) -> anyhow::Result<()> {
+        std::fs::remove_file(self.server.dir.join("down"))?;
+        self.server.wait_until_listening(std::time::Duration::from_secs(60))
+    }
+
+    /// The server's output so far, for failure messages.
+    pub fn log(&self) -> String {
+        self.server.log()
     }
 
     pub fn port(&self) -> u16 {
@@ -71,4 +99,30 @@ impl MariaDb {
         conn.close().await?;
         Ok(self.url(&name))
     }
+}
+
+/// `mariadbd` on `$DIR/data` and `$PORT`, with the binlog as production has it.
+const MARIADBD: &str = "mariadbd --no-defaults --datadir=\"$DIR/data\" --tmpdir=\"$DIR/tmp\" --port=\"$PORT\" \
+    --socket=\"$DIR/sock\" --bind-address=127.0.0.1 --log-bin=\"$DIR/data/binlog\" --binlog-format=ROW \
+    --binlog-row-image=FULL --binlog-row-metadata=FULL --server-id=1 --user=root \
+    --innodb-flush-log-at-trx-commit=2 --max-connections=500";
+
+/// A new data directory, bootstrapped.
+fn install() -> anyhow::Result<std::path::PathBuf> {
+    let dir = scratch_dir("strand-mariadb-")?;
+    // A temporary directory of its own: bootstraps running at once in other test processes were seen
+    // removing each other's temporary tables in a shared /tmp.
+    std::fs::create_dir_all(dir.join("tmp"))?;
+    let install = Command::new("mariadb-install-db")
+        .env("PATH", server_path())
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}/data", dir.display()))
+        .arg(format!("--tmpdir={}/tmp", dir.display()))
+        .arg("--auth-root-authentication-method=normal")
+        .output()
+        .context("running mariadb-install-db (apt-get install mariadb-server)")?;
+    if !install.status.success() {
+        bail!("mariadb-install-db failed: {}", String::from_utf8_lossy(&install.stderr));
+    }
+    Ok(dir)
 }

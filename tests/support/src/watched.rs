@@ -57,7 +57,8 @@ impl WatchedServer {
         Ok(server)
     }
 
-    fn wait_until_listening(&self, limit: Duration) -> anyhow::Result<()> {
+    /// Waits until the server accepts TCP connections (or fails with its log).
+    pub fn wait_until_listening(&self, limit: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + limit;
         while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             let exited = self.watchdog.lock().expect("watchdog lock").try_wait()?;
