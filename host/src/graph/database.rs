@@ -74,12 +74,27 @@ impl Database {
                 Self { kind, read: pool.clone(), write: pool }
             }
         };
-        let migrator = match kind {
-            DatabaseKind::Sqlite => &SQLITE_MIGRATIONS,
-            DatabaseKind::MySql => &MYSQL_MIGRATIONS,
-        };
-        migrator.run(&database.write).await?;
+        match kind {
+            DatabaseKind::Sqlite => SQLITE_MIGRATIONS.run(&database.write).await?,
+            DatabaseKind::MySql => database.migrate_mysql().await?,
+        }
         Ok(database)
+    }
+
+    /// Migrates under a server-wide lock on one connection: every process of a deployment migrates at
+    /// start, and on a fresh database those starting together would otherwise race (seen: a duplicate key
+    /// in `_sqlx_migrations`, and the process exits).
+    async fn migrate_mysql(&self) -> Result<(), DatabaseError> {
+        let mut conn = self.write.acquire().await.map_err(DatabaseError::Connect)?;
+        sqlx::query("SELECT GET_LOCK('strand-migrations', 300)")
+            .execute(&mut *conn)
+            .await
+            .map_err(DatabaseError::Connect)?;
+        let migrated = MYSQL_MIGRATIONS.run(&mut *conn).await;
+        let released = sqlx::query("SELECT RELEASE_LOCK('strand-migrations')").execute(&mut *conn).await;
+        migrated?;
+        released.map_err(DatabaseError::Connect)?;
+        Ok(())
     }
 
     pub fn kind(&self) -> DatabaseKind {
