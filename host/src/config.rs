@@ -65,6 +65,9 @@ pub struct Config {
     pub relay_server_id: u32,
     /// Whether `strand serve` also runs the projection workers in-process (else run `strand worker`).
     pub workers: bool,
+    /// Where `strand relay` and `strand worker` serve `/healthz` and `/metrics` (unset: nowhere; `strand
+    /// serve` has them on `listen`).
+    pub operations_listen: Option<SocketAddr>,
     /// `/readyz` fails once the oldest unpublished outbox row is older than this, in milliseconds: the
     /// relay is down or behind.
     pub ready_max_relay_lag_ms: u64,
@@ -113,6 +116,7 @@ impl Default for Config {
             relay: RelayMode::Poll,
             relay_server_id: 424_242,
             workers: true,
+            operations_listen: None,
             ready_max_relay_lag_ms: 30_000,
             topic_prefix: "strand.".to_owned(),
             relay_idle_ms: 100,

@@ -12,6 +12,7 @@ pub mod cache;
 pub mod config;
 pub mod graph;
 pub mod health;
+pub mod lag;
 pub mod observability;
 pub mod plugins;
 pub mod projection;

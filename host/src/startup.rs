@@ -19,6 +19,7 @@ use crate::cache::{Cache, CacheError, RedisCache};
 use crate::config::{Config, RelayMode};
 use crate::graph::{Database, DatabaseError, DatabaseKind};
 use crate::health::Readiness;
+use crate::lag::LagProbe;
 use crate::observability;
 use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
 use crate::projection::{
@@ -106,6 +107,7 @@ impl Server {
             tenants: tenants.clone(),
             reads: Arc::new(CachedReads::new(cache.clone())),
             readiness: Arc::new(readiness),
+            lag: Arc::new(LagProbe::new(db.clone(), config.topic_prefix.clone(), config.kafka_brokers.clone())),
             admin_token: config.admin_token.as_deref().map(Arc::from),
             max_body_bytes: config.max_body_bytes,
             max_plugin_bytes: config.max_plugin_bytes,
@@ -345,7 +347,8 @@ async fn load_plugins(config: &Config, db: &Database) -> Result<Arc<PluginRegist
 }
 
 /// The plugins of a process without the API (`strand relay`, `strand worker`), kept in line with the
-/// database by the returned task (abort it when done).
+/// database by the returned task, which also serves `/healthz` and `/metrics` on `operations_listen` when
+/// set (abort it when done).
 async fn refreshed_plugins(
     config: &Config,
     db: &Database,
@@ -353,8 +356,26 @@ async fn refreshed_plugins(
     let plugins = load_plugins(config, db).await?;
     let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
     let every = config.refresh_every();
-    let refresher = tokio::spawn(refresh_from_database(plugins.clone(), tenants, every));
-    Ok((plugins, refresher))
+    let operations = match config.operations_listen {
+        Some(addr) => {
+            observability::recorder();
+            let listener = TcpListener::bind(addr).await.map_err(|source| StartupError::Bind { addr, source })?;
+            tracing::info!(addr = %listener.local_addr().unwrap_or(addr), "serving /healthz and /metrics");
+            Some(listener)
+        }
+        None => None,
+    };
+    let refresh = refresh_from_database(plugins.clone(), tenants, every);
+    let serve = async move {
+        let Some(listener) = operations else { return };
+        if let Err(e) = axum::serve(listener, api::operations_router()).await {
+            tracing::error!(error = %e, "/healthz and /metrics stopped");
+        }
+    };
+    let companion = tokio::spawn(async move {
+        tokio::join!(refresh, serve);
+    });
+    Ok((plugins, companion))
 }
 
 /// Keeps this node's plugins and tenant settings in line with the database. A failed refresh is logged and

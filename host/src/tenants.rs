@@ -83,4 +83,14 @@ impl TenantSettings {
         });
         Ok(())
     }
+
+    /// Every tenant the deployment knows: with follows, deployed plugins or settings.
+    pub async fn known(&self) -> Result<Vec<String>, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT tenant_id FROM following UNION SELECT tenant_id FROM plugins \
+             UNION SELECT tenant_id FROM tenant_settings ORDER BY tenant_id",
+        )
+        .fetch_all(self.db.reader())
+        .await
+    }
 }

@@ -15,8 +15,10 @@ use super::params::{ApiJson as Json, ApiPath as Path};
 use super::problem::{ApiError, Problem};
 use super::AppState;
 use crate::graph::TenantId;
+use crate::lag::{LagError, PipelineLag};
 use crate::plugins::{PluginError, PluginKind, PluginSlot, PluginVersion, RegistryError};
 use crate::projection::progress::{self, BackfillProgress};
+use crate::projection::Projection;
 use crate::tenants::TenantConfig;
 
 /// Proof that the request carries the admin token.
@@ -193,6 +195,42 @@ pub struct ProjectionList {
     security(("admin" = [])))]
 pub async fn projections(State(state): State<AppState>, _admin: Admin) -> Result<axum::Json<ProjectionList>, ApiError> {
     Ok(axum::Json(ProjectionList { backfills: progress::all(&state.db).await? }))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantList {
+    pub tenants: Vec<String>,
+}
+
+/// Every tenant with follows, deployed plugins or settings.
+#[utoipa::path(get, path = "/admin/v1/tenants", tag = "admin",
+    responses((status = 200, body = TenantList), (status = 401, body = Problem)),
+    security(("admin" = [])))]
+pub async fn tenants(State(state): State<AppState>, _admin: Admin) -> Result<axum::Json<TenantList>, ApiError> {
+    Ok(axum::Json(TenantList { tenants: state.tenants.known().await? }))
+}
+
+impl From<LagError> for ApiError {
+    fn from(error: LagError) -> Self {
+        match error {
+            LagError::Database(e) => ApiError::database(&e),
+            other => {
+                tracing::warn!(error = %other, "cannot measure the pipeline lag");
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "lag_unavailable", other.to_string())
+            }
+        }
+    }
+}
+
+/// How far behind the relay (outbox) and each projection (events not yet committed) are.
+#[utoipa::path(get, path = "/admin/v1/lag", tag = "admin",
+    responses((status = 200, body = PipelineLag), (status = 401, body = Problem),
+        (status = 503, description = "the database or the broker does not answer", body = Problem)),
+    security(("admin" = [])))]
+pub async fn lag(State(state): State<AppState>, _admin: Admin) -> Result<axum::Json<PipelineLag>, ApiError> {
+    let mut projections = vec!["follower".to_owned()];
+    projections.extend(state.plugins.projector_names().iter().map(|name| Projection::projector_name(name)));
+    Ok(axum::Json(state.lag.measure(projections).await?))
 }
 
 /// The tenant's settings.

@@ -2,6 +2,7 @@
 //! generated from the handlers themselves (so it cannot miss a route).
 
 mod admin;
+mod admin_page;
 mod auth;
 mod operations;
 mod params;
@@ -23,12 +24,14 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::RefOr;
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::graph::Database;
 use crate::health::Readiness;
+use crate::lag::LagProbe;
 use crate::observability;
 use crate::plugins::PluginRegistry;
 use crate::projection::CachedReads;
@@ -47,6 +50,8 @@ pub struct AppState {
     pub reads: Arc<CachedReads>,
     /// What `/readyz` checks.
     pub readiness: Arc<Readiness>,
+    /// The relay's and the projections' backlog, for the admin page.
+    pub lag: Arc<LagProbe>,
     /// `None`: the admin API is disabled.
     pub admin_token: Option<Arc<str>>,
     pub max_body_bytes: usize,
@@ -96,22 +101,50 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(admin::list))
         .routes(routes!(admin::projections))
         .routes(routes!(admin::settings, admin::set_settings))
+        .routes(routes!(admin::tenants))
+        .routes(routes!(admin::lag))
         .layer(middleware::from_fn_with_state(state.max_plugin_bytes, refuse_declared_over))
         .layer(DefaultBodyLimit::max(state.max_plugin_bytes));
     let operations = OpenApiRouter::new()
         .routes(routes!(operations::healthz))
         .routes(routes!(operations::readyz))
         .routes(routes!(operations::metrics));
-    let (router, openapi) =
+    let (router, mut openapi) =
         OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(api).merge(admin).merge(operations).split_for_parts();
+    errors_as_problems(&mut openapi);
     let openapi = Arc::new(openapi);
     router
         .route("/openapi.json", axum::routing::get(move || async move { Json(openapi.as_ref().clone()) }))
+        .route("/admin", axum::routing::get(admin_page::page))
         .route_layer(middleware::from_fn(observability::time_requests))
         .fallback(|| async { ApiError::not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// Documents every error answer as what it is, `application/problem+json` (the handlers' annotations name
+/// the body, `Problem`, and utoipa files it under `application/json`).
+fn errors_as_problems(openapi: &mut utoipa::openapi::OpenApi) {
+    for item in openapi.paths.paths.values_mut() {
+        let operations = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
+        for operation in operations.into_iter().flatten() {
+            for (status, response) in operation.responses.responses.iter_mut() {
+                let (RefOr::T(response), false) = (response, status.starts_with(['1', '2', '3'])) else { continue };
+                if let Some(content) = response.content.shift_remove("application/json") {
+                    response.content.insert("application/problem+json".to_owned(), content);
+                }
+            }
+        }
+    }
+}
+
+/// `/healthz` and `/metrics` alone, for the processes without the API (`strand relay`, `strand worker`).
+pub fn operations_router() -> Router {
+    Router::new()
+        .route("/healthz", axum::routing::get(operations::healthz))
+        .route("/metrics", axum::routing::get(operations::metrics))
+        .fallback(|| async { ApiError::not_found() })
 }
 
 /// Refuses a declared-too-large body up front, as problem+json, before any handler runs. (Bodies of

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
-use rdkafka::error::KafkaError;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::message::{BorrowedMessage, Headers};
-use rdkafka::{Message as _, Offset, TopicPartitionList};
+use rdkafka::{ClientContext, Message as _, Offset, TopicPartitionList};
 
 use crate::bus::{EmbeddedBus, Message};
 
@@ -38,7 +38,7 @@ pub enum SourceError {
 /// One projection's reader of one topic.
 pub enum EventSource {
     Embedded { bus: EmbeddedBus, subscriber: String, topic: String, after: i64 },
-    Kafka { consumer: StreamConsumer, topic: String },
+    Kafka { consumer: StreamConsumer<GroupMember>, topic: String },
 }
 
 impl EventSource {
@@ -51,14 +51,14 @@ impl EventSource {
     /// Kafka's `topic` as a member of consumer group `group` (partitions are split between the members;
     /// a new group starts from the beginning of the topic).
     pub fn kafka(brokers: &str, group: &str, topic: &str) -> Result<Self, SourceError> {
-        let consumer: StreamConsumer = ClientConfig::new()
+        let consumer: StreamConsumer<GroupMember> = ClientConfig::new()
             .set("bootstrap.servers", brokers)
             .set("group.id", group)
             .set("enable.auto.commit", "false")
             .set("auto.offset.reset", "earliest")
             .set("session.timeout.ms", "10000")
             .set("heartbeat.interval.ms", "1000")
-            .create()?;
+            .create_with_context(GroupMember { group: group.to_owned() })?;
         consumer.subscribe(&[topic])?;
         Ok(Self::Kafka { consumer, topic: topic.to_owned() })
     }
@@ -129,6 +129,40 @@ impl EventSource {
                 consumer.commit(&offsets, CommitMode::Async)?;
                 Ok(())
             }
+        }
+    }
+}
+
+/// A consumer group member's view of its group: which partitions it reads (logged, and the gauge
+/// `strand_projection_partitions`) and commits that failed (logged and counted; the events are delivered
+/// again, which the projections absorb).
+pub struct GroupMember {
+    group: String,
+}
+
+impl ClientContext for GroupMember {}
+
+impl ConsumerContext for GroupMember {
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let gauge = metrics::gauge!("strand_projection_partitions", "group" => self.group.clone());
+        match rebalance {
+            Rebalance::Assign(list) => {
+                let partitions: Vec<i32> = list.elements().iter().map(|p| p.partition()).collect();
+                tracing::info!(group = %self.group, ?partitions, "partitions assigned");
+                gauge.set(partitions.len() as f64);
+            }
+            Rebalance::Revoke(list) => {
+                tracing::info!(group = %self.group, revoked = list.count(), "partitions revoked");
+                gauge.set(0.0);
+            }
+            Rebalance::Error(error) => tracing::error!(group = %self.group, %error, "rebalance failed"),
+        }
+    }
+
+    fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
+        if let Err(error) = result {
+            metrics::counter!("strand_projection_commit_failures_total", "group" => self.group.clone()).increment(1);
+            tracing::warn!(group = %self.group, %error, ?offsets, "commit failed; those events will be delivered again");
         }
     }
 }

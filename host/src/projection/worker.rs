@@ -36,8 +36,13 @@ impl Projection {
     pub fn name(&self) -> String {
         match self {
             Projection::Follower(_) => "follower".to_owned(),
-            Projection::Plugin(plugin) => format!("projector.{}", plugin.plugin()),
+            Projection::Plugin(plugin) => Self::projector_name(plugin.plugin()),
         }
+    }
+
+    /// The name of the projection that runs projector plugin `plugin`.
+    pub fn projector_name(plugin: &str) -> String {
+        format!("projector.{plugin}")
     }
 
     async fn apply(&self, events: &[OutboxEvent]) -> Result<(), ApplyError> {

@@ -45,8 +45,15 @@ impl Leadership {
     }
 
     /// Makes sure `held` is a live lock `name` before a batch, taking it when free: false while another
-    /// relay leads (or the lock cannot be checked), so the caller stands by and asks again later.
+    /// relay leads (or the lock cannot be checked), so the caller stands by and asks again later. The
+    /// answer is the gauge `strand_relay_active` (1 on the one relay that publishes).
     pub async fn keep(db: &Database, name: &str, held: &mut Option<Leadership>) -> bool {
+        let active = Self::check_or_take(db, name, held).await;
+        metrics::gauge!("strand_relay_active").set(if active { 1.0 } else { 0.0 });
+        active
+    }
+
+    async fn check_or_take(db: &Database, name: &str, held: &mut Option<Leadership>) -> bool {
         if let Some(leadership) = held {
             if leadership.still_held().await {
                 return true;

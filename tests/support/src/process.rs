@@ -31,11 +31,23 @@ impl StrandProcess {
         self.kill_now();
     }
 
+    /// SIGKILL, keeping the handle (its log stays readable); returns once the process is gone.
+    pub fn kill_now(&mut self) {
+        // Already exited is fine; the wait reaps it either way.
+        let _already_exited = self.child.kill();
+        let _status = self.child.wait();
+    }
+
     /// SIGTERM: the process shuts down gracefully (wait for it with [`Self::exited`]).
     pub fn terminate(&mut self) -> anyhow::Result<()> {
         let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status()?;
         anyhow::ensure!(status.success(), "kill -TERM failed: {status}");
         Ok(())
+    }
+
+    /// The process id (for `/proc` readings such as its resident memory).
+    pub fn id(&self) -> u32 {
+        self.child.id()
     }
 
     /// What the process printed so far.
@@ -46,12 +58,6 @@ impl StrandProcess {
     /// Whether the process has exited, and how.
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
-    }
-
-    fn kill_now(&mut self) {
-        // Already exited is fine; the wait reaps it either way.
-        let _already_exited = self.child.kill();
-        let _status = self.child.wait();
     }
 }
 

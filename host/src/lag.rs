@@ -1,0 +1,148 @@
+//! How far behind the pipeline is, for the admin page and API: the relay (rows still in the outbox, the
+//! oldest one's age) and each projection's reader (events on the bus it has not committed yet). Measured
+//! from the outside — the database, the broker's committed offsets and watermarks — so any API node can
+//! tell, wherever the relay and the workers run.
+
+use std::time::Duration;
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::{Offset, TopicPartitionList};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::graph::{now_ms, Database};
+
+/// How long the broker may take to answer one question.
+const BROKER_DEADLINE: Duration = Duration::from_secs(3);
+
+/// The relay's and every projection's backlog.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PipelineLag {
+    pub relay: RelayLag,
+    pub consumers: Vec<ConsumerLag>,
+}
+
+/// What the relay has still to publish.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RelayLag {
+    pub outbox_rows: i64,
+    /// Age of the oldest unpublished row (0 when the outbox is empty).
+    pub oldest_ms: i64,
+}
+
+/// One projection's reader of `{prefix}following`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConsumerLag {
+    pub projection: String,
+    /// Events published but not yet committed by the projection, over all partitions.
+    pub behind: i64,
+    pub partitions: Vec<PartitionLag>,
+}
+
+/// A partition's committed position against its end (the embedded bus is one partition, 0).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PartitionLag {
+    pub partition: i32,
+    pub committed: i64,
+    pub end: i64,
+}
+
+/// Why the lag could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum LagError {
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    #[error("Kafka: {0}")]
+    Kafka(#[from] KafkaError),
+    #[error("the Kafka lag probe failed: {0}")]
+    Probe(#[from] tokio::task::JoinError),
+}
+
+/// Where the projections read from, as the workers are configured.
+pub struct LagProbe {
+    db: Database,
+    prefix: String,
+    /// `None`: the embedded bus in the database.
+    brokers: Option<String>,
+}
+
+impl LagProbe {
+    pub fn new(db: Database, prefix: String, brokers: Option<String>) -> Self {
+        Self { db, prefix, brokers }
+    }
+
+    /// The relay's backlog and that of each of `projections` (named as their workers are).
+    pub async fn measure(&self, projections: Vec<String>) -> Result<PipelineLag, LagError> {
+        let (outbox_rows, oldest): (i64, Option<i64>) =
+            sqlx::query_as("SELECT COUNT(*), MIN(created_at) FROM outbox").fetch_one(self.db.reader()).await?;
+        let relay = RelayLag { outbox_rows, oldest_ms: oldest.map_or(0, |at| (now_ms() - at).max(0)) };
+        let topic = format!("{}following", self.prefix);
+        let consumers = match &self.brokers {
+            Some(brokers) => {
+                let (brokers, prefix) = (brokers.clone(), self.prefix.clone());
+                tokio::task::spawn_blocking(move || kafka_lag(&brokers, &prefix, &topic, projections)).await??
+            }
+            None => self.embedded_lag(&topic, projections).await?,
+        };
+        Ok(PipelineLag { relay, consumers })
+    }
+
+    async fn embedded_lag(&self, topic: &str, projections: Vec<String>) -> Result<Vec<ConsumerLag>, sqlx::Error> {
+        let end: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM bus_log WHERE topic = ?")
+            .bind(topic)
+            .fetch_one(self.db.reader())
+            .await?;
+        let mut consumers = Vec::with_capacity(projections.len());
+        for projection in projections {
+            let committed: Option<i64> =
+                sqlx::query_scalar("SELECT seq FROM bus_positions WHERE consumer = ? AND topic = ?")
+                    .bind(&projection)
+                    .bind(topic)
+                    .fetch_optional(self.db.reader())
+                    .await?;
+            let committed = committed.unwrap_or(0);
+            let partitions = vec![PartitionLag { partition: 0, committed, end }];
+            consumers.push(ConsumerLag { projection, behind: (end - committed).max(0), partitions });
+        }
+        Ok(consumers)
+    }
+}
+
+/// Each projection's group `{prefix}{projection}`: committed offsets against the high watermarks. A
+/// partition without a commit counts from its low watermark, where a new group starts.
+fn kafka_lag(
+    brokers: &str,
+    prefix: &str,
+    topic: &str,
+    projections: Vec<String>,
+) -> Result<Vec<ConsumerLag>, KafkaError> {
+    let mut consumers = Vec::with_capacity(projections.len());
+    for projection in projections {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .set("group.id", format!("{prefix}{projection}"))
+            .set("enable.auto.commit", "false")
+            .create()?;
+        let metadata = consumer.fetch_metadata(Some(topic), BROKER_DEADLINE)?;
+        let count = metadata.topics().first().map_or(0, |t| t.partitions().len()) as i32;
+        let mut asked = TopicPartitionList::new();
+        for partition in 0..count {
+            asked.add_partition(topic, partition);
+        }
+        let committed = consumer.committed_offsets(asked, BROKER_DEADLINE)?;
+        let mut partitions = Vec::with_capacity(count as usize);
+        for element in committed.elements() {
+            let (low, high) = consumer.fetch_watermarks(topic, element.partition(), BROKER_DEADLINE)?;
+            let committed = match element.offset() {
+                Offset::Offset(offset) => offset.max(low),
+                _ => low,
+            };
+            partitions.push(PartitionLag { partition: element.partition(), committed, end: high });
+        }
+        let behind = partitions.iter().map(|p| (p.end - p.committed).max(0)).sum();
+        consumers.push(ConsumerLag { projection, behind, partitions });
+    }
+    Ok(consumers)
+}

@@ -1,0 +1,165 @@
+//! The admin page end to end in headless Chromium (Debian's `chromium` and `chromium-driver`, driven over
+//! WebDriver): an operator signs in with the admin token, sees the tenants and the pipeline's lag, deploys
+//! two versions of a tenant's rate limiter from files, and rolls back to the first.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::json;
+use strand::config::RelayMode;
+use strand::plugins::{PluginKind, BUNDLED};
+use strand_test_support::{free_port, test_plugin, Backend, TestServer, ADMIN_TOKEN};
+
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// How long the page may take to show what a step expects.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A chromedriver process on a free port, stopped when dropped.
+struct ChromeDriver {
+    child: Child,
+    port: u16,
+}
+
+impl ChromeDriver {
+    fn start() -> Self {
+        let port = free_port().unwrap();
+        let child = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{CHROMEDRIVER}: {e} (apt-get install chromium chromium-driver)"));
+        Self { child, port }
+    }
+
+    /// A headless Chromium session, once the driver answers.
+    async fn browser(&self) -> Client {
+        let capabilities = json!({
+            "goog:chromeOptions": {"args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]}
+        });
+        let capabilities = capabilities.as_object().unwrap().clone();
+        let url = format!("http://127.0.0.1:{}", self.port);
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let mut builder = ClientBuilder::new(HttpConnector::new());
+            match builder.capabilities(capabilities.clone()).connect(&url).await {
+                Ok(client) => return client,
+                Err(e) if tokio::time::Instant::now() > deadline => panic!("no WebDriver session: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+}
+
+impl Drop for ChromeDriver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The text of the first element matching `css`, once it contains `expected`.
+async fn wait_for_text(browser: &Client, css: &str, expected: &str) -> String {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let mut last = String::new();
+    while tokio::time::Instant::now() < deadline {
+        if let Ok(element) = browser.find(Locator::Css(css)).await {
+            last = element.text().await.unwrap_or_default();
+            if last.contains(expected) {
+                return last;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{css} never showed {expected:?}; last: {last:?}\n{}", browser.source().await.unwrap_or_default());
+}
+
+async fn deploy_from_file(browser: &Client, file: &std::path::Path, version: i64) {
+    browser.find(Locator::Id("deploy-kind")).await.unwrap().select_by_value("rate-limiter").await.unwrap();
+    let name = browser.find(Locator::Id("deploy-name")).await.unwrap();
+    name.clear().await.unwrap();
+    name.send_keys("default").await.unwrap();
+    browser.find(Locator::Id("deploy-file")).await.unwrap().send_keys(&file.display().to_string()).await.unwrap();
+    browser.find(Locator::Css("#deploy button[type=submit]")).await.unwrap().click().await.unwrap();
+    wait_for_text(browser, "#status", &format!("version {version} deployed and active")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sees_tenants_and_lag_deploys_and_rolls_back_from_the_admin_page() {
+    let server = TestServer::start_with(Backend::Sqlite, |config| {
+        config.relay = RelayMode::Poll;
+        config.workers = true;
+    })
+    .await;
+    server.client("acme", 1).follow(2).await;
+    let files = tempfile::tempdir().unwrap();
+    let bundled = BUNDLED.iter().find(|p| p.kind == PluginKind::RateLimiter).unwrap();
+    let (first, second) = (files.path().join("default-rate-limit.wasm"), files.path().join("deny-all.wasm"));
+    std::fs::write(&first, bundled.wasm).unwrap();
+    std::fs::write(&second, test_plugin("deny-all")).unwrap();
+
+    let driver = ChromeDriver::start();
+    let browser = driver.browser().await;
+    browser.goto(&server.url("/admin")).await.unwrap();
+
+    // A wrong token is refused with the API's problem.
+    browser.find(Locator::Id("token")).await.unwrap().send_keys("wrong").await.unwrap();
+    browser.find(Locator::Css("#sign-in button")).await.unwrap().click().await.unwrap();
+    wait_for_text(&browser, "#status", "invalid_admin_token").await;
+
+    let token = browser.find(Locator::Id("token")).await.unwrap();
+    token.clear().await.unwrap();
+    token.send_keys(ADMIN_TOKEN).await.unwrap();
+    browser.find(Locator::Css("#sign-in button")).await.unwrap().click().await.unwrap();
+    wait_for_text(&browser, "#tenants", "acme").await;
+    // The follow reached the bus and every projection committed it: nothing behind.
+    wait_for_text(&browser, "#relay", "0 rows to publish").await;
+    let consumers = wait_for_text(&browser, "#consumers tbody", "follower").await;
+    for projector in ["follow-counts", "follow-lists", "top-followers"] {
+        assert!(consumers.contains(projector), "{consumers}");
+    }
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        // Read in one script: the table is redrawn every 2 s, which makes held elements stale.
+        let read =
+            "return [...document.querySelectorAll('#consumers tbody td:nth-child(2)')].map(td => td.textContent)";
+        let behind = browser.execute(read, vec![]).await.unwrap();
+        let behind: Vec<String> = serde_json::from_value(behind).unwrap();
+        if behind.len() == 4 && behind.iter().all(|b| b == "0") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "projections behind: {behind:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    browser.find(Locator::Css("#tenants button[data-tenant=acme]")).await.unwrap().click().await.unwrap();
+    wait_for_text(&browser, "#tenant-name", "acme").await;
+    deploy_from_file(&browser, &first, 1).await;
+    deploy_from_file(&browser, &second, 2).await;
+    wait_for_text(&browser, "#plugins tr.active", "2").await;
+    // The tenant is now denied every write: the deny-all limiter is live.
+    assert_eq!(server.client("acme", 1).put("/v1/me/following/3").await.status, 429);
+
+    browser
+        .find(Locator::Css("tr[data-plugin='rate-limiter/default/1'] button.rollback"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for_text(&browser, "#status", "version 1 is active").await;
+    wait_for_text(&browser, "tr[data-plugin='rate-limiter/default/1']", "active").await;
+    let listed = server.admin().get("/admin/v1/tenants/acme/plugins").await;
+    let active: Vec<i64> = listed.body["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["state"] == "active")
+        .map(|p| p["version"].as_i64().unwrap())
+        .collect();
+    assert_eq!(active, [1]);
+    assert_eq!(server.client("acme", 1).put("/v1/me/following/3").await.status, 200);
+    browser.close().await.unwrap();
+}
