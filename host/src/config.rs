@@ -65,6 +65,10 @@ pub struct Config {
     pub relay_server_id: u32,
     /// Whether `strand serve` also runs the projection workers in-process (else run `strand worker`).
     pub workers: bool,
+    /// A stable, unique name for this worker process among the deployment's workers (e.g. the pod name of a
+    /// StatefulSet): Kafka static group membership, so a restarted worker takes its partitions back at once.
+    /// Unset: dynamic membership (a restart waits for the old member's session to time out).
+    pub worker_id: Option<String>,
     /// Where `strand relay` and `strand worker` serve `/healthz` and `/metrics` (unset: nowhere; `strand
     /// serve` has them on `listen`).
     pub operations_listen: Option<SocketAddr>,
@@ -117,6 +121,7 @@ impl Default for Config {
             relay_server_id: 424_242,
             workers: true,
             operations_listen: None,
+            worker_id: None,
             ready_max_relay_lag_ms: 30_000,
             topic_prefix: "strand.".to_owned(),
             relay_idle_ms: 100,

@@ -269,6 +269,7 @@ impl Projections {
             db: db.clone(),
             prefix: config.topic_prefix.clone(),
             brokers: config.kafka_brokers.clone(),
+            worker_id: config.worker_id.clone(),
             dead_letters,
         };
         let mut workers = vec![factory.worker(Projection::Follower(db.clone())).await?];

@@ -49,9 +49,15 @@ impl EventSource {
     }
 
     /// Kafka's `topic` as a member of consumer group `group` (partitions are split between the members;
-    /// a new group starts from the beginning of the topic).
-    pub fn kafka(brokers: &str, group: &str, topic: &str) -> Result<Self, SourceError> {
-        let consumer: StreamConsumer<GroupMember> = ClientConfig::new()
+    /// a new group starts from the beginning of the topic). With an `instance` name the membership is static:
+    /// a restarted process with the same name takes its partitions back at once, instead of waiting for its
+    /// dead predecessor to time out and the group to rebalance.
+    pub fn kafka(brokers: &str, group: &str, topic: &str, instance: Option<&str>) -> Result<Self, SourceError> {
+        let mut config = ClientConfig::new();
+        if let Some(instance) = instance {
+            config.set("group.instance.id", instance);
+        }
+        let consumer: StreamConsumer<GroupMember> = config
             .set("bootstrap.servers", brokers)
             .set("group.id", group)
             .set("enable.auto.commit", "false")

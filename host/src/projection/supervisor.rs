@@ -25,6 +25,8 @@ pub struct WorkerFactory {
     pub prefix: String,
     /// Kafka brokers; `None`: the embedded bus.
     pub brokers: Option<String>,
+    /// This process's stable name in its consumer groups (Kafka static membership), if it has one.
+    pub worker_id: Option<String>,
     pub dead_letters: Publisher,
 }
 
@@ -34,7 +36,10 @@ impl WorkerFactory {
         let name = projection.name();
         let topic = format!("{}following", self.prefix);
         let source = match &self.brokers {
-            Some(brokers) => EventSource::kafka(brokers, &format!("{}{name}", self.prefix), &topic)?,
+            Some(brokers) => {
+                let group = format!("{}{name}", self.prefix);
+                EventSource::kafka(brokers, &group, &topic, self.worker_id.as_deref())?
+            }
             None => EventSource::embedded(crate::bus::EmbeddedBus::new(self.db.clone()), &name, &topic).await?,
         };
         let dead_letter_topic = format!("{}dead-letter.{name}", self.prefix);

@@ -8,7 +8,7 @@ use sqlx::{Acquire, AnyConnection, Connection};
 
 use crate::graph::Database;
 
-/// How long one `GET_LOCK` attempt of a standby waits before it checks for shutdown and tries again.
+/// How long the leader's lock check may take before the link is taken for lost.
 const ATTEMPT: Duration = Duration::from_secs(1);
 
 /// Holding the relay lock of a database.
@@ -18,15 +18,13 @@ pub struct Leadership {
 }
 
 impl Leadership {
-    /// Takes the lock if it becomes free within `wait`.
-    pub async fn try_acquire(db: &Database, name: &str, wait: Duration) -> Result<Option<Self>, sqlx::Error> {
+    /// Takes the lock if it is free (no waiting in the server: the caller's backoff paces a standby, and a
+    /// statement blocked for seconds would be logged as slow on every attempt).
+    pub async fn try_acquire(db: &Database, name: &str) -> Result<Option<Self>, sqlx::Error> {
         // A connection of its own, outside the pool: the lock lives exactly as long as it does.
         let mut conn = db.writer().acquire().await?.detach();
-        let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, ?)")
-            .bind(name)
-            .bind(wait.as_secs_f64().ceil() as i64)
-            .fetch_one(conn.acquire().await?)
-            .await?;
+        let got: Option<i64> =
+            sqlx::query_scalar("SELECT GET_LOCK(?, 0)").bind(name).fetch_one(conn.acquire().await?).await?;
         if got == Some(1) {
             Ok(Some(Self { conn, name: name.to_owned() }))
         } else {
@@ -61,7 +59,7 @@ impl Leadership {
             tracing::error!("lost the relay lock (connection or server lost); standing by");
             *held = None;
         }
-        match Self::try_acquire(db, name, ATTEMPT).await {
+        match Self::try_acquire(db, name).await {
             Ok(Some(leadership)) => {
                 tracing::info!("this relay is now the active one");
                 *held = Some(leadership);

@@ -31,7 +31,9 @@ async fn a_storm_with_api_relay_and_workers_killed_at_random_loses_and_double_co
     let start = |role: usize| match role {
         0 => deployment.api("api", api_port),
         1 => deployment.relay("relay", relay_port),
-        _ => deployment.worker("worker", worker_port),
+        // Restarted with the same id, as a StatefulSet pod would be: tansu never expires a SIGKILLed
+        // dynamic member, whose partitions would then stay assigned to nobody alive.
+        _ => deployment.worker("worker", worker_port, Some("worker")),
     };
     let mut processes: Vec<StrandProcess> = (0..3).map(start).collect();
     answering(api_port, &processes[0]).await;

@@ -1,6 +1,6 @@
 //! Production-shaped deployments of `strand` processes on MariaDB (binlog), Redis and Kafka: the fault
 //! suite (`faults.rs`: processes SIGKILLed at random under a storm) and the scale-out recipe of the README
-//! (`scale_out.rs`: two API nodes, two relays of which one is active, two workers splitting partitions).
+//! (`scale_out.rs`: two API nodes, two relays of which one is active, two workers sharing the partitions).
 
 mod faults;
 mod scale_out;
@@ -56,9 +56,12 @@ impl Deployment {
         self.start(name, &["relay", "--mode", "binlog"], &[("STRAND_OPERATIONS_LISTEN", format!("127.0.0.1:{port}"))])
     }
 
-    /// The projection workers, with `/metrics` on `port`.
-    pub fn worker(&self, name: &str, port: u16) -> StrandProcess {
-        self.start(name, &["worker"], &[("STRAND_OPERATIONS_LISTEN", format!("127.0.0.1:{port}"))])
+    /// The projection workers, with `/metrics` on `port`; with a `worker_id`, a static member of its
+    /// consumer groups, which a restarted worker of the same id reclaims at once.
+    pub fn worker(&self, name: &str, port: u16, worker_id: Option<&str>) -> StrandProcess {
+        let mut own = vec![("STRAND_OPERATIONS_LISTEN", format!("127.0.0.1:{port}"))];
+        own.extend(worker_id.map(|id| ("STRAND_WORKER_ID", id.to_owned())));
+        self.start(name, &["worker"], &own)
     }
 
     fn start(&self, name: &str, args: &[&str], own: &[(&'static str, String)]) -> StrandProcess {

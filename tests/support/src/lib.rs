@@ -62,9 +62,18 @@ where
     }
 }
 
-/// A TCP port that was free a moment ago, for servers that must be told their port up front.
+/// A TCP port that was free a moment ago, for servers that must be told their port up front. Never the
+/// same twice in one test process: a test restarting a server on its port leaves it free for a moment,
+/// and another test must not be handed it then.
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        if HANDED_OUT.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(port) {
+            return Ok(port);
+        }
+    }
 }
 
 /// Runs each named `async fn scenario(backend: Backend)` as two tests, `scenario::sqlite` and
