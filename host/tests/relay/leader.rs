@@ -15,13 +15,13 @@ async fn the_lock_has_one_holder_and_is_freed_when_its_connection_dies() {
     let database = Backend::MariaDb.fresh_database().await.unwrap();
     let db = Database::open(&database.url, 8).await.unwrap();
     let name = format!("leader-test-{}", std::process::id());
-    let first = Leadership::try_acquire(&db, &name, Duration::ZERO).await.unwrap().expect("a free lock");
-    assert!(Leadership::try_acquire(&db, &name, Duration::ZERO).await.unwrap().is_none(), "one holder at a time");
+    let first = Leadership::try_acquire(&db, &name).await.unwrap().expect("a free lock");
+    assert!(Leadership::try_acquire(&db, &name).await.unwrap().is_none(), "one holder at a time");
     drop(first); // as a crashed leader's connection closes
     let db2 = db.clone();
     let taken = || {
         let (db, name) = (db2.clone(), name.clone());
-        async move { Leadership::try_acquire(&db, &name, Duration::ZERO).await.unwrap().is_some() }
+        async move { Leadership::try_acquire(&db, &name).await.unwrap().is_some() }
     };
     wait_until("a standby can take the lock", Duration::from_secs(30), taken).await;
 }
