@@ -52,6 +52,8 @@ async fn openapi_document_covers_every_route() {
         ("/admin/v1/tenants/{tenant}/plugins/{kind}/{name}/rollback", &["post"]),
         ("/admin/v1/tenants/{tenant}/settings", &["get", "put"]),
         ("/admin/v1/projections", &["get"]),
+        ("/admin/v1/tenants", &["get"]),
+        ("/admin/v1/lag", &["get"]),
         ("/healthz", &["get"]),
         ("/readyz", &["get"]),
         ("/metrics", &["get"]),
