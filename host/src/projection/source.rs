@@ -64,6 +64,9 @@ impl EventSource {
             .set("auto.offset.reset", "earliest")
             .set("session.timeout.ms", "10000")
             .set("heartbeat.interval.ms", "1000")
+            // A worker may start before the relay creates the topic: notice it within seconds, not the
+            // default five minutes, or the group stays without partitions that long.
+            .set("topic.metadata.refresh.interval.ms", "5000")
             .create_with_context(GroupMember { group: group.to_owned() })?;
         consumer.subscribe(&[topic])?;
         Ok(Self::Kafka { consumer, topic: topic.to_owned() })
