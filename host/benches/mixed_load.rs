@@ -8,8 +8,8 @@
 //!    every component made distinct with a custom section, so none shares compiled code), and once each
 //!    tenant's plugins have run.
 //!
-//! `cargo bench -p strand --bench mixed_load` (`STRAND_BENCH_SECONDS` per phase, default 10;
-//! `STRAND_BENCH_CONCURRENCY`, default 64; `STRAND_BENCH_TENANTS`, default 100). Figures are printed.
+//! `cargo bench -p strand --bench mixed_load` (`MIXED_LOAD_SECONDS` per phase, default 10;
+//! `MIXED_LOAD_CONCURRENCY`, default 64; `MIXED_LOAD_TENANTS`, default 100). Figures are printed.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,9 +30,9 @@ fn setting(name: &str, default: u64) -> u64 {
 
 #[tokio::main]
 async fn main() {
-    let seconds = setting("STRAND_BENCH_SECONDS", 10);
-    let concurrency = setting("STRAND_BENCH_CONCURRENCY", 64);
-    let tenants = setting("STRAND_BENCH_TENANTS", 100);
+    let seconds = setting("MIXED_LOAD_SECONDS", 10);
+    let concurrency = setting("MIXED_LOAD_CONCURRENCY", 64);
+    let tenants = setting("MIXED_LOAD_TENANTS", 100);
     let database = Backend::MariaDb.fresh_database().await.expect("a database");
     let kafka = Kafka::shared().expect("a broker");
     let port = free_port().expect("a port");
