@@ -3,6 +3,8 @@
 //! from the outside — the database, the broker's committed offsets and watermarks — so any API node can
 //! tell, wherever the relay and the workers run.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
@@ -12,6 +14,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::bus::EmbeddedBus;
 use crate::graph::{now_ms, Database};
 
 /// How long the broker may take to answer one question.
@@ -66,11 +69,13 @@ pub struct LagProbe {
     prefix: String,
     /// `None`: the embedded bus in the database.
     brokers: Option<String>,
+    /// One client per consumer group, kept: the admin page asks every few seconds.
+    groups: Mutex<HashMap<String, Arc<BaseConsumer>>>,
 }
 
 impl LagProbe {
     pub fn new(db: Database, prefix: String, brokers: Option<String>) -> Self {
-        Self { db, prefix, brokers }
+        Self { db, prefix, brokers, groups: Mutex::default() }
     }
 
     /// The relay's backlog and that of each of `projections` (named as their workers are).
@@ -81,28 +86,40 @@ impl LagProbe {
         let topic = format!("{}following", self.prefix);
         let consumers = match &self.brokers {
             Some(brokers) => {
-                let (brokers, prefix) = (brokers.clone(), self.prefix.clone());
-                tokio::task::spawn_blocking(move || kafka_lag(&brokers, &prefix, &topic, projections)).await??
+                let groups = projections
+                    .into_iter()
+                    .map(|projection| Ok((self.group_client(brokers, &projection)?, projection)))
+                    .collect::<Result<Vec<_>, KafkaError>>()?;
+                tokio::task::spawn_blocking(move || kafka_lag(&topic, groups)).await??
             }
             None => self.embedded_lag(&topic, projections).await?,
         };
         Ok(PipelineLag { relay, consumers })
     }
 
+    fn group_client(&self, brokers: &str, projection: &str) -> Result<Arc<BaseConsumer>, KafkaError> {
+        let group = format!("{}{projection}", self.prefix);
+        let mut groups = self.groups.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(client) = groups.get(&group) {
+            return Ok(client.clone());
+        }
+        let client: Arc<BaseConsumer> = Arc::new(
+            ClientConfig::new()
+                .set("bootstrap.servers", brokers)
+                .set("group.id", &group)
+                .set("enable.auto.commit", "false")
+                .create()?,
+        );
+        groups.insert(group, client.clone());
+        Ok(client)
+    }
+
     async fn embedded_lag(&self, topic: &str, projections: Vec<String>) -> Result<Vec<ConsumerLag>, sqlx::Error> {
-        let end: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM bus_log WHERE topic = ?")
-            .bind(topic)
-            .fetch_one(self.db.reader())
-            .await?;
+        let bus = EmbeddedBus::new(self.db.clone());
+        let end = bus.end(topic).await?;
         let mut consumers = Vec::with_capacity(projections.len());
         for projection in projections {
-            let committed: Option<i64> =
-                sqlx::query_scalar("SELECT seq FROM bus_positions WHERE consumer = ? AND topic = ?")
-                    .bind(&projection)
-                    .bind(topic)
-                    .fetch_optional(self.db.reader())
-                    .await?;
-            let committed = committed.unwrap_or(0);
+            let committed = bus.position(&projection, topic).await?;
             let partitions = vec![PartitionLag { partition: 0, committed, end }];
             consumers.push(ConsumerLag { projection, behind: (end - committed).max(0), partitions });
         }
@@ -110,39 +127,36 @@ impl LagProbe {
     }
 }
 
-/// Each projection's group `{prefix}{projection}`: committed offsets against the high watermarks. A
-/// partition without a commit counts from its low watermark, where a new group starts.
-fn kafka_lag(
-    brokers: &str,
-    prefix: &str,
-    topic: &str,
-    projections: Vec<String>,
-) -> Result<Vec<ConsumerLag>, KafkaError> {
-    let mut consumers = Vec::with_capacity(projections.len());
-    for projection in projections {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", brokers)
-            .set("group.id", format!("{prefix}{projection}"))
-            .set("enable.auto.commit", "false")
-            .create()?;
-        let metadata = consumer.fetch_metadata(Some(topic), BROKER_DEADLINE)?;
-        let count = metadata.topics().first().map_or(0, |t| t.partitions().len()) as i32;
+/// Each projection's group: committed offsets against the topic's watermarks (asked once, whatever the
+/// number of groups). A partition without a commit counts from its low watermark, where a new group starts.
+fn kafka_lag(topic: &str, groups: Vec<(Arc<BaseConsumer>, String)>) -> Result<Vec<ConsumerLag>, KafkaError> {
+    let Some((any, _)) = groups.first() else { return Ok(Vec::new()) };
+    let metadata = any.fetch_metadata(Some(topic), BROKER_DEADLINE)?;
+    let count = metadata.topics().first().map_or(0, |t| t.partitions().len()) as i32;
+    let watermarks = (0..count)
+        .map(|partition| any.fetch_watermarks(topic, partition, BROKER_DEADLINE))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut consumers = Vec::with_capacity(groups.len());
+    for (client, projection) in &groups {
         let mut asked = TopicPartitionList::new();
         for partition in 0..count {
             asked.add_partition(topic, partition);
         }
-        let committed = consumer.committed_offsets(asked, BROKER_DEADLINE)?;
-        let mut partitions = Vec::with_capacity(count as usize);
-        for element in committed.elements() {
-            let (low, high) = consumer.fetch_watermarks(topic, element.partition(), BROKER_DEADLINE)?;
-            let committed = match element.offset() {
-                Offset::Offset(offset) => offset.max(low),
-                _ => low,
-            };
-            partitions.push(PartitionLag { partition: element.partition(), committed, end: high });
-        }
+        let committed = client.committed_offsets(asked, BROKER_DEADLINE)?;
+        let partitions: Vec<PartitionLag> = committed
+            .elements()
+            .iter()
+            .filter_map(|element| {
+                let &(low, high) = watermarks.get(usize::try_from(element.partition()).ok()?)?;
+                let committed = match element.offset() {
+                    Offset::Offset(offset) => offset.max(low),
+                    _ => low,
+                };
+                Some(PartitionLag { partition: element.partition(), committed, end: high })
+            })
+            .collect();
         let behind = partitions.iter().map(|p| (p.end - p.committed).max(0)).sum();
-        consumers.push(ConsumerLag { projection, behind, partitions });
+        consumers.push(ConsumerLag { projection: projection.clone(), behind, partitions });
     }
     Ok(consumers)
 }

@@ -93,6 +93,14 @@ impl EmbeddedBus {
         Ok(seq.unwrap_or(0))
     }
 
+    /// The last sequence number of `topic` (0 while it is empty).
+    pub async fn end(&self, topic: &str) -> Result<i64, sqlx::Error> {
+        sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM bus_log WHERE topic = ?")
+            .bind(topic)
+            .fetch_one(self.db.reader())
+            .await
+    }
+
     /// Records that `consumer` has durably handled `topic` up to `seq`.
     pub async fn commit(&self, consumer: &str, topic: &str, seq: i64) -> Result<(), sqlx::Error> {
         let mut tx = self.db.writer().begin().await?;
