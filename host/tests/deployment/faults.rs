@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use futures::future::join_all;
-use strand_test_support::{token, StrandProcess, TEST_SECRET};
+use strand_test_support::{token, StrandProcess, ADMIN_TOKEN, TEST_SECRET};
 
 use super::{answering, port, Deployment};
 
@@ -87,5 +87,19 @@ async fn a_storm_with_api_relay_and_workers_killed_at_random_loses_and_double_co
         }
         Err(state) => panic!("not settled after 2 minutes: {state}\n{}", deployment.logs(&["api", "relay", "worker"])),
     }
+    // The admin API's view from the broker agrees: nothing left to publish, every group committed the end.
+    let lag = async {
+        loop {
+            let reply = http.get(format!("{base}/admin/v1/lag")).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+            let lag: serde_json::Value = reply.json().await.unwrap();
+            let consumers = lag["consumers"].as_array().cloned().unwrap_or_default();
+            let behind: i64 = consumers.iter().map(|c| c["behind"].as_i64().unwrap()).sum();
+            if lag["relay"]["outbox_rows"] == 0 && consumers.len() == 4 && behind == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    assert!(tokio::time::timeout(Duration::from_secs(30), lag).await.is_ok(), "the admin API never showed zero lag");
     drop(processes);
 }

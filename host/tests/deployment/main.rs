@@ -12,7 +12,7 @@ use strand::cache::{Cache, RedisCache};
 use strand::graph::Database;
 use strand::projection::{reconcile, Report};
 use strand_test_support::{
-    free_port, unique_server_id, Backend, Kafka, Redis, StrandProcess, TestDatabase, TEST_SECRET,
+    free_port, unique_server_id, Backend, Kafka, Redis, StrandProcess, TestDatabase, ADMIN_TOKEN, TEST_SECRET,
 };
 
 /// The settings every process of one deployment shares, and where their logs go.
@@ -35,6 +35,7 @@ impl Deployment {
             ("STRAND_TOPIC_PREFIX", kafka.unique_prefix()),
             ("STRAND_RELAY_SERVER_ID", unique_server_id().to_string()),
             ("STRAND_JWT_HS256_SECRET", TEST_SECRET.to_owned()),
+            ("STRAND_ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
             ("STRAND_REFRESH_MS", "200".to_owned()),
             ("STRAND_PLUGIN_CACHE_DIR", std::env::temp_dir().join("strand-test-plugin-cache").display().to_string()),
         ];
