@@ -134,7 +134,7 @@ async fn main() {
 
 /// Waits until the `reads` tenant's spaces of `plugins` are complete and caught up with the outbox.
 async fn wait_built(cache: &Cache, plugins: &[&str]) {
-    let key = Space { tenant: "reads", plugin: "follow-counts" }.named("followers:7");
+    let key = Space { tenant: "reads", plugin: "follow-counts" }.counter("followers", [7]);
     loop {
         let mut built = true;
         for plugin in plugins {

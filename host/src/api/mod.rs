@@ -23,6 +23,7 @@ use axum::http::header::CONTENT_LENGTH;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
+use tower_http::catch_panic::CatchPanicLayer;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::RefOr;
 use utoipa::{Modify, OpenApi};
@@ -119,6 +120,7 @@ pub fn router(state: AppState) -> Router {
         .route_layer(middleware::from_fn(observability::time_requests))
         .fallback(|| async { ApiError::not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .layer(catch_panics())
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
@@ -139,6 +141,12 @@ fn errors_as_problems(openapi: &mut utoipa::openapi::OpenApi) {
     }
 }
 
+/// A panic in a handler becomes a 500 `internal_error` problem, logged with its message, and the
+/// connection and the process serve on ([`ApiError::panicked`]).
+fn catch_panics() -> CatchPanicLayer<fn(Box<dyn std::any::Any + Send + 'static>) -> Response> {
+    CatchPanicLayer::custom(|panic| ApiError::panicked(panic).into_response())
+}
+
 /// `/healthz` and `/metrics` alone, for the processes without the API (`strand relay`, `strand worker`).
 pub fn operations_router() -> Router {
     Router::new()
@@ -155,5 +163,30 @@ async fn refuse_declared_over(State(limit): State<usize>, request: Request, next
     match declared {
         Some(length) if length > limit => ApiError::payload_too_large(limit).into_response(),
         _ => next.run(request).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_a_500_problem_and_the_server_serves_on() {
+        let app = Router::new()
+            .route("/boom", axum::routing::get(|| async { panic!("a handler bug") as &'static str }))
+            .route("/fine", axum::routing::get(|| async { "fine" }))
+            .layer(catch_panics());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let client = reqwest::Client::new();
+        for _ in 0..3 {
+            let reply = client.get(format!("{base}/boom")).send().await.expect("an answer, not a dropped connection");
+            assert_eq!(reply.status(), 500);
+            assert_eq!(reply.headers()["content-type"], "application/problem+json");
+            let problem: serde_json::Value = reply.json().await.unwrap();
+            assert_eq!(problem["code"], "internal_error");
+            assert_eq!(client.get(format!("{base}/fine")).send().await.unwrap().status(), 200);
+        }
     }
 }

@@ -69,6 +69,24 @@ impl ApiError {
         )
     }
 
+    /// A panic while handling a request (a bug, never expected): logged here with its message; the
+    /// caller gets a 500 problem and the process serves on (`CatchPanicLayer`; no lock the handler held
+    /// stays poisoned for others: shared state recovers from poisoning or never panics under its lock).
+    pub fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Self {
+        let message = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("a panic without a message");
+        tracing::error!(panic = message, "a request handler panicked");
+        metrics::counter!("strand_http_panics_total").increment(1);
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "the server failed on this request; it is logged",
+        )
+    }
+
     /// A database failure: logged here with its cause, reported to the caller without internals.
     pub fn database(error: &sqlx::Error) -> Self {
         tracing::error!(error = %error, "database request failed");

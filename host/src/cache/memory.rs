@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::{member, Applied, Gate, PageStart, Space, MARKER_TTL};
+use super::{counter_swings, member, within_range, Applied, DataKind, Gate, PageStart, Space, MARKER_TTL};
 use crate::plugins::{Effect, RelationEvent};
 
 /// Writes between sweeps of expired entries.
@@ -95,18 +95,24 @@ impl MemoryCache {
     ) -> Applied {
         let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();
+        let gate_key = match gate {
+            Gate::Built(_) => space.ready_key(),
+            Gate::Building { .. } => space.lock_key(),
+        };
+        let (Gate::Built(holder) | Gate::Building { owner: holder, .. }) = gate;
+        if state.text(&gate_key, now) != Some(holder) {
+            return Applied::Refused;
+        }
+        let in_range = counter_swings(space, effects)
+            .into_iter()
+            .all(|(counter, up, down)| within_range(state.number(&counter, now), up, down));
+        if !in_range {
+            return Applied::OutOfRange;
+        }
         let snapshot = match gate {
-            Gate::Built(identity) => {
-                if state.text(&space.ready_key(), now) != Some(identity) {
-                    return Applied::Refused;
-                }
-                false
-            }
-            Gate::Building { owner, ttl } => {
-                if state.text(&space.lock_key(), now) != Some(owner) {
-                    return Applied::Refused;
-                }
-                state.expire(&space.lock_key(), now + ttl);
+            Gate::Built(_) => false,
+            Gate::Building { ttl, .. } => {
+                state.expire(&gate_key, now + ttl);
                 true
             }
         };
@@ -248,32 +254,43 @@ impl State {
 
     /// One effect of an event: counters when the event is `fresh`, state when it is `newer` for its pair.
     fn effect(&mut self, space: Space<'_>, effect: &Effect, fresh: bool, newer: bool, now: Instant) {
+        const SORTED: DataKind = DataKind::SortedSet;
         match effect {
             Effect::CounterAdd((counter, delta)) if fresh => {
-                let key = space.key(counter);
-                let total = self.number(&key, now) + delta;
+                let key = space.key(DataKind::Counter, counter);
+                // In range: the batch's swings were checked before anything was applied.
+                let total = self.number(&key, now).saturating_add(*delta);
                 let expires = self.live(&key, now).and_then(|e| e.expires);
                 self.put(key, Data::Text(total.to_string()), expires);
             }
-            Effect::ZsetAdd(e) if newer => self.zadd(space.key(&e.key), e.member, e.score, 0, now),
+            Effect::ZsetAdd(e) if newer => self.zadd(space.key(SORTED, &e.key), e.member, e.score, 0, now),
             Effect::ZsetAddCapped(c) if newer => {
-                self.zadd(space.key(&c.entry.key), c.entry.member, c.entry.score, c.keep, now)
+                self.zadd(space.key(SORTED, &c.entry.key), c.entry.member, c.entry.score, c.keep, now)
             }
-            Effect::ZsetAddGuarded(g) if newer && self.number(&space.key(&g.counter), now) >= g.at_least => {
+            Effect::ZsetAddGuarded(g)
+                if newer && self.number(&space.key(DataKind::Counter, &g.counter), now) >= g.at_least =>
+            {
                 let (c, e) = (&g.add, &g.add.entry);
-                self.zadd(space.key(&e.key), e.member, e.score, c.keep, now)
+                self.zadd(space.key(SORTED, &e.key), e.member, e.score, c.keep, now)
             }
             Effect::ZsetRemove((set, id)) if newer => {
-                if let Some(set) = self.sorted(&space.key(set), now) {
+                if let Some(set) = self.sorted(&space.key(SORTED, set), now) {
                     set.remove(&member(*id));
                 }
             }
-            Effect::ValueSet((value, text)) if newer => self.put(space.key(value), Data::Text(text.clone()), None),
+            Effect::ValueSet((value, text)) if newer => {
+                self.put(space.key(DataKind::Value, value), Data::Text(text.clone()), None)
+            }
             Effect::ValueDelete(value) if newer => {
-                self.entries.remove(&space.key(value));
+                self.entries.remove(&space.key(DataKind::Value, value));
             }
             Effect::Expire((expiring, ms)) if newer => {
-                self.expire(&space.key(expiring), now + Duration::from_millis(*ms))
+                // Plugin output bounds the TTL; a later instant than this process can name never comes.
+                if let Some(at) = now.checked_add(Duration::from_millis(*ms)) {
+                    for kind in DataKind::ALL {
+                        self.expire(&space.key(kind, expiring), at);
+                    }
+                }
             }
             _ => {}
         }

@@ -57,6 +57,8 @@ pub enum Applied {
     Events(usize),
     /// Not applied: the gate did not hold.
     Refused,
+    /// Not applied, nothing changed: a counter would leave ±[`COUNTER_LIMIT`] if the batch applied.
+    OutOfRange,
 }
 
 /// Where a descending page of a sorted set starts.
@@ -75,15 +77,63 @@ pub struct Space<'a> {
     pub plugin: &'a str,
 }
 
+/// The kind of data a key holds, fixed by the effects that write it. It is part of the rendered key, so a
+/// plugin that names one key in a counter and in a sorted set gets two keys: no effect can ever meet data
+/// of another kind (Redis would abort the script half-way with WRONGTYPE; the in-process cache would
+/// replace the data), whatever a plugin returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataKind {
+    /// Written by `counter-add`, read by guards and by counts.
+    Counter,
+    /// Written by the `zset-*` effects, read by lists.
+    SortedSet,
+    /// Written by `value-set` and `value-delete`.
+    Value,
+}
+
+impl DataKind {
+    pub const ALL: [DataKind; 3] = [DataKind::Counter, DataKind::SortedSet, DataKind::Value];
+
+    /// Prefixes the space name; names are of `A-Z a-z 0-9 . _ -`, so `c.x` (counter `x`) can only be
+    /// read back one way.
+    fn tag(self) -> &'static str {
+        match self {
+            DataKind::Counter => "c.",
+            DataKind::SortedSet => "z.",
+            DataKind::Value => "v.",
+        }
+    }
+}
+
+/// Most a counter may hold either way. Redis's Lua compares in `f64`, exact below 2^53: with the limit at
+/// 2^52, a counter plus a batch's checked adds stays exact, so both backends refuse the same batch.
+pub const COUNTER_LIMIT: i64 = 1 << 52;
+
 impl Space<'_> {
-    /// A plugin's key, rendered in its space.
-    pub fn key(&self, key: &Key) -> String {
-        let mut rendered = self.named(&key.space);
+    /// A plugin's key holding `kind` data, rendered `tenant:plugin:{c|z|v}.space:id:…`.
+    pub fn key(&self, kind: DataKind, key: &Key) -> String {
+        let mut rendered = self.named(kind.tag());
+        rendered.push_str(&key.space);
         for id in &key.ids {
             rendered.push(':');
             rendered.push_str(&id.to_string());
         }
         rendered
+    }
+
+    /// The counter `name:ids…`, as a projector's `counter-add` writes it.
+    pub fn counter(&self, name: &str, ids: impl IntoIterator<Item = i64>) -> String {
+        self.key(DataKind::Counter, &Key { space: name.to_owned(), ids: ids.into_iter().collect() })
+    }
+
+    /// The sorted set `name:ids…`, as a projector's `zset-*` effects write it.
+    pub fn sorted_set(&self, name: &str, ids: impl IntoIterator<Item = i64>) -> String {
+        self.key(DataKind::SortedSet, &Key { space: name.to_owned(), ids: ids.into_iter().collect() })
+    }
+
+    /// The value `name:ids…`, as a projector's `value-set` writes it.
+    pub fn value(&self, name: &str, ids: impl IntoIterator<Item = i64>) -> String {
+        self.key(DataKind::Value, &Key { space: name.to_owned(), ids: ids.into_iter().collect() })
     }
 
     /// `tenant:plugin:name`.
@@ -96,9 +146,11 @@ impl Space<'_> {
         self.named("")
     }
 
-    /// Holds the identity of the plugin version that completed the space.
+    /// Holds the identity of the plugin version that completed the space. Its name changes with the
+    /// layout of keys (`2`: kinds in key names), so a space built under an older layout is stale and
+    /// rebuilt after an upgrade, never read under the new names.
     pub fn ready_key(&self) -> String {
-        self.named("~ready")
+        self.named("~ready2")
     }
 
     /// Outside every space (tenant ids have no `~`), so clearing the space keeps it.
@@ -119,6 +171,30 @@ impl Space<'_> {
     fn floors_key(&self, event: &RelationEvent) -> String {
         self.named(&format!("~floors:{}", event.follower))
     }
+}
+
+/// Per counter a batch adds to: the key, and the sums of its positive and of its negative adds — the
+/// furthest the counter can move up and down if every add applies. Both backends check these against
+/// [`COUNTER_LIMIT`] before they change anything, so a batch is applied whole or not at all.
+fn counter_swings(space: Space<'_>, effects: &[Vec<Effect>]) -> Vec<(String, i64, i64)> {
+    let mut swings: std::collections::BTreeMap<String, (i64, i64)> = std::collections::BTreeMap::new();
+    for (counter, delta) in effects.iter().flatten().filter_map(|effect| match effect {
+        Effect::CounterAdd((counter, delta)) => Some((counter, *delta)),
+        _ => None,
+    }) {
+        let (up, down) = swings.entry(space.key(DataKind::Counter, counter)).or_default();
+        if delta > 0 {
+            *up = up.saturating_add(delta);
+        } else {
+            *down = down.saturating_add(delta);
+        }
+    }
+    swings.into_iter().map(|(key, (up, down))| (key, up, down)).collect()
+}
+
+/// Whether a counter now at `current` stays within ±[`COUNTER_LIMIT`] whichever of its adds apply.
+fn within_range(current: i64, up: i64, down: i64) -> bool {
+    current.saturating_add(up) <= COUNTER_LIMIT && current.saturating_add(down) >= -COUNTER_LIMIT
 }
 
 /// A sorted-set member, fixed-width so that equal scores order by user id exactly as the database does.

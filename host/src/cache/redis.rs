@@ -6,17 +6,27 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{AsyncCommands, Script, ScriptInvocation};
 use futures::StreamExt;
 
-use super::{member, Applied, CacheError, Gate, PageStart, Space, MARKER_TTL};
+use super::{counter_swings, member, Applied, CacheError, DataKind, Gate, PageStart, Space, COUNTER_LIMIT, MARKER_TTL};
+
+const SORTED: DataKind = DataKind::SortedSet;
 use crate::plugins::{Effect, RelationEvent};
 
-/// ARGV: gate key, gate value, gate TTL (ms; renewed when > 0), marker TTL (ms), snapshot flag, then per
-/// event: marker key, pair-versions hash, floors hash, pair field, version, effect count, then per effect an
-/// op code and its operands. Returns -1 when the gate does not hold, else how many events were new.
+/// ARGV: gate key, gate value, gate TTL (ms; renewed when > 0), marker TTL (ms), snapshot flag, counter
+/// limit, number of counter checks, then per check: counter key, most it may rise, most it may fall; then per
+/// event: marker key, pair-versions hash, floors hash, pair field, version, op count, then per op an op code
+/// and its operands. Returns -1 when the gate does not hold, -2 when a counter would leave the limit (both
+/// before anything is written), else how many events were new.
 const APPLY: &str = r#"
 if redis.call('GET', ARGV[1]) ~= ARGV[2] then return -1 end
+local limit = tonumber(ARGV[6])
+local i = 8
+for _ = 1, tonumber(ARGV[7]) do
+  local current = tonumber(redis.call('GET', ARGV[i]) or '0')
+  if current + tonumber(ARGV[i + 1]) > limit or current + tonumber(ARGV[i + 2]) < -limit then return -2 end
+  i = i + 3
+end
 if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', ARGV[1], ARGV[3]) end
 local ttl, snapshot = ARGV[4], ARGV[5] == '1'
-local i = 6
 local applied = 0
 while i <= #ARGV do
   local marker, pairs, floors, pair = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -128,47 +138,59 @@ impl RedisCache {
             Gate::Building { owner, ttl } => invocation.arg(space.lock_key()).arg(owner).arg(ttl.as_millis() as u64),
         };
         let snapshot = matches!(gate, Gate::Building { .. });
-        invocation.arg(MARKER_TTL.as_millis() as u64).arg(u8::from(snapshot));
+        invocation.arg(MARKER_TTL.as_millis() as u64).arg(u8::from(snapshot)).arg(COUNTER_LIMIT);
+        let swings = counter_swings(space, effects);
+        invocation.arg(swings.len());
+        for (counter, up, down) in swings {
+            invocation.arg(counter).arg(up).arg(down);
+        }
         for (event, effects) in events.iter().zip(effects) {
+            // An expiry is one op per kind of data its key may name.
+            let expiries = effects.iter().filter(|e| matches!(e, Effect::Expire(_))).count();
             invocation
                 .arg(space.marker_key(event))
                 .arg(space.versions_key(event))
                 .arg(space.floors_key(event))
                 .arg(event.followee)
                 .arg(event.version)
-                .arg(effects.len());
+                .arg(effects.len() + expiries * (DataKind::ALL.len() - 1));
             for effect in effects {
                 match effect {
                     Effect::CounterAdd((counter, delta)) => {
-                        invocation.arg("counter").arg(space.key(counter)).arg(delta);
+                        invocation.arg("counter").arg(space.key(DataKind::Counter, counter)).arg(delta);
                     }
-                    Effect::ZsetAdd(e) => zadd(&mut invocation, space.key(&e.key), e.member, e.score, 0, None),
+                    Effect::ZsetAdd(e) => zadd(&mut invocation, space.key(SORTED, &e.key), e.member, e.score, 0, None),
                     Effect::ZsetAddCapped(c) => {
                         let e = &c.entry;
-                        zadd(&mut invocation, space.key(&e.key), e.member, e.score, c.keep, None)
+                        zadd(&mut invocation, space.key(SORTED, &e.key), e.member, e.score, c.keep, None)
                     }
                     Effect::ZsetAddGuarded(g) => {
                         let (c, e) = (&g.add, &g.add.entry);
-                        let guard = Some((space.key(&g.counter), g.at_least));
-                        zadd(&mut invocation, space.key(&e.key), e.member, e.score, c.keep, guard)
+                        let guard = Some((space.key(DataKind::Counter, &g.counter), g.at_least));
+                        zadd(&mut invocation, space.key(SORTED, &e.key), e.member, e.score, c.keep, guard)
                     }
                     Effect::ZsetRemove((set, id)) => {
-                        invocation.arg("zrem").arg(space.key(set)).arg(member(*id));
+                        invocation.arg("zrem").arg(space.key(SORTED, set)).arg(member(*id));
                     }
                     Effect::ValueSet((value, text)) => {
-                        invocation.arg("set").arg(space.key(value)).arg(text);
+                        invocation.arg("set").arg(space.key(DataKind::Value, value)).arg(text);
                     }
                     Effect::ValueDelete(value) => {
-                        invocation.arg("del").arg(space.key(value));
+                        invocation.arg("del").arg(space.key(DataKind::Value, value));
                     }
                     Effect::Expire((expiring, ms)) => {
-                        invocation.arg("expire").arg(space.key(expiring)).arg(ms);
+                        for kind in DataKind::ALL {
+                            invocation.arg("expire").arg(space.key(kind, expiring)).arg(ms);
+                        }
                     }
                 };
             }
         }
         let applied: i64 = invocation.invoke_async(&mut self.connection.clone()).await?;
-        Ok(usize::try_from(applied).map_or(Applied::Refused, Applied::Events))
+        Ok(match applied {
+            -2 => Applied::OutOfRange,
+            applied => usize::try_from(applied).map_or(Applied::Refused, Applied::Events),
+        })
     }
 
     pub(super) async fn ping(&self) -> Result<(), CacheError> {

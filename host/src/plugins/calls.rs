@@ -3,6 +3,8 @@
 //! Output is untrusted: one result per input, bounded sizes, names the host can render safely. Anything
 //! else is [`PluginError::InvalidOutput`], handled by the kind's failure policy like a trap.
 
+use std::time::Duration;
+
 use super::bindings::{Decision, Destination, Effect, Key, OutboxEvent, RelationEvent, WriteRequest};
 use super::runtime::{CallCost, PluginError, PluginRuntime, PreparedPlugin};
 
@@ -13,6 +15,16 @@ pub const MAX_EFFECTS: usize = 64;
 const MAX_NAME: usize = 200;
 const MAX_KEY_IDS: usize = 8;
 const MAX_VALUE: usize = 64 * 1024;
+/// Most bytes of values, message keys and headers one call may return (a batch's worth, not a flood).
+const MAX_OUTPUT_BYTES: usize = 4 << 20;
+/// The slowest bucket the host keeps: one that refills from empty to full within this time. Slower
+/// buckets (`refill-per-second = 1e-300`) would ask for waits and expiries no clock can represent.
+pub const MAX_BUCKET_REFILL: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Longest time to live an `expire` may set.
+pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+/// Largest step of one `counter-add`: a batch's sums stay exact in `f64` and Lua, and far from the
+/// counters' range ([`crate::cache::COUNTER_LIMIT`]).
+pub const MAX_COUNTER_STEP: i64 = 1 << 32;
 
 impl PluginRuntime {
     /// The rate-limit policy's decision for each request.
@@ -38,6 +50,11 @@ impl PluginRuntime {
         let (routes, cost) = self.run(|store| pre.instantiate(&mut *store)?.call_route(&mut *store, events))?;
         check_count(routes.len(), events.len())?;
         routes.iter().try_for_each(|r| check_destinations(r))?;
+        let bytes = routes
+            .iter()
+            .flatten()
+            .map(|d| d.key.len() + d.headers.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>());
+        check_output_bytes(bytes.sum())?;
         Ok((routes, cost))
     }
 
@@ -51,6 +68,8 @@ impl PluginRuntime {
         let (effects, cost) = self.run(|store| pre.instantiate(&mut *store)?.call_project(&mut *store, events))?;
         check_count(effects.len(), events.len())?;
         effects.iter().try_for_each(|e| check_effects(e))?;
+        let bytes = effects.iter().flatten().map(|e| if let Effect::ValueSet((_, v)) = e { v.len() } else { 0 });
+        check_output_bytes(bytes.sum())?;
         Ok((effects, cost))
     }
 }
@@ -61,6 +80,14 @@ fn mismatch(plugin: &PreparedPlugin, wanted: &str) -> PluginError {
 
 fn invalid(detail: impl Into<String>) -> PluginError {
     PluginError::InvalidOutput(detail.into())
+}
+
+fn check_output_bytes(bytes: usize) -> Result<(), PluginError> {
+    if bytes <= MAX_OUTPUT_BYTES {
+        Ok(())
+    } else {
+        Err(invalid(format!("{bytes} bytes of output for one call (at most {MAX_OUTPUT_BYTES})")))
+    }
 }
 
 fn check_count(got: usize, expected: usize) -> Result<(), PluginError> {
@@ -90,9 +117,16 @@ fn check_decision(decision: &Decision) -> Result<(), PluginError> {
         Decision::Deny(_) => Err(invalid("deny reason too long")),
         Decision::Charge(bucket) => {
             check_name("bucket key", &bucket.key.replace(':', "."))?;
-            let refill_ok = bucket.refill_per_second.is_finite() && bucket.refill_per_second > 0.0;
-            if bucket.capacity == 0 || bucket.cost == 0 || !refill_ok {
+            let refill = bucket.refill_per_second;
+            if bucket.capacity == 0 || bucket.cost == 0 || !refill.is_finite() || refill <= 0.0 {
                 return Err(invalid(format!("bucket {bucket:?} needs capacity, cost and refill above zero")));
+            }
+            if bucket.cost > bucket.capacity {
+                return Err(invalid(format!("bucket {bucket:?} costs more than it can ever hold")));
+            }
+            // Also bounds every wait: at most the whole capacity is ever missing.
+            if f64::from(bucket.capacity) / refill > MAX_BUCKET_REFILL.as_secs_f64() {
+                return Err(invalid(format!("bucket {bucket:?} takes longer than {MAX_BUCKET_REFILL:?} to refill")));
             }
             Ok(())
         }
@@ -135,8 +169,19 @@ fn check_effects(effects: &[Effect]) -> Result<(), PluginError> {
     }
     for effect in effects {
         match effect {
-            Effect::CounterAdd((key, _)) | Effect::ZsetRemove((key, _)) | Effect::ValueDelete(key) => check_key(key)?,
-            Effect::Expire((key, _)) => check_key(key)?,
+            Effect::CounterAdd((key, delta)) => {
+                check_key(key)?;
+                if delta.unsigned_abs() > MAX_COUNTER_STEP.unsigned_abs() {
+                    return Err(invalid(format!("counter step {delta} (at most ±{MAX_COUNTER_STEP})")));
+                }
+            }
+            Effect::ZsetRemove((key, _)) | Effect::ValueDelete(key) => check_key(key)?,
+            Effect::Expire((key, ms)) => {
+                check_key(key)?;
+                if u128::from(*ms) > MAX_TTL.as_millis() {
+                    return Err(invalid(format!("time to live of {ms} ms (at most {MAX_TTL:?})")));
+                }
+            }
             Effect::ZsetAdd(entry) => {
                 check_key(&entry.key)?;
                 check_score(entry.score)?;

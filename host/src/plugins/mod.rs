@@ -15,9 +15,9 @@ pub use bindings::{
     Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, OutboxEvent, RelationEvent,
     WriteRequest, ZsetEntry,
 };
-pub use calls::{MAX_DESTINATIONS, MAX_EFFECTS};
+pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFECTS, MAX_TTL};
 pub use conformance::{sample_events, sample_outbox_events, sample_requests};
-pub use observed::observed;
+pub use observed::{count_invalid_output, observed};
 pub use policy::{project_with_retries, route_or_default, ProjectionFailed, RetryPolicy, Routed};
 pub use registry::{blocking, ActivePlugin, PluginRegistry, PluginSlot, PluginVersion, RegistryError, SINGLETON_NAME};
 pub use runtime::{hex_sha256, CallCost, PluginError, PluginLimits, PluginRuntime, PreparedPlugin};

@@ -23,15 +23,30 @@ pub async fn observed<R: Send + 'static>(
         Err(PluginError::InvalidOutput(_)) => "invalid_output",
         Err(_) => "host",
     };
-    let labels = [
+    let labels = labels(tenant, plugin);
+    metrics::histogram!("strand_plugin_call_seconds", &labels).record(started.elapsed().as_secs_f64());
+    let mut counted = labels;
+    counted.push(("outcome", outcome.to_owned()));
+    metrics::counter!("strand_plugin_calls_total", &counted).increment(1);
+    if outcome == "invalid_output" {
+        count_invalid_output(tenant, plugin, "call");
+    }
+    result
+}
+
+/// Counts output of `plugin` the host refused to carry out (`strand_plugin_invalid_output_total`), by
+/// `stage`: `call` when the output's checks failed, `apply` when the cache found it out of range.
+pub fn count_invalid_output(tenant: &str, plugin: &ActivePlugin, stage: &'static str) {
+    let mut labels = labels(tenant, plugin);
+    labels.push(("stage", stage.to_owned()));
+    metrics::counter!("strand_plugin_invalid_output_total", &labels).increment(1);
+}
+
+fn labels(tenant: &str, plugin: &ActivePlugin) -> Vec<(&'static str, String)> {
+    vec![
         ("tenant", tenant.to_owned()),
         ("kind", plugin.kind.to_string()),
         ("plugin", plugin.name.clone()),
         ("version", plugin.version.to_string()),
-    ];
-    metrics::histogram!("strand_plugin_call_seconds", &labels).record(started.elapsed().as_secs_f64());
-    let mut counted = labels.to_vec();
-    counted.push(("outcome", outcome.to_owned()));
-    metrics::counter!("strand_plugin_calls_total", &counted).increment(1);
-    result
+    ]
 }

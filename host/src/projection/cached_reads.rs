@@ -56,8 +56,8 @@ impl CachedReads {
         // The mark and the counters in one read.
         let mut keys = vec![space.ready_key()];
         for user in users {
-            keys.push(space.named(&format!("followings:{user}")));
-            keys.push(space.named(&format!("followers:{user}")));
+            keys.push(space.counter("followings", [user.get()]));
+            keys.push(space.counter("followers", [user.get()]));
         }
         let values = self.cache.texts(&keys).await?;
         if values[0].is_none() {
@@ -93,7 +93,7 @@ impl CachedReads {
             Direction::Following => "following",
             Direction::Followers => "followers",
         };
-        let key = space.named(&format!("{side}:{user}"));
+        let key = space.sorted_set(side, [user.get()]);
         let fetch = page.limit as usize + 1;
         let cursor_member;
         let from = match page.position {

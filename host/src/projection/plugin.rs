@@ -11,10 +11,11 @@ use std::sync::Arc;
 
 use super::build::{build, Rebuild, LOCK_TTL};
 use super::events::{relation_event, Unprojectable};
-use crate::cache::{Applied, Cache, CacheError, Gate, Space};
+use crate::cache::{Applied, Cache, CacheError, Gate, Space, COUNTER_LIMIT};
 use crate::graph::{Database, OutboxEvent, TenantId};
 use crate::plugins::{
-    project_with_retries, Action, ActivePlugin, Effect, PluginKind, PluginRegistry, RelationEvent, RetryPolicy,
+    count_invalid_output, project_with_retries, Action, ActivePlugin, Effect, PluginKind, PluginRegistry,
+    RelationEvent, RetryPolicy,
 };
 
 /// One projector (by name) for every tenant.
@@ -99,11 +100,49 @@ impl PluginProjection {
             let Some(plugin) = self.active(&tenant) else { continue };
             let effects = self.project(&plugin, &batch).await?;
             let gate = Gate::Built(&plugin.sha256);
-            while self.cache.apply(self.space(&tenant), &batch, &effects, gate).await? == Applied::Refused {
+            while self.apply_whole(&tenant, &plugin, &batch, &effects, gate).await? == Applied::Refused {
                 build(self, &tenant, &plugin, Rebuild::IfStale, |_, _| {}).await?;
             }
         }
         Ok(())
+    }
+
+    /// Applies `effects` of `batch` under `gate`, each event whole or not at all: a batch that would take a
+    /// counter out of range is applied event by event, so that the events before the culprit apply and the
+    /// culprit is the error (dead-lettered live, left out of a backfill).
+    async fn apply_whole(
+        &self,
+        tenant: &TenantId,
+        plugin: &Arc<ActivePlugin>,
+        batch: &[RelationEvent],
+        effects: &[Vec<Effect>],
+        gate: Gate<'_>,
+    ) -> Result<Applied, PluginProjectionError> {
+        let space = self.space(tenant);
+        let applied = self.cache.apply(space, batch, effects, gate).await?;
+        if applied != Applied::OutOfRange {
+            return Ok(applied);
+        }
+        let mut new = 0;
+        for (event, effects) in batch.iter().zip(effects) {
+            let (one, effects) = (std::slice::from_ref(event), std::slice::from_ref(effects));
+            match self.cache.apply(space, one, effects, gate).await? {
+                Applied::Events(n) => new += n,
+                Applied::Refused => return Ok(Applied::Refused),
+                Applied::OutOfRange => return Err(self.out_of_range(plugin, event).into()),
+            }
+        }
+        Ok(Applied::Events(new))
+    }
+
+    /// The plugin's output for `event` cannot be carried out: it is that event's error (and counted).
+    fn out_of_range(&self, plugin: &ActivePlugin, event: &RelationEvent) -> Unprojectable {
+        let detail = format!(
+            "projector {} v{} returned counter adds that would take a counter beyond ±{COUNTER_LIMIT}",
+            plugin.name, plugin.version
+        );
+        count_invalid_output(&event.tenant, plugin, "apply");
+        Unprojectable { event_id: event.event_id.clone(), detail }
     }
 
     /// Applies the truth's current state of `pairs` (a backfill page of `tenant`) as `plugin` projects it,
@@ -122,9 +161,9 @@ impl PluginProjection {
             .map(|p| if p.action == Action::Follow { projected.next().unwrap_or_default() } else { Vec::new() })
             .collect();
         let gate = Gate::Building { owner: &self.owner, ttl: LOCK_TTL };
-        match self.cache.apply(self.space(tenant), pairs, &effects, gate).await? {
-            Applied::Events(_) => Ok(()),
+        match self.apply_whole(tenant, plugin, pairs, &effects, gate).await? {
             Applied::Refused => Err(PluginProjectionError::LockLost(self.space(tenant).named(""))),
+            Applied::Events(_) | Applied::OutOfRange => Ok(()),
         }
     }
 

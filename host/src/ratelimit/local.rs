@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::plugins::Bucket;
+use crate::plugins::{Bucket, MAX_BUCKET_REFILL};
 
 /// Above this many buckets, those that have refilled completely are forgotten (a new one starts full,
 /// so forgetting a full bucket changes nothing) and the map does not grow without bound.
@@ -28,7 +28,8 @@ impl LocalBuckets {
         let now = Instant::now();
         let capacity = f64::from(bucket.capacity);
         let refill = bucket.refill_per_second;
-        let mut buckets = self.buckets.lock().expect("bucket lock poisoned only by a panic");
+        // The map holds plain numbers, consistent at every step: a panic elsewhere cannot leave it torn.
+        let mut buckets = self.buckets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if buckets.len() >= SWEEP_ABOVE && !buckets.contains_key(key) {
             buckets.retain(|_, state| state.full_at > now);
         }
@@ -39,11 +40,17 @@ impl LocalBuckets {
             tokens -= cost;
             None
         } else {
-            Some(Duration::from_secs_f64((cost - tokens) / refill))
+            Some(wait((cost - tokens) / refill))
         };
-        *state = BucketState { tokens, at: now, full_at: now + Duration::from_secs_f64((capacity - tokens) / refill) };
+        *state = BucketState { tokens, at: now, full_at: now + wait((capacity - tokens) / refill) };
         verdict
     }
+}
+
+/// `seconds` as a wait, never longer than [`MAX_BUCKET_REFILL`] (policy output is checked against it, so
+/// only a bucket that was never checked gets here: it must still not panic while the lock is held).
+fn wait(seconds: f64) -> Duration {
+    Duration::try_from_secs_f64(seconds).map_or(MAX_BUCKET_REFILL, |wait| wait.min(MAX_BUCKET_REFILL))
 }
 
 #[cfg(test)]

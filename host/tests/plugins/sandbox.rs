@@ -5,7 +5,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::json;
 use strand::plugins::{Action, PluginError, PluginKind, PluginLimits, PluginRuntime, WriteRequest};
-use strand_test_support::{test_plugin, Backend, TestServer};
+use strand_test_support::{test_plugin, Backend, Redis, TestServer};
 
 use super::deploy;
 
@@ -61,4 +61,40 @@ async fn the_runtime_says_why_a_call_was_stopped() {
     assert!(matches!(&memory, PluginError::Trap(m) if m.contains("memory")), "{memory}");
     let oversized = call(&on_the_clock, 669);
     assert!(matches!(&oversized, PluginError::InvalidOutput(m) if m.contains("too long")), "{oversized}");
+}
+
+/// Targets on which the hostile limiter charges buckets no store can carry out (refill 1e-300, cost above
+/// capacity, refill NaN).
+const IMPOSSIBLE_BUCKETS: [i64; 3] = [670, 671, 672];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn impossible_buckets_are_refused_on_both_stores_and_other_tenants_write_on() {
+    let redis = Redis::shared().unwrap().url();
+    for store in [None, Some(redis)] {
+        let server = TestServer::start_with(Backend::Sqlite, |c| c.redis_url = store.clone()).await;
+        let deployed = deploy(&server, "evil", "rate-limiter", "default", test_plugin("hostile-limiter")).await;
+        assert_eq!(deployed.status, 200, "{deployed:?}");
+        let (evil, acme) = (server.client("evil", 1), server.client("acme", 1));
+        for target in IMPOSSIBLE_BUCKETS {
+            let reply = evil.put(&format!("/v1/me/following/{target}")).await;
+            assert_eq!(reply.status, 200, "refused output fails open by default ({store:?}, {target}): {reply:?}");
+            // Before the fix, one such write poisoned the in-process buckets' lock for every tenant.
+            for followee in 2..=6 {
+                assert_eq!(acme.put(&format!("/v1/me/following/{followee}")).await.status, 200, "{store:?}");
+            }
+        }
+        let closed = json!({"rate_limit_failure": "closed"});
+        let set = server.admin().send_json(Method::PUT, "/admin/v1/tenants/evil/settings", &closed).await;
+        assert_eq!(set.status, 200, "{set:?}");
+        for target in IMPOSSIBLE_BUCKETS {
+            let reply = evil.delete(&format!("/v1/me/following/{target}")).await;
+            assert_eq!((reply.status, reply.code()), (503, "rate_limiter_unavailable"), "{store:?}, {target}");
+        }
+        assert_eq!(acme.delete("/v1/me/following/2").await.status, 200, "{store:?}");
+        assert_eq!(server.anonymous().get("/healthz").await.status, 200);
+        let metrics = reqwest::get(server.url("/metrics")).await.unwrap().text().await.unwrap();
+        // One recorder per test process: both loops' servers count into it.
+        let counted = r#"strand_plugin_invalid_output_total{tenant="evil",kind="rate-limiter",plugin="default",version="1",stage="call"}"#;
+        assert!(metrics.contains(counted), "{counted} missing from:\n{metrics}");
+    }
 }

@@ -31,10 +31,10 @@ async fn counters_equal_truth(db: &Database, cache: &Cache, tenant: &str, plugin
     let mut keys = Vec::new();
     let mut expected = Vec::new();
     for user in 1..=6_i64 {
-        keys.push(space.named(&format!("followers:{user}")));
+        keys.push(space.counter("followers", [user]));
         expected.push(truth.iter().filter(|(_, to)| *to == user).count() as i64);
         if both {
-            keys.push(space.named(&format!("followings:{user}")));
+            keys.push(space.counter("followings", [user]));
             expected.push(truth.iter().filter(|(from, _)| *from == user).count() as i64);
         }
     }

@@ -91,10 +91,10 @@ async fn counters_and_lists_equal_the_truth_under_redelivery_reordering_and_repl
         );
         for user in 1..=11_i64 {
             let listed =
-                cache.descending(&lists.named(&format!("following:{user}")), PageStart::Rank(0), 100).await.unwrap();
+                cache.descending(&lists.sorted_set("following", [user]), PageStart::Rank(0), 100).await.unwrap();
             let listed: BTreeSet<(String, i64)> = listed.into_iter().map(|(m, s)| (m, s as i64)).collect();
             assert_eq!(listed, following.remove(&user).unwrap_or_default(), "{backend}: user {user}'s following list");
-            let count = cache.texts(&[counts.named(&format!("followers:{user}"))]).await.unwrap().remove(0);
+            let count = cache.texts(&[counts.counter("followers", [user])]).await.unwrap().remove(0);
             let count: i64 = count.map_or(0, |c| c.parse().unwrap());
             assert_eq!(count, followers.get(&user).copied().unwrap_or(0), "{backend}: user {user}'s follower count");
         }
@@ -139,10 +139,10 @@ async fn gates_refuse_live_events_before_completion_and_snapshots_without_the_lo
         assert_eq!(apply(Gate::Built("v2")).await.unwrap(), Applied::Refused, "{backend}: built by another version");
         // The snapshot covered version 1: the same event from the bus counts nothing more.
         assert_eq!(apply(Gate::Built("v1")).await.unwrap(), Applied::Events(0), "{backend}");
-        assert_eq!(cache.texts(&[space.named("n")]).await.unwrap(), vec![Some("1".to_owned())], "{backend}");
+        assert_eq!(cache.texts(&[space.counter("n", [])]).await.unwrap(), vec![Some("1".to_owned())], "{backend}");
         cache.clear(space).await.unwrap();
         assert_eq!(cache.built_by(space).await.unwrap(), None, "{backend}: cleared, mark included");
-        assert_eq!(cache.texts(&[space.named("n")]).await.unwrap(), vec![None], "{backend}");
+        assert_eq!(cache.texts(&[space.counter("n", [])]).await.unwrap(), vec![None], "{backend}");
     }
 }
 
@@ -176,7 +176,7 @@ async fn pages_capped_and_guarded_sets_agree_between_backends() {
         assert_eq!(cache.apply(space, &events, &guarded, Gate::Built("v")).await.unwrap(), Applied::Events(40));
         let mut pages = Vec::new();
         for set in ["all", "capped", "guarded"] {
-            let set = space.named(&format!("{set}:1"));
+            let set = space.sorted_set(set, [1]);
             pages.push(cache.descending(&set, PageStart::Rank(0), 100).await.unwrap());
             pages.push(cache.descending(&set, PageStart::Rank(7), 5).await.unwrap());
             // After a tie's middle member: the rest of the tie (smaller members), then older ones.

@@ -5,6 +5,7 @@ mod cache;
 mod cached_reads;
 mod faults;
 mod follower;
+mod hostile;
 mod outages;
 mod reconcile;
 mod worker;

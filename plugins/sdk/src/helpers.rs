@@ -3,7 +3,8 @@
 use crate::{Action, Bucket, CappedZsetAdd, Decision, Effect, GuardedZsetAdd, Key, RelationEvent, ZsetEntry};
 
 impl Key {
-    /// `Key::new("followers", [42])` is rendered by the host as `tenant:plugin:followers:42`.
+    /// `Key::new("followers", [42])` in a counter-add is rendered by the host as `tenant:plugin:c.followers:42`
+    /// (`z.` in sorted-set effects, `v.` in values: one key of each kind).
     pub fn new(space: &str, ids: impl IntoIterator<Item = i64>) -> Self {
         Key { space: space.to_owned(), ids: ids.into_iter().collect() }
     }

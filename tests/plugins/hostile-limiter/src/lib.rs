@@ -1,5 +1,7 @@
 //! Behaves on conformance samples (targets 101..=108), then misbehaves on chosen targets:
-//! 666 loops forever, 667 traps, 668 allocates until memory runs out, 669 answers a 1 MiB reason.
+//! 666 loops forever, 667 traps, 668 allocates until memory runs out, 669 answers a 1 MiB reason, and
+//! charges buckets the host cannot carry out: 670 refills at 1e-300 tokens a second (its wait would not fit
+//! any clock), 671 costs more than the bucket holds, 672 refills at NaN.
 
 use std::hint::black_box;
 
@@ -24,6 +26,9 @@ impl RateLimiter for Hostile {
                 }
             }
             669 => Decision::Deny("x".repeat(1 << 20)),
+            670 => Decision::charge("evil", 10, 1e-300, 1),
+            671 => Decision::charge("evil", 1, 1.0, 2),
+            672 => Decision::charge("evil", 10, f64::NAN, 1),
             _ => Decision::Allow,
         }
     }

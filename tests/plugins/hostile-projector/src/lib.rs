@@ -1,4 +1,7 @@
-//! Counts followers like the bundled counter, but traps on any event whose follower is 666.
+//! Counts followers like the bundled counter, but traps on any event whose follower is 666, and returns
+//! output the host must refuse or contain for chosen followees (the rows of the hostile-output tests):
+//! 900 an expiry longer than any clock, 901 a counter step of `i64::MAX`, 902 one key written as a
+//! counter, a sorted set and a value at once, 903 a key of nine ids, 904 a NaN score.
 
 use strand_plugin_sdk::{export_projector, Effect, Key, Projector, RelationEvent};
 
@@ -7,7 +10,21 @@ struct Hostile;
 impl Projector for Hostile {
     fn project(event: &RelationEvent) -> Vec<Effect> {
         assert!(event.follower != 666, "hostile projector traps on purpose");
-        vec![Effect::counter_add(Key::new("followers", [event.followee]), event.delta())]
+        let followers = || Key::new("followers", [event.followee]);
+        let count = Effect::counter_add(followers(), event.delta());
+        match event.followee {
+            900 => vec![count, Effect::expire(followers(), u64::MAX)],
+            901 => vec![count, Effect::counter_add(followers(), i64::MAX)],
+            902 => vec![
+                count,
+                Effect::zset_add(followers(), event.follower, 1.0),
+                Effect::value_set(followers(), "not a number"),
+                Effect::counter_add(followers(), event.delta()),
+            ],
+            903 => vec![count, Effect::counter_add(Key::new("followers", [1; 9]), 1)],
+            904 => vec![count, Effect::zset_add(followers(), event.follower, f64::NAN)],
+            _ => vec![count],
+        }
     }
 }
 
