@@ -43,6 +43,9 @@ pub struct Config {
     pub redis_url: Option<String>,
     /// Bearer token of the admin API (`/admin/v1/…`); unset: the admin API is disabled.
     pub admin_token: Option<String>,
+    /// The CLI's credential for the admin API when it acts for one tenant's team: a tenant key (`stk_…`),
+    /// sent instead of `admin_token`. The server does not read it.
+    pub tenant_key: Option<String>,
     /// Directory for compiled plugin code, reused across restarts; must be trusted (it is loaded as code).
     pub plugin_cache_dir: Option<PathBuf>,
     /// Wall-clock limit of one plugin call, in milliseconds.
@@ -111,6 +114,7 @@ impl Default for Config {
             dev_key_file: PathBuf::from("strand-dev.key"),
             redis_url: None,
             admin_token: None,
+            tenant_key: None,
             plugin_cache_dir: Some(PathBuf::from("strand-plugin-cache")),
             plugin_deadline_ms: 50,
             plugin_memory_bytes: 16 << 20,

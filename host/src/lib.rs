@@ -7,6 +7,7 @@
 //! bus's events into derived data in the [`cache`], [`startup`] wires them into a server.
 
 pub mod api;
+pub mod audit;
 pub mod bus;
 pub mod cache;
 pub mod config;
@@ -19,4 +20,5 @@ pub mod projection;
 pub mod ratelimit;
 pub mod relay;
 pub mod startup;
+pub mod tenant_keys;
 pub mod tenants;

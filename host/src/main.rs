@@ -2,6 +2,7 @@
 
 mod plugin_cli;
 mod progress_bar;
+mod tenant_cli;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -65,6 +66,9 @@ enum Command {
     /// Build, test, deploy, list and roll back WASM plugins.
     #[command(subcommand)]
     Plugin(plugin_cli::PluginCommand),
+    /// Tenant keys: the credentials of a tenant's team for the admin API.
+    #[command(subcommand)]
+    Tenant(tenant_cli::TenantCommand),
 }
 
 #[tokio::main]
@@ -121,6 +125,7 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Command::Plugin(command) => plugin_cli::run(command, &config).await?,
+        Command::Tenant(command) => tenant_cli::run(command, &config).await?,
     }
     Ok(())
 }

@@ -224,7 +224,12 @@ fn print_report(output: &serde_json::Value, cost: &CallCost) -> anyhow::Result<(
 }
 
 fn server_url(config: &Config, admin: &AdminArgs) -> String {
-    let server = admin.server.clone().unwrap_or_else(|| format!("http://{}", config.listen));
+    base_url(config, admin.server.as_deref())
+}
+
+/// `server`, else the configured `listen` address, as a base URL.
+pub fn base_url(config: &Config, server: Option<&str>) -> String {
+    let server = server.map_or_else(|| format!("http://{}", config.listen), str::to_owned);
     server.trim_end_matches('/').to_owned()
 }
 
@@ -232,9 +237,12 @@ fn tenant_url(config: &Config, admin: &AdminArgs, tenant: &str) -> String {
     format!("{}/admin/v1/tenants/{tenant}", server_url(config, admin))
 }
 
-/// Sends an admin request with the configured admin token; its JSON answer.
-async fn admin_call(config: &Config, request: reqwest::RequestBuilder) -> anyhow::Result<serde_json::Value> {
-    let token = config.admin_token.as_deref().context("set STRAND_ADMIN_TOKEN (the admin API's token)")?;
+/// Sends an admin request with the tenant key (`tenant_key`) if one is set, else the admin token; its JSON
+/// answer.
+pub async fn admin_call(config: &Config, request: reqwest::RequestBuilder) -> anyhow::Result<serde_json::Value> {
+    let token = config.tenant_key.as_deref().or(config.admin_token.as_deref()).context(
+        "set STRAND_TENANT_KEY (a tenant key) or STRAND_ADMIN_TOKEN (the platform admin's token) to call the admin API",
+    )?;
     let response = request.bearer_auth(token).send().await.context("calling the admin API")?;
     let status = response.status();
     let text = response.text().await.context("reading the admin API's answer")?;
@@ -245,7 +253,7 @@ async fn admin_call(config: &Config, request: reqwest::RequestBuilder) -> anyhow
     Ok(body)
 }
 
-fn print_json(body: &serde_json::Value) -> anyhow::Result<()> {
+pub fn print_json(body: &serde_json::Value) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(body)?);
     Ok(())
 }

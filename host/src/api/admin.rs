@@ -1,5 +1,7 @@
 //! The admin API (`/admin/v1/…`) for platform teams: deploy, list, roll back and remove tenants' plugins,
-//! follow projector backfills, and set tenant settings. It has its own credential (`admin_token`), never a user JWT.
+//! follow projector backfills, and set tenant settings; issue tenant keys; page the audit log. Its credentials
+//! are the platform admin's token (`admin_token`) and the tenant keys it issues ([`Operator`]), never a
+//! user JWT; every change is recorded in the audit log.
 
 use std::str::FromStr;
 
@@ -11,20 +13,62 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::params::{ApiJson as Json, ApiPath as Path};
+use super::params::{ApiJson as Json, ApiPath as Path, ApiQuery as Query};
 use super::problem::{ApiError, Problem};
 use super::AppState;
+use crate::audit::{self, AuditAction, AuditOutcome, AuditPage, AuditQuery, AuditRecord};
 use crate::graph::TenantId;
 use crate::lag::{LagError, PipelineLag};
-use crate::plugins::{PluginError, PluginKind, PluginSlot, PluginVersion, RegistryError};
+use crate::plugins::{hex_sha256, PluginError, PluginKind, PluginSlot, PluginVersion, RegistryError};
 use crate::projection::progress::{self, BackfillProgress};
 use crate::projection::Projection;
+use crate::tenant_keys::{self, IssuedKey, TenantKey, TenantKeyError};
 use crate::tenants::TenantConfig;
 
-/// Proof that the request carries the admin token.
-pub struct Admin;
+/// Who calls the admin API: the platform admin (the admin token), or a tenant's team with a tenant key,
+/// which reaches only its own tenant's routes. Every handler takes one, so no route is left unguarded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operator {
+    Admin,
+    TenantKey { tenant: TenantId, name: String },
+}
 
-impl FromRequestParts<AppState> for Admin {
+impl Operator {
+    /// As the audit log names it: `admin`, or `key:NAME`.
+    pub fn actor(&self) -> String {
+        match self {
+            Operator::Admin => "admin".to_owned(),
+            Operator::TenantKey { name, .. } => format!("key:{name}"),
+        }
+    }
+
+    /// The tenant a tenant key is fenced into; `None` for the admin.
+    pub fn own_tenant(&self) -> Option<&TenantId> {
+        match self {
+            Operator::Admin => None,
+            Operator::TenantKey { tenant, .. } => Some(tenant),
+        }
+    }
+
+    /// `raw` as a tenant this operator may act on; 403 for another tenant's, before anything else is
+    /// looked at (so a key learns nothing of other tenants, not even whether their ids are valid).
+    fn reach(&self, raw: &str) -> Result<TenantId, ApiError> {
+        match self.own_tenant() {
+            Some(own) if own.as_str() != raw => Err(ApiError::forbidden(format!("this key reaches only tenant {own}"))),
+            _ => tenant(raw),
+        }
+    }
+
+    /// Only the platform admin: the tenant list, issuing and revoking keys.
+    fn admin_only(&self) -> Result<(), ApiError> {
+        match self {
+            Operator::Admin => Ok(()),
+            Operator::TenantKey { .. } => Err(ApiError::forbidden("only the platform admin's token reaches this")),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Operator {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
@@ -42,10 +86,16 @@ impl FromRequestParts<AppState> for Admin {
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or_default();
         if constant_time_eq(presented.as_bytes(), expected.as_bytes()) {
-            Ok(Admin)
-        } else {
-            Err(ApiError::unauthorized("invalid_admin_token", "send Authorization: Bearer <admin token>"))
+            return Ok(Operator::Admin);
         }
+        if presented.starts_with(tenant_keys::KEY_PREFIX) {
+            if let Some((tenant, name)) =
+                tenant_keys::authenticate(&state.db, presented).await.map_err(|e| ApiError::database(&e))?
+            {
+                return Ok(Operator::TenantKey { tenant, name });
+            }
+        }
+        Err(ApiError::unauthorized("invalid_admin_token", "send Authorization: Bearer <admin token or tenant key>"))
     }
 }
 
@@ -71,10 +121,63 @@ fn tenant(raw: &str) -> Result<TenantId, ApiError> {
 }
 
 impl SlotPath {
-    fn slot(&self) -> Result<PluginSlot, ApiError> {
+    /// The slot, if `operator` reaches its tenant.
+    fn slot(&self, operator: &Operator) -> Result<PluginSlot, ApiError> {
+        let tenant = operator.reach(&self.tenant)?;
         let kind = PluginKind::from_str(&self.kind).map_err(|e| ApiError::bad_request("invalid_plugin_kind", e))?;
-        Ok(PluginSlot::new(tenant(&self.tenant)?, kind, &self.name)?)
+        Ok(PluginSlot::new(tenant, kind, &self.name)?)
     }
+}
+
+/// A change about to be recorded in the audit log.
+struct Change {
+    action: AuditAction,
+    slot: Option<String>,
+    version: Option<i64>,
+    sha256: Option<String>,
+    detail: String,
+}
+
+impl Change {
+    fn of(action: AuditAction) -> Self {
+        Self { action, slot: None, version: None, sha256: None, detail: String::new() }
+    }
+
+    fn plugin(action: AuditAction, slot: &PluginSlot) -> Self {
+        Self { slot: Some(format!("{}/{}", slot.kind, slot.name)), ..Self::of(action) }
+    }
+
+    fn version(self, version: &PluginVersion) -> Self {
+        Self { version: Some(version.version), sha256: Some(version.sha256.clone()), ..self }
+    }
+}
+
+/// Records `change` of `tenant` by `operator` with how `result` ended, then passes `result` on. A change
+/// that cannot be recorded answers the database's error: nothing happens unaudited without saying so.
+async fn audited<T>(
+    state: &AppState,
+    operator: &Operator,
+    tenant: &TenantId,
+    change: Change,
+    result: Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    let (outcome, detail) = match &result {
+        Ok(_) => (AuditOutcome::Ok, change.detail),
+        Err(error) => (AuditOutcome::Refused, format!("{}: {}", error.code(), error.detail())),
+    };
+    let actor = operator.actor();
+    let record = AuditRecord {
+        actor: &actor,
+        tenant,
+        action: change.action,
+        slot: change.slot,
+        version: change.version,
+        sha256: change.sha256,
+        outcome,
+        detail,
+    };
+    audit::record(&state.db, record).await.map_err(|e| ApiError::database(&e))?;
+    result
 }
 
 impl From<RegistryError> for ApiError {
@@ -120,11 +223,18 @@ pub struct DeployResponse {
     security(("admin" = [])))]
 pub async fn deploy(
     State(state): State<AppState>,
-    _admin: Admin,
+    operator: Operator,
     Path(path): Path<SlotPath>,
     wasm: Bytes,
 ) -> Result<axum::Json<DeployResponse>, ApiError> {
-    let (plugin, cost) = state.plugins.deploy(path.slot()?, wasm.to_vec()).await?;
+    let slot = path.slot(&operator)?;
+    let uploaded = Change { sha256: Some(hex_sha256(&wasm)), ..Change::plugin(AuditAction::Deploy, &slot) };
+    let deployed = state.plugins.deploy(slot.clone(), wasm.to_vec()).await.map_err(ApiError::from);
+    let change = match &deployed {
+        Ok((plugin, _)) => uploaded.version(plugin),
+        Err(_) => uploaded,
+    };
+    let (plugin, cost) = audited(&state, &operator, &slot.tenant, change, deployed).await?;
     Ok(axum::Json(DeployResponse {
         plugin,
         conformance_micros: cost.elapsed.as_micros() as u64,
@@ -145,11 +255,17 @@ pub struct RollbackRequest {
     security(("admin" = [])))]
 pub async fn rollback(
     State(state): State<AppState>,
-    _admin: Admin,
+    operator: Operator,
     Path(path): Path<SlotPath>,
     Json(request): Json<RollbackRequest>,
 ) -> Result<axum::Json<PluginVersion>, ApiError> {
-    Ok(axum::Json(state.plugins.rollback(path.slot()?, request.version).await?))
+    let slot = path.slot(&operator)?;
+    let rolled_back = state.plugins.rollback(slot.clone(), request.version).await.map_err(ApiError::from);
+    let change = match &rolled_back {
+        Ok(version) => Change::plugin(AuditAction::Rollback, &slot).version(version),
+        Err(_) => Change { version: Some(request.version), ..Change::plugin(AuditAction::Rollback, &slot) },
+    };
+    Ok(axum::Json(audited(&state, &operator, &slot.tenant, change, rolled_back).await?))
 }
 
 /// Delete every version of the slot; the tenant falls back to the bundled plugin.
@@ -159,10 +275,12 @@ pub async fn rollback(
     security(("admin" = [])))]
 pub async fn remove(
     State(state): State<AppState>,
-    _admin: Admin,
+    operator: Operator,
     Path(path): Path<SlotPath>,
 ) -> Result<StatusCode, ApiError> {
-    state.plugins.remove(path.slot()?).await?;
+    let slot = path.slot(&operator)?;
+    let removed = state.plugins.remove(slot.clone()).await.map_err(ApiError::from);
+    audited(&state, &operator, &slot.tenant, Change::plugin(AuditAction::Remove, &slot), removed).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -177,10 +295,10 @@ pub struct PluginList {
     security(("admin" = [])))]
 pub async fn list(
     State(state): State<AppState>,
-    _admin: Admin,
+    operator: Operator,
     Path(path): Path<TenantPath>,
 ) -> Result<axum::Json<PluginList>, ApiError> {
-    Ok(axum::Json(PluginList { plugins: state.plugins.versions(&tenant(&path.tenant)?).await? }))
+    Ok(axum::Json(PluginList { plugins: state.plugins.versions(&operator.reach(&path.tenant)?).await? }))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -193,8 +311,15 @@ pub struct ProjectionList {
 #[utoipa::path(get, path = "/admin/v1/projections", tag = "admin",
     responses((status = 200, body = ProjectionList), (status = 401, body = Problem)),
     security(("admin" = [])))]
-pub async fn projections(State(state): State<AppState>, _admin: Admin) -> Result<axum::Json<ProjectionList>, ApiError> {
-    Ok(axum::Json(ProjectionList { backfills: progress::all(&state.db).await? }))
+pub async fn projections(
+    State(state): State<AppState>,
+    operator: Operator,
+) -> Result<axum::Json<ProjectionList>, ApiError> {
+    let mut backfills = progress::all(&state.db).await?;
+    if let Some(own) = operator.own_tenant() {
+        backfills.retain(|backfill| backfill.tenant == own.as_str());
+    }
+    Ok(axum::Json(ProjectionList { backfills }))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -206,7 +331,8 @@ pub struct TenantList {
 #[utoipa::path(get, path = "/admin/v1/tenants", tag = "admin",
     responses((status = 200, body = TenantList), (status = 401, body = Problem)),
     security(("admin" = [])))]
-pub async fn tenants(State(state): State<AppState>, _admin: Admin) -> Result<axum::Json<TenantList>, ApiError> {
+pub async fn tenants(State(state): State<AppState>, operator: Operator) -> Result<axum::Json<TenantList>, ApiError> {
+    operator.admin_only()?;
     Ok(axum::Json(TenantList { tenants: state.tenants.known().await? }))
 }
 
@@ -227,9 +353,14 @@ impl From<LagError> for ApiError {
     responses((status = 200, body = PipelineLag), (status = 401, body = Problem),
         (status = 503, description = "the database or the broker does not answer", body = Problem)),
     security(("admin" = [])))]
-pub async fn lag(State(state): State<AppState>, _admin: Admin) -> Result<axum::Json<PipelineLag>, ApiError> {
+pub async fn lag(State(state): State<AppState>, operator: Operator) -> Result<axum::Json<PipelineLag>, ApiError> {
     let mut projections = vec!["follower".to_owned()];
-    projections.extend(state.plugins.projector_names().iter().map(|name| Projection::projector_name(name)));
+    let projectors = match operator.own_tenant() {
+        None => state.plugins.projector_names(),
+        // A tenant's team sees the projections its events go through.
+        Some(own) => state.plugins.projectors(own).iter().map(|p| p.name.clone()).collect(),
+    };
+    projections.extend(projectors.iter().map(|name| Projection::projector_name(name)));
     Ok(axum::Json(state.lag.measure(projections).await?))
 }
 
@@ -239,10 +370,10 @@ pub async fn lag(State(state): State<AppState>, _admin: Admin) -> Result<axum::J
     security(("admin" = [])))]
 pub async fn settings(
     State(state): State<AppState>,
-    _admin: Admin,
+    operator: Operator,
     Path(path): Path<TenantPath>,
 ) -> Result<axum::Json<TenantConfig>, ApiError> {
-    Ok(axum::Json(state.tenants.get(&tenant(&path.tenant)?)))
+    Ok(axum::Json(state.tenants.get(&operator.reach(&path.tenant)?)))
 }
 
 /// Replace the tenant's settings, e.g. `{"rate_limit_failure": "closed"}`.
@@ -252,10 +383,132 @@ pub async fn settings(
     security(("admin" = [])))]
 pub async fn set_settings(
     State(state): State<AppState>,
-    _admin: Admin,
+    operator: Operator,
     Path(path): Path<TenantPath>,
     Json(config): Json<TenantConfig>,
 ) -> Result<axum::Json<TenantConfig>, ApiError> {
-    state.tenants.set(&tenant(&path.tenant)?, config).await?;
+    let tenant = operator.reach(&path.tenant)?;
+    let set = state.tenants.set(&tenant, config).await.map_err(|e| ApiError::database(&e));
+    let detail = format!("rate_limit_failure {:?}", config.rate_limit_failure).to_lowercase();
+    let change = Change { detail, ..Change::of(AuditAction::SetSettings) };
+    audited(&state, &operator, &tenant, change, set).await?;
     Ok(axum::Json(config))
+}
+
+impl From<TenantKeyError> for ApiError {
+    fn from(error: TenantKeyError) -> Self {
+        let detail = error.to_string();
+        match error {
+            TenantKeyError::InvalidName(_) => ApiError::bad_request("invalid_key_name", detail),
+            TenantKeyError::Exists { .. } => ApiError::new(StatusCode::CONFLICT, "key_exists", detail),
+            TenantKeyError::NotFound { .. } => ApiError::new(StatusCode::NOT_FOUND, "key_not_found", detail),
+            TenantKeyError::Randomness(_) => {
+                tracing::error!(error = %detail, "cannot issue a tenant key");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", detail)
+            }
+            TenantKeyError::Database(e) => ApiError::database(&e),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct KeyRequest {
+    /// What the key is for, e.g. `ci` (a-z, 0-9, -; unique per tenant).
+    pub name: String,
+}
+
+#[derive(Deserialize)]
+pub struct KeyPath {
+    tenant: String,
+    name: String,
+}
+
+/// Issue a tenant key (platform admin only): its secret is in this answer and nowhere else.
+#[utoipa::path(post, path = "/admin/v1/tenants/{tenant}/keys", tag = "admin", params(("tenant" = String, Path)),
+    request_body = KeyRequest,
+    responses((status = 201, body = IssuedKey), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem), (status = 409, description = "a key of that name exists", body = Problem)),
+    security(("admin" = [])))]
+pub async fn create_key(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<TenantPath>,
+    Json(request): Json<KeyRequest>,
+) -> Result<(StatusCode, axum::Json<IssuedKey>), ApiError> {
+    operator.admin_only()?;
+    let tenant = tenant(&path.tenant)?;
+    let issued = tenant_keys::issue(&state.db, &tenant, &request.name).await.map_err(ApiError::from);
+    let change = Change { detail: format!("key {}", request.name), ..Change::of(AuditAction::CreateKey) };
+    let issued = audited(&state, &operator, &tenant, change, issued).await?;
+    Ok((StatusCode::CREATED, axum::Json(issued)))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyList {
+    pub keys: Vec<TenantKey>,
+}
+
+/// The tenant's keys: name, created, last used — never a secret.
+#[utoipa::path(get, path = "/admin/v1/tenants/{tenant}/keys", tag = "admin", params(("tenant" = String, Path)),
+    responses((status = 200, body = KeyList), (status = 401, body = Problem), (status = 403, body = Problem)),
+    security(("admin" = [])))]
+pub async fn keys(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<TenantPath>,
+) -> Result<axum::Json<KeyList>, ApiError> {
+    Ok(axum::Json(KeyList { keys: tenant_keys::list(&state.db, &operator.reach(&path.tenant)?).await? }))
+}
+
+/// Revoke a tenant key (platform admin only): requests with it are refused from now on.
+#[utoipa::path(delete, path = "/admin/v1/tenants/{tenant}/keys/{name}", tag = "admin",
+    params(("tenant" = String, Path), ("name" = String, Path)),
+    responses((status = 204), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)),
+    security(("admin" = [])))]
+pub async fn revoke_key(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<KeyPath>,
+) -> Result<StatusCode, ApiError> {
+    operator.admin_only()?;
+    let tenant = tenant(&path.tenant)?;
+    let revoked = tenant_keys::revoke(&state.db, &tenant, &path.name).await.map_err(ApiError::from);
+    let change = Change { detail: format!("key {}", path.name), ..Change::of(AuditAction::RevokeKey) };
+    audited(&state, &operator, &tenant, change, revoked).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The audit log, newest first: every tenant's for the admin, its own tenant's for a tenant key.
+#[utoipa::path(get, path = "/admin/v1/audit", tag = "admin", params(AuditQuery),
+    responses((status = 200, body = AuditPage), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem)),
+    security(("admin" = [])))]
+pub async fn audit_log(
+    State(state): State<AppState>,
+    operator: Operator,
+    Query(query): Query<AuditQuery>,
+) -> Result<axum::Json<AuditPage>, ApiError> {
+    let tenant = match (&query.tenant, operator.own_tenant()) {
+        (Some(raw), _) => Some(operator.reach(raw)?),
+        (None, own) => own.cloned(),
+    };
+    let page = audit::page(&state.db, tenant.as_ref(), query.before, query.limit.unwrap_or(50)).await?;
+    Ok(axum::Json(page))
+}
+
+/// Who a credential is, so that a client (the admin page) shows what it reaches.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WhoAmI {
+    /// `admin`, or `key:NAME`.
+    pub actor: String,
+    /// The one tenant a tenant key reaches; `null` for the admin, who reaches every tenant.
+    pub tenant: Option<String>,
+}
+
+/// The caller's credential: the platform admin, or a tenant key and its tenant.
+#[utoipa::path(get, path = "/admin/v1/whoami", tag = "admin",
+    responses((status = 200, body = WhoAmI), (status = 401, body = Problem)),
+    security(("admin" = [])))]
+pub async fn whoami(operator: Operator) -> axum::Json<WhoAmI> {
+    axum::Json(WhoAmI { actor: operator.actor(), tenant: operator.own_tenant().map(TenantId::to_string) })
 }

@@ -104,6 +104,10 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(admin::settings, admin::set_settings))
         .routes(routes!(admin::tenants))
         .routes(routes!(admin::lag))
+        .routes(routes!(admin::create_key, admin::keys))
+        .routes(routes!(admin::revoke_key))
+        .routes(routes!(admin::audit_log))
+        .routes(routes!(admin::whoami))
         .layer(middleware::from_fn_with_state(state.max_plugin_bytes, refuse_declared_over))
         .layer(DefaultBodyLimit::max(state.max_plugin_bytes));
     let operations = OpenApiRouter::new()

@@ -113,6 +113,17 @@ impl ApiError {
         self.status
     }
 
+    /// What went wrong, as the caller reads it (and the audit log records it).
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+
+    /// 403: the credential is valid but does not reach this (a tenant key on another tenant's routes, or
+    /// on the platform admin's).
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", detail)
+    }
+
     pub fn code(&self) -> &'static str {
         self.code
     }

@@ -163,3 +163,34 @@ async fn an_operator_sees_tenants_and_lag_deploys_and_rolls_back_from_the_admin_
     assert_eq!(server.client("acme", 1).put("/v1/me/following/3").await.status, 200);
     browser.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_team_signs_in_with_its_key_and_sees_only_its_tenant_and_its_audit_log() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    server.client("globex", 1).follow(2).await;
+    let issued =
+        server.admin().send_json(reqwest::Method::POST, "/admin/v1/tenants/acme/keys", &json!({"name": "team"})).await;
+    let key = issued.body["secret"].as_str().expect("a key").to_owned();
+    let files = tempfile::tempdir().unwrap();
+    let wasm = files.path().join("deny-all.wasm");
+    std::fs::write(&wasm, test_plugin("deny-all")).unwrap();
+
+    let driver = ChromeDriver::start();
+    let browser = driver.browser().await;
+    browser.goto(&server.url("/admin")).await.unwrap();
+    browser.find(Locator::Id("token")).await.unwrap().send_keys(&key).await.unwrap();
+    browser.find(Locator::Css("#sign-in button")).await.unwrap().click().await.unwrap();
+    wait_for_text(&browser, "#whoami", "key:team of tenant acme").await;
+    wait_for_text(&browser, "#tenant-name", "acme").await;
+    let tenant_list_hidden =
+        browser.execute("return document.querySelector('#tenant-list').hidden", vec![]).await.unwrap();
+    assert_eq!(tenant_list_hidden, json!(true), "a key sees no other tenant");
+    assert!(!browser.source().await.unwrap().contains("globex"), "nothing of another tenant on the page");
+
+    deploy_from_file(&browser, &wasm, 1).await;
+    wait_for_text(&browser, "#plugins tr.active", "rate-limiter").await;
+    let audit = wait_for_text(&browser, "#audit tbody", "deploy").await;
+    assert!(audit.contains("key:team") && audit.contains("rate-limiter/default") && audit.contains("ok"), "{audit}");
+    assert_eq!(server.client("acme", 1).put("/v1/me/following/3").await.status, 429, "the team's policy is live");
+    browser.close().await.unwrap();
+}

@@ -7,6 +7,7 @@ mod reads;
 mod seed;
 mod shutdown;
 mod surface;
+mod tenant_access;
 mod write_path;
 
 use sqlx::Row;
