@@ -67,7 +67,7 @@ async fn main() {
     for batch in [1usize, 16, 256] {
         let started = Instant::now();
         for chunk in all.chunks(batch) {
-            black_box(runtime.project(&projector, chunk).expect("projected"));
+            black_box(runtime.project(&projector, runtime.limits(), chunk).expect("projected"));
         }
         let wasm = per_event(started.elapsed(), EVENTS);
         let started = Instant::now();
@@ -83,7 +83,7 @@ async fn main() {
     let rounds = 20_000;
     let started = Instant::now();
     for _ in 0..rounds {
-        black_box(runtime.project(&projector, &[]).expect("empty call"));
+        black_box(runtime.project(&projector, runtime.limits(), &[]).expect("empty call"));
     }
     println!("instantiate + empty call: {:.1} µs", per_event(started.elapsed(), rounds));
 

@@ -1,5 +1,5 @@
 //! The audit log: every change made through the admin API — deploys, rollbacks, removals, settings, tenant
-//! keys — with who made it (the admin or a tenant key), the tenant, slot, version and component hash, and
+//! keys, JWT keys — with who made it (the admin or a tenant key), the tenant, slot, version and component hash, and
 //! how it ended. Refused attempts are recorded too: a log of only what worked hides who tried what.
 
 use serde::{Deserialize, Serialize};
@@ -23,6 +23,8 @@ pub enum AuditAction {
     SetSettings,
     CreateKey,
     RevokeKey,
+    SetJwtKey,
+    RemoveJwtKey,
 }
 
 impl AuditAction {
@@ -35,6 +37,8 @@ impl AuditAction {
             AuditAction::SetSettings => "set_settings",
             AuditAction::CreateKey => "create_key",
             AuditAction::RevokeKey => "revoke_key",
+            AuditAction::SetJwtKey => "set_jwt_key",
+            AuditAction::RemoveJwtKey => "remove_jwt_key",
         }
     }
 }

@@ -54,7 +54,14 @@ pub struct Config {
     pub plugin_memory_bytes: usize,
     /// Fuel (about one unit per wasm instruction) per plugin call; 0 turns metering off.
     pub plugin_fuel: u64,
-    /// Largest plugin upload accepted by the admin API, in bytes.
+    /// Platform maxima a version may be deployed with (`?deadline_ms=&memory_bytes=&fuel=`): a tenant
+    /// cannot ask for more. The pool reserves address space for `plugin_max_memory_bytes` per instance.
+    pub plugin_max_deadline_ms: u64,
+    pub plugin_max_memory_bytes: usize,
+    /// 0: no fuel metering at all (then versions cannot ask for fuel either).
+    pub plugin_max_fuel: u64,
+    /// Largest plugin upload accepted by the admin API, in bytes (JavaScript and Python components are
+    /// several MiB to tens of MiB).
     pub max_plugin_bytes: usize,
     /// How often, in milliseconds, a node re-reads deployed plugins and tenant settings, so changes made
     /// through another node's admin API take effect here too.
@@ -119,7 +126,10 @@ impl Default for Config {
             plugin_deadline_ms: 50,
             plugin_memory_bytes: 16 << 20,
             plugin_fuel: 50_000_000,
-            max_plugin_bytes: 16 << 20,
+            plugin_max_deadline_ms: 2_000,
+            plugin_max_memory_bytes: 256 << 20,
+            plugin_max_fuel: 5_000_000_000,
+            max_plugin_bytes: 64 << 20,
             refresh_ms: 2000,
             relay: RelayMode::Poll,
             relay_server_id: 424_242,
@@ -152,12 +162,21 @@ impl Config {
         Duration::from_millis(self.refresh_ms.max(100))
     }
 
-    /// The sandbox every plugin call runs in.
+    /// The sandbox a plugin version runs in unless it was deployed with limits of its own.
     pub fn plugin_limits(&self) -> crate::plugins::PluginLimits {
         crate::plugins::PluginLimits {
             deadline: std::time::Duration::from_millis(self.plugin_deadline_ms),
             memory_bytes: self.plugin_memory_bytes,
             fuel: (self.plugin_fuel > 0).then_some(self.plugin_fuel),
+        }
+    }
+
+    /// The most any version may be deployed with.
+    pub fn plugin_maxima(&self) -> crate::plugins::PluginLimits {
+        crate::plugins::PluginLimits {
+            deadline: std::time::Duration::from_millis(self.plugin_max_deadline_ms),
+            memory_bytes: self.plugin_max_memory_bytes,
+            fuel: (self.plugin_max_fuel > 0).then_some(self.plugin_max_fuel),
         }
     }
 

@@ -20,5 +20,6 @@ pub mod projection;
 pub mod ratelimit;
 pub mod relay;
 pub mod startup;
+pub mod tenant_jwt;
 pub mod tenant_keys;
 pub mod tenants;

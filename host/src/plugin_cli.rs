@@ -37,6 +37,15 @@ pub enum PluginCommand {
         #[command(flatten)]
         slot: SlotArgs,
         wasm: PathBuf,
+        /// This version's wall-clock limit per call, in milliseconds (default: `plugin_deadline_ms`).
+        #[arg(long)]
+        deadline_ms: Option<u64>,
+        /// This version's memory limit, in bytes (default: `plugin_memory_bytes`).
+        #[arg(long)]
+        memory_bytes: Option<u64>,
+        /// This version's fuel per call (default: `plugin_fuel`).
+        #[arg(long)]
+        fuel: Option<u64>,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -89,10 +98,16 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
     match command {
         PluginCommand::Build { dir } => build(&dir),
         PluginCommand::Test { kind, input, wasm } => test(config, kind, input.as_deref(), &wasm),
-        PluginCommand::Deploy { slot, wasm, admin } => {
+        PluginCommand::Deploy { slot, wasm, deadline_ms, memory_bytes, fuel, admin } => {
             let bytes = std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
             let url = format!("{}/plugins/{}/{}", tenant_url(config, &admin, &slot.tenant), slot.kind, slot.name);
-            let request = reqwest::Client::new().put(url).header("content-type", "application/wasm").body(bytes);
+            let limits: Vec<(&str, u64)> =
+                [("deadline_ms", deadline_ms), ("memory_bytes", memory_bytes), ("fuel", fuel)]
+                    .into_iter()
+                    .filter_map(|(name, value)| Some((name, value?)))
+                    .collect();
+            let request =
+                reqwest::Client::new().put(url).query(&limits).header("content-type", "application/wasm").body(bytes);
             let deployed = admin_call(config, request).await?;
             print_json(&deployed)?;
             follow_build(config, &admin, &slot, deployed["plugin"]["version"].as_i64()).await
@@ -188,15 +203,15 @@ fn test(config: &Config, kind: PluginKind, input: Option<&Path>, wasm: &Path) ->
     let plugin = runtime.prepare(kind, &bytes)?;
     let (output, cost) = match &plugin {
         PreparedPlugin::RateLimiter(_) => {
-            let (out, cost) = runtime.decide(&plugin, &inputs(input, sample_requests)?)?;
+            let (out, cost) = runtime.decide(&plugin, runtime.limits(), &inputs(input, sample_requests)?)?;
             (serde_json::to_value(out)?, cost)
         }
         PreparedPlugin::Router(_) => {
-            let (out, cost) = runtime.route(&plugin, &inputs(input, sample_outbox_events)?)?;
+            let (out, cost) = runtime.route(&plugin, runtime.limits(), &inputs(input, sample_outbox_events)?)?;
             (serde_json::to_value(out)?, cost)
         }
         PreparedPlugin::Projector(_) => {
-            let (out, cost) = runtime.project(&plugin, &inputs(input, sample_events)?)?;
+            let (out, cost) = runtime.project(&plugin, runtime.limits(), &inputs(input, sample_events)?)?;
             (serde_json::to_value(out)?, cost)
         }
     };

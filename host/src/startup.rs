@@ -85,10 +85,10 @@ pub struct Server {
 impl Server {
     /// Opens and migrates the database, loads the JWT keys and binds the listener.
     pub async fn build(config: &Config) -> Result<Self, StartupError> {
-        let auth = Arc::new(Authenticator::from_config(config)?);
         let db = Database::open(&config.database_url, config.database_max_connections).await?;
         let plugins = load_plugins(config, &db).await?;
         let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
+        let auth = Arc::new(Authenticator::from_config(config, tenants.jwt_keys().clone())?);
         let buckets = match &config.redis_url {
             Some(url) => TokenBuckets::Redis(RedisBuckets::connect(url).await?),
             None => TokenBuckets::Local(LocalBuckets::default()),
@@ -343,7 +343,8 @@ pub async fn run_rebuild(
 
 /// The deployed plugins (and the bundled ones), loaded from the database.
 async fn load_plugins(config: &Config, db: &Database) -> Result<Arc<PluginRegistry>, StartupError> {
-    let runtime = Arc::new(PluginRuntime::new(config.plugin_limits(), config.plugin_cache_dir.clone())?);
+    let (defaults, maxima, cache) = (config.plugin_limits(), config.plugin_maxima(), config.plugin_cache_dir.clone());
+    let runtime = Arc::new(PluginRuntime::bounded(defaults, maxima, cache)?);
     Ok(Arc::new(PluginRegistry::load(runtime, db.clone()).await?))
 }
 

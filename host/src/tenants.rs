@@ -1,4 +1,5 @@
-//! Per-tenant settings an operator changes at runtime through the admin API, cached in memory.
+//! Per-tenant settings an operator changes at runtime through the admin API, cached in memory: the
+//! rate-limit failure mode, and the tenant's own JWT keys (`tenant_jwt.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use sqlx::Row;
 use utoipa::ToSchema;
 
 use crate::graph::{now_ms, Database, TenantId};
+use crate::tenant_jwt::TenantJwtKeys;
 
 /// What happens to a write when the tenant's rate-limit policy or its bucket store fails.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -32,17 +34,25 @@ pub struct TenantConfig {
 pub struct TenantSettings {
     db: Database,
     cache: ArcSwap<HashMap<TenantId, TenantConfig>>,
+    jwt_keys: Arc<TenantJwtKeys>,
 }
 
 impl TenantSettings {
     pub async fn load(db: Database) -> Result<Self, sqlx::Error> {
-        let settings = Self { db, cache: ArcSwap::from_pointee(HashMap::new()) };
+        let jwt_keys = Arc::new(TenantJwtKeys::new(db.clone()));
+        let settings = Self { db, cache: ArcSwap::from_pointee(HashMap::new()), jwt_keys };
         settings.refresh().await?;
         Ok(settings)
     }
 
-    /// Re-reads every tenant's settings: how changes made through another node reach this one.
+    /// The tenants' own JWT keys (refreshed with the settings).
+    pub fn jwt_keys(&self) -> &Arc<TenantJwtKeys> {
+        &self.jwt_keys
+    }
+
+    /// Re-reads every tenant's settings and JWT keys: how changes made through another node reach this one.
     pub async fn refresh(&self) -> Result<(), sqlx::Error> {
+        self.jwt_keys.refresh().await?;
         let rows = sqlx::query("SELECT tenant_id, rate_limit_fail_closed FROM tenant_settings")
             .fetch_all(self.db.reader())
             .await?;

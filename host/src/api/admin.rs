@@ -19,9 +19,10 @@ use super::AppState;
 use crate::audit::{self, AuditAction, AuditOutcome, AuditPage, AuditQuery, AuditRecord};
 use crate::graph::TenantId;
 use crate::lag::{LagError, PipelineLag};
-use crate::plugins::{hex_sha256, PluginError, PluginKind, PluginSlot, PluginVersion, RegistryError};
+use crate::plugins::{hex_sha256, PluginError, PluginKind, PluginSlot, PluginVersion, RegistryError, RequestedLimits};
 use crate::projection::progress::{self, BackfillProgress};
 use crate::projection::Projection;
+use crate::tenant_jwt::{JwtKeyInfo, JwtKeySpec, TenantJwtError};
 use crate::tenant_keys::{self, IssuedKey, TenantKey, TenantKeyError};
 use crate::tenants::TenantConfig;
 
@@ -185,6 +186,8 @@ impl From<RegistryError> for ApiError {
         let detail = error.to_string();
         match error {
             RegistryError::InvalidName(_) => ApiError::bad_request("invalid_plugin_name", detail),
+            RegistryError::ReservedName(_) => ApiError::bad_request("reserved_plugin_name", detail),
+            RegistryError::LimitRefused(_) => ApiError::bad_request("limit_too_high", detail),
             RegistryError::NoSuchVersion { .. } | RegistryError::NotDeployed { .. } => {
                 ApiError::new(StatusCode::NOT_FOUND, "plugin_not_found", detail)
             }
@@ -213,10 +216,11 @@ pub struct DeployResponse {
 }
 
 /// Upload a component (the request body) as the slot's next version: validated against the kind's world,
-/// compiled, run on conformance samples, stored, and swapped in atomically.
+/// compiled, run on conformance samples within its limits (the query's, each defaulting to the
+/// configuration's and at most the platform's maximum), stored with them, and swapped in atomically.
 #[utoipa::path(put, path = "/admin/v1/tenants/{tenant}/plugins/{kind}/{name}", tag = "admin",
     params(("tenant" = String, Path), ("kind" = String, Path, description = "rate-limiter, router or projector"),
-        ("name" = String, Path, description = "`default` for rate-limiter and router")),
+        ("name" = String, Path, description = "`default` for rate-limiter and router"), RequestedLimits),
     request_body(content = Vec<u8>, content_type = "application/wasm"),
     responses((status = 200, body = DeployResponse), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 422, description = "Not a component, wrong world or failed conformance", body = Problem)),
@@ -225,11 +229,12 @@ pub async fn deploy(
     State(state): State<AppState>,
     operator: Operator,
     Path(path): Path<SlotPath>,
+    Query(limits): Query<RequestedLimits>,
     wasm: Bytes,
 ) -> Result<axum::Json<DeployResponse>, ApiError> {
     let slot = path.slot(&operator)?;
     let uploaded = Change { sha256: Some(hex_sha256(&wasm)), ..Change::plugin(AuditAction::Deploy, &slot) };
-    let deployed = state.plugins.deploy(slot.clone(), wasm.to_vec()).await.map_err(ApiError::from);
+    let deployed = state.plugins.deploy_with(slot.clone(), wasm.to_vec(), limits).await.map_err(ApiError::from);
     let change = match &deployed {
         Ok((plugin, _)) => uploaded.version(plugin),
         Err(_) => uploaded,
@@ -511,4 +516,79 @@ pub struct WhoAmI {
     security(("admin" = [])))]
 pub async fn whoami(operator: Operator) -> axum::Json<WhoAmI> {
     axum::Json(WhoAmI { actor: operator.actor(), tenant: operator.own_tenant().map(TenantId::to_string) })
+}
+
+impl From<TenantJwtError> for ApiError {
+    fn from(error: TenantJwtError) -> Self {
+        let detail = error.to_string();
+        match error {
+            TenantJwtError::InvalidKid(_) => ApiError::bad_request("invalid_kid", detail),
+            TenantJwtError::InvalidKey(_) => ApiError::bad_request("invalid_jwt_key", detail),
+            TenantJwtError::TooMany(_) => ApiError::new(StatusCode::CONFLICT, "too_many_jwt_keys", detail),
+            TenantJwtError::NotFound { .. } => ApiError::new(StatusCode::NOT_FOUND, "jwt_key_not_found", detail),
+            TenantJwtError::Database(e) => ApiError::database(&e),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct JwtKeyPath {
+    tenant: String,
+    kid: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JwtKeyList {
+    pub keys: Vec<JwtKeyInfo>,
+}
+
+/// Register (or replace) one of the tenant's own JWT verification keys, chosen by the tokens' `kid`; once
+/// it has one, the tenant's tokens verify only with its keys (at most two, for rotation).
+#[utoipa::path(put, path = "/admin/v1/tenants/{tenant}/jwt-keys/{kid}", tag = "admin",
+    params(("tenant" = String, Path), ("kid" = String, Path)),
+    request_body = JwtKeySpec,
+    responses((status = 200, body = JwtKeyList), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem), (status = 409, description = "the tenant has two keys already", body = Problem)),
+    security(("admin" = [])))]
+pub async fn set_jwt_key(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<JwtKeyPath>,
+    Json(spec): Json<JwtKeySpec>,
+) -> Result<axum::Json<JwtKeyList>, ApiError> {
+    let tenant = operator.reach(&path.tenant)?;
+    let set = state.tenants.jwt_keys().set(&tenant, &path.kid, &spec).await.map_err(ApiError::from);
+    let change =
+        Change { detail: format!("kid {} ({:?})", path.kid, spec.algorithm), ..Change::of(AuditAction::SetJwtKey) };
+    audited(&state, &operator, &tenant, change, set).await?;
+    Ok(axum::Json(JwtKeyList { keys: state.tenants.jwt_keys().list(&tenant).await? }))
+}
+
+/// The tenant's own JWT keys (never their material).
+#[utoipa::path(get, path = "/admin/v1/tenants/{tenant}/jwt-keys", tag = "admin", params(("tenant" = String, Path)),
+    responses((status = 200, body = JwtKeyList), (status = 401, body = Problem), (status = 403, body = Problem)),
+    security(("admin" = [])))]
+pub async fn jwt_keys(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<TenantPath>,
+) -> Result<axum::Json<JwtKeyList>, ApiError> {
+    Ok(axum::Json(JwtKeyList { keys: state.tenants.jwt_keys().list(&operator.reach(&path.tenant)?).await? }))
+}
+
+/// Remove one of the tenant's JWT keys; with none left, its tokens verify with the global key again.
+#[utoipa::path(delete, path = "/admin/v1/tenants/{tenant}/jwt-keys/{kid}", tag = "admin",
+    params(("tenant" = String, Path), ("kid" = String, Path)),
+    responses((status = 204), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)),
+    security(("admin" = [])))]
+pub async fn remove_jwt_key(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<JwtKeyPath>,
+) -> Result<StatusCode, ApiError> {
+    let tenant = operator.reach(&path.tenant)?;
+    let removed = state.tenants.jwt_keys().remove(&tenant, &path.kid).await.map_err(ApiError::from);
+    let change = Change { detail: format!("kid {}", path.kid), ..Change::of(AuditAction::RemoveJwtKey) };
+    audited(&state, &operator, &tenant, change, removed).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

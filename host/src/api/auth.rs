@@ -7,10 +7,13 @@
 use std::fs;
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use jsonwebtoken::{decode, decode_header, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +21,7 @@ use super::problem::ApiError;
 use super::AppState;
 use crate::config::Config;
 use crate::graph::{TenantId, UserId};
+use crate::tenant_jwt::TenantJwtKeys;
 
 /// The authenticated caller of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,17 +45,19 @@ pub enum AuthSetupError {
     DefaultTenant(#[from] crate::graph::InvalidTenantId),
 }
 
-/// Checks bearer tokens against the configured keys and claims.
+/// Checks bearer tokens against the configured keys and claims — or, for a tenant that registered its own
+/// keys, against those only.
 pub struct Authenticator {
     hs256: Option<DecodingKey>,
     public: Option<(Algorithm, DecodingKey)>,
     issuer: Option<String>,
     audience: Option<String>,
     default_tenant: TenantId,
+    tenant_keys: Arc<TenantJwtKeys>,
 }
 
 impl Authenticator {
-    pub fn from_config(config: &Config) -> Result<Self, AuthSetupError> {
+    pub fn from_config(config: &Config, tenant_keys: Arc<TenantJwtKeys>) -> Result<Self, AuthSetupError> {
         let public = match &config.jwt_public_key_file {
             Some(path) => Some(read_public_key(path)?),
             None => None,
@@ -67,55 +73,102 @@ impl Authenticator {
             issuer: config.jwt_issuer.clone(),
             audience: config.jwt_audience.clone(),
             default_tenant: config.default_tenant.parse()?,
+            tenant_keys,
         })
     }
 
-    /// Verifies `token` and returns who it speaks for.
+    /// Verifies `token` and returns who it speaks for. The tenant it claims decides the keys: that
+    /// tenant's own (by `kid`) if it registered any, else the global configuration.
     pub fn verify(&self, token: &str) -> Result<Caller, ApiError> {
-        let invalid = |detail: String| ApiError::unauthorized("invalid_token", detail);
         let header = decode_header(token).map_err(|e| invalid(format!("malformed token: {e}")))?;
-        let key = match (header.alg, &self.hs256, &self.public) {
-            (Algorithm::HS256, Some(key), _) => key,
-            (alg, _, Some((accepted, key))) if alg == *accepted => key,
-            (alg, _, _) => return Err(invalid(format!("algorithm {alg:?} is not accepted here"))),
+        let tenant = match claimed_tenant(token)? {
+            Some(t) => t.parse().map_err(|e| invalid(format!("claim tenant: {e}")))?,
+            None => self.default_tenant.clone(),
         };
-        let mut validation = Validation::new(header.alg);
-        // `sub` is required by `VerifiedClaims` itself: jsonwebtoken's own check would refuse numeric subjects.
-        let mut required = vec!["exp"];
-        match &self.issuer {
-            Some(issuer) => {
-                validation.set_issuer(&[issuer]);
-                required.push("iss");
+        let claims = match self.tenant_keys.of(&tenant) {
+            Some(own) => {
+                let mut candidates = own
+                    .iter()
+                    .filter(|k| k.algorithm == header.alg && header.kid.as_ref().is_none_or(|kid| *kid == k.kid))
+                    .peekable();
+                if candidates.peek().is_none() {
+                    return Err(invalid(format!("no key of tenant {tenant} matches the token's kid and algorithm")));
+                }
+                let mut last = None;
+                let verified = candidates.find_map(|k| {
+                    let checked = check(token, header.alg, &k.key, k.issuer.as_deref(), k.audience.as_deref());
+                    checked.map_err(|e| last = Some(e)).ok()
+                });
+                verified.ok_or_else(|| last.unwrap_or_else(|| invalid("token rejected".to_owned())))?
             }
-            None => validation.iss = None,
-        }
-        match &self.audience {
-            Some(audience) => {
-                validation.set_audience(&[audience]);
-                required.push("aud");
+            None => {
+                let key = match (header.alg, &self.hs256, &self.public) {
+                    (Algorithm::HS256, Some(key), _) => key,
+                    (alg, _, Some((accepted, key))) if alg == *accepted => key,
+                    (alg, _, _) => return Err(invalid(format!("algorithm {alg:?} is not accepted here"))),
+                };
+                check(token, header.alg, key, self.issuer.as_deref(), self.audience.as_deref())?
             }
-            None => validation.validate_aud = false,
-        }
-        validation.set_required_spec_claims(&required);
-        let claims = decode::<VerifiedClaims>(token, key, &validation)
-            .map_err(|e| invalid(format!("token rejected: {e}")))?
-            .claims;
+        };
         let user = match claims.sub {
             Subject::Number(n) => UserId::try_from(n).map_err(|e| invalid(format!("claim sub: {e}")))?,
             Subject::Text(s) => s.parse().map_err(|e| invalid(format!("claim sub: {e}")))?,
-        };
-        let tenant = match claims.tenant {
-            Some(t) => t.parse().map_err(|e| invalid(format!("claim tenant: {e}")))?,
-            None => self.default_tenant.clone(),
         };
         Ok(Caller { tenant, user })
     }
 }
 
+fn invalid(detail: String) -> ApiError {
+    ApiError::unauthorized("invalid_token", detail)
+}
+
+/// The `tenant` claim, read before the signature is checked only to choose the keys that check it: the
+/// claims are used only once those keys verified the token.
+fn claimed_tenant(token: &str) -> Result<Option<String>, ApiError> {
+    #[derive(Deserialize)]
+    struct Claimed {
+        tenant: Option<String>,
+    }
+    let payload = token.split('.').nth(1).ok_or_else(|| invalid("malformed token: no payload".to_owned()))?;
+    let json = URL_SAFE_NO_PAD.decode(payload).map_err(|e| invalid(format!("malformed token: {e}")))?;
+    let claimed: Claimed = serde_json::from_slice(&json).map_err(|e| invalid(format!("malformed token: {e}")))?;
+    Ok(claimed.tenant)
+}
+
+/// Verifies `token`'s signature with `key`, its `exp`, and its `iss` and `aud` where required.
+fn check(
+    token: &str,
+    alg: Algorithm,
+    key: &DecodingKey,
+    issuer: Option<&str>,
+    audience: Option<&str>,
+) -> Result<VerifiedClaims, ApiError> {
+    let mut validation = Validation::new(alg);
+    // `sub` is required by `VerifiedClaims` itself: jsonwebtoken's own check would refuse numeric subjects.
+    let mut required = vec!["exp"];
+    match issuer {
+        Some(issuer) => {
+            validation.set_issuer(&[issuer]);
+            required.push("iss");
+        }
+        None => validation.iss = None,
+    }
+    match audience {
+        Some(audience) => {
+            validation.set_audience(&[audience]);
+            required.push("aud");
+        }
+        None => validation.validate_aud = false,
+    }
+    validation.set_required_spec_claims(&required);
+    decode::<VerifiedClaims>(token, key, &validation)
+        .map(|data| data.claims)
+        .map_err(|e| invalid(format!("token rejected: {e}")))
+}
+
 #[derive(Deserialize)]
 struct VerifiedClaims {
     sub: Subject,
-    tenant: Option<String>,
 }
 
 /// Identity providers emit `sub` as a string by the JWT spec; many internal ones emit a number.

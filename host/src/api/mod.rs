@@ -108,6 +108,8 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(admin::revoke_key))
         .routes(routes!(admin::audit_log))
         .routes(routes!(admin::whoami))
+        .routes(routes!(admin::set_jwt_key, admin::remove_jwt_key))
+        .routes(routes!(admin::jwt_keys))
         .layer(middleware::from_fn_with_state(state.max_plugin_bytes, refuse_declared_over))
         .layer(DefaultBodyLimit::max(state.max_plugin_bytes));
     let operations = OpenApiRouter::new()

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::bindings::{Decision, Destination, Effect, Key, OutboxEvent, RelationEvent, WriteRequest};
-use super::runtime::{CallCost, PluginError, PluginRuntime, PreparedPlugin};
+use super::runtime::{CallCost, PluginError, PluginLimits, PluginRuntime, PreparedPlugin};
 
 /// Most destinations one event may be routed to.
 pub const MAX_DESTINATIONS: usize = 16;
@@ -27,14 +27,16 @@ pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 pub const MAX_COUNTER_STEP: i64 = 1 << 32;
 
 impl PluginRuntime {
-    /// The rate-limit policy's decision for each request.
+    /// The rate-limit policy's decision for each request, within the version's `limits`.
     pub fn decide(
         &self,
         plugin: &PreparedPlugin,
+        limits: PluginLimits,
         requests: &[WriteRequest],
     ) -> Result<(Vec<Decision>, CallCost), PluginError> {
         let PreparedPlugin::RateLimiter(pre) = plugin else { return Err(mismatch(plugin, "rate-limiter")) };
-        let (decisions, cost) = self.run(|store| pre.instantiate(&mut *store)?.call_decide(&mut *store, requests))?;
+        let (decisions, cost) =
+            self.run(limits, requests.len(), |store| pre.instantiate(&mut *store)?.call_decide(&mut *store, requests))?;
         check_count(decisions.len(), requests.len())?;
         decisions.iter().try_for_each(check_decision)?;
         Ok((decisions, cost))
@@ -44,10 +46,12 @@ impl PluginRuntime {
     pub fn route(
         &self,
         plugin: &PreparedPlugin,
+        limits: PluginLimits,
         events: &[OutboxEvent],
     ) -> Result<(Vec<Vec<Destination>>, CallCost), PluginError> {
         let PreparedPlugin::Router(pre) = plugin else { return Err(mismatch(plugin, "router")) };
-        let (routes, cost) = self.run(|store| pre.instantiate(&mut *store)?.call_route(&mut *store, events))?;
+        let (routes, cost) =
+            self.run(limits, events.len(), |store| pre.instantiate(&mut *store)?.call_route(&mut *store, events))?;
         check_count(routes.len(), events.len())?;
         routes.iter().try_for_each(|r| check_destinations(r))?;
         let bytes = routes
@@ -62,10 +66,12 @@ impl PluginRuntime {
     pub fn project(
         &self,
         plugin: &PreparedPlugin,
+        limits: PluginLimits,
         events: &[RelationEvent],
     ) -> Result<(Vec<Vec<Effect>>, CallCost), PluginError> {
         let PreparedPlugin::Projector(pre) = plugin else { return Err(mismatch(plugin, "projector")) };
-        let (effects, cost) = self.run(|store| pre.instantiate(&mut *store)?.call_project(&mut *store, events))?;
+        let (effects, cost) =
+            self.run(limits, events.len(), |store| pre.instantiate(&mut *store)?.call_project(&mut *store, events))?;
         check_count(effects.len(), events.len())?;
         effects.iter().try_for_each(|e| check_effects(e))?;
         let bytes = effects.iter().flatten().map(|e| if let Effect::ValueSet((_, v)) = e { v.len() } else { 0 });

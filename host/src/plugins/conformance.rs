@@ -3,7 +3,7 @@
 //! answers nonsense on ordinary events is refused at upload, not discovered in production.
 
 use super::bindings::{Action, OutboxEvent, RelationEvent, WriteRequest};
-use super::runtime::{CallCost, PluginError, PluginRuntime, PreparedPlugin};
+use super::runtime::{CallCost, PluginError, PluginLimits, PluginRuntime, PreparedPlugin};
 
 /// Write requests covering both actions and several users.
 pub fn sample_requests() -> Vec<WriteRequest> {
@@ -56,11 +56,11 @@ pub fn sample_outbox_events() -> Vec<OutboxEvent> {
         .collect()
 }
 
-/// Runs `plugin` on its kind's samples.
-pub fn check(runtime: &PluginRuntime, plugin: &PreparedPlugin) -> Result<CallCost, PluginError> {
+/// Runs `plugin` on its kind's samples, within the `limits` it is being deployed with.
+pub fn check(runtime: &PluginRuntime, plugin: &PreparedPlugin, limits: PluginLimits) -> Result<CallCost, PluginError> {
     Ok(match plugin {
-        PreparedPlugin::RateLimiter(_) => runtime.decide(plugin, &sample_requests())?.1,
-        PreparedPlugin::Router(_) => runtime.route(plugin, &sample_outbox_events())?.1,
-        PreparedPlugin::Projector(_) => runtime.project(plugin, &sample_events())?.1,
+        PreparedPlugin::RateLimiter(_) => runtime.decide(plugin, limits, &sample_requests())?.1,
+        PreparedPlugin::Router(_) => runtime.route(plugin, limits, &sample_outbox_events())?.1,
+        PreparedPlugin::Projector(_) => runtime.project(plugin, limits, &sample_events())?.1,
     })
 }

@@ -19,8 +19,13 @@ pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFEC
 pub use conformance::{sample_events, sample_outbox_events, sample_requests};
 pub use observed::{count_invalid_output, observed};
 pub use policy::{project_with_retries, route_or_default, ProjectionFailed, RetryPolicy, Routed};
-pub use registry::{blocking, ActivePlugin, PluginRegistry, PluginSlot, PluginVersion, RegistryError, SINGLETON_NAME};
-pub use runtime::{hex_sha256, CallCost, PluginError, PluginLimits, PluginRuntime, PreparedPlugin};
+pub use registry::{
+    blocking, ActivePlugin, PluginRegistry, PluginSlot, PluginVersion, RegistryError, VersionLimits, SINGLETON_NAME,
+};
+pub use runtime::{
+    hex_sha256, CallCost, LimitRefused, PluginError, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
+    INPUTS_PER_LIMIT,
+};
 
 use std::fmt;
 use std::str::FromStr;
@@ -88,12 +93,12 @@ pub const BUNDLED: [BundledPlugin; 5] = [
     },
     BundledPlugin {
         kind: PluginKind::Projector,
-        name: "follow-lists",
+        name: strand_contract::FOLLOW_LISTS,
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/follow_lists.wasm")),
     },
     BundledPlugin {
         kind: PluginKind::Projector,
-        name: "follow-counts",
+        name: strand_contract::FOLLOW_COUNTS,
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/follow_counts.wasm")),
     },
     BundledPlugin {

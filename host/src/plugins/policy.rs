@@ -49,7 +49,7 @@ async fn route(
     events: Arc<Vec<OutboxEvent>>,
 ) -> Result<Vec<Vec<Destination>>, PluginError> {
     let (runtime, plugin) = (registry.runtime().clone(), router.clone());
-    observed(tenant.as_str(), &router, move || Ok(runtime.route(&plugin.prepared, &events)?.0)).await
+    observed(tenant.as_str(), &router, move || Ok(runtime.route(&plugin.prepared, plugin.limits, &events)?.0)).await
 }
 
 /// How often and how patiently a failing projector is called again.
@@ -88,7 +88,8 @@ pub async fn project_with_retries(
     loop {
         let (runtime, plugin, batch) = (registry.runtime().clone(), projector.clone(), events.clone());
         let tenant = events.first().map_or("", |e| e.tenant.as_str());
-        match observed(tenant, &projector, move || Ok(runtime.project(&plugin.prepared, &batch)?.0)).await {
+        let call = move || Ok(runtime.project(&plugin.prepared, plugin.limits, &batch)?.0);
+        match observed(tenant, &projector, call).await {
             Ok(effects) => return Ok(effects),
             Err(last) if attempt >= policy.attempts => {
                 return Err(ProjectionFailed {

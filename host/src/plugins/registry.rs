@@ -12,7 +12,9 @@ use arc_swap::ArcSwap;
 use serde::Serialize;
 use sqlx::Row;
 
-use super::runtime::{hex_sha256, CallCost, PluginError, PluginRuntime, PreparedPlugin};
+use super::runtime::{
+    hex_sha256, CallCost, LimitRefused, PluginError, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
+};
 use super::{conformance, PluginKind, BUNDLED};
 use crate::graph::{now_ms, rfc3339_millis, Database, TenantId};
 
@@ -34,6 +36,9 @@ impl PluginSlot {
         if !valid_name {
             return Err(RegistryError::InvalidName(format!("{name:?} is not 1 to 64 characters of a-z, 0-9, -")));
         }
+        if kind == PluginKind::Projector && strand_contract::SERVED_PROJECTORS.contains(&name) {
+            return Err(RegistryError::ReservedName(name.to_owned()));
+        }
         if kind.is_singleton() && name != SINGLETON_NAME {
             return Err(RegistryError::InvalidName(format!(
                 "a tenant has one {kind}; its name is {SINGLETON_NAME:?}, not {name:?}"
@@ -51,6 +56,8 @@ pub struct ActivePlugin {
     pub version: i64,
     pub sha256: String,
     pub prepared: PreparedPlugin,
+    /// What each call of this version may use (per call of up to 256 inputs).
+    pub limits: PluginLimits,
 }
 
 /// A stored version, as the admin API lists it.
@@ -65,6 +72,26 @@ pub struct PluginVersion {
     /// `active` or `inactive`.
     pub state: String,
     pub created_at: String,
+    pub limits: VersionLimits,
+}
+
+/// The limits a version was deployed with, as listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct VersionLimits {
+    pub deadline_ms: u64,
+    pub memory_bytes: u64,
+    /// `null`: no fuel metering.
+    pub fuel: Option<u64>,
+}
+
+impl From<PluginLimits> for VersionLimits {
+    fn from(limits: PluginLimits) -> Self {
+        Self {
+            deadline_ms: u64::try_from(limits.deadline.as_millis()).unwrap_or(u64::MAX),
+            memory_bytes: limits.memory_bytes as u64,
+            fuel: limits.fuel,
+        }
+    }
 }
 
 /// Why a deploy, rollback or removal was refused or failed.
@@ -72,8 +99,13 @@ pub struct PluginVersion {
 pub enum RegistryError {
     #[error("invalid plugin name: {0}")]
     InvalidName(String),
+    /// The API serves this projector's counts or lists: a replacement could make it serve wrong ones.
+    #[error("the projector name {0:?} is reserved for the host: the API serves its counts and lists; deploy yours under another name")]
+    ReservedName(String),
     #[error("rejected: {0}")]
     Rejected(#[from] PluginError),
+    #[error(transparent)]
+    LimitRefused(#[from] LimitRefused),
     #[error("no version {version} of {kind} {name:?}")]
     NoSuchVersion { kind: PluginKind, name: String, version: i64 },
     #[error("no {kind} {name:?} is deployed")]
@@ -109,6 +141,7 @@ impl PluginRegistry {
                         version: 0,
                         sha256: hex_sha256(b.wasm),
                         prepared,
+                        limits: rt.limits(),
                     }))
                 })
                 .collect::<Result<Vec<_>, PluginError>>()
@@ -166,15 +199,19 @@ impl PluginRegistry {
     }
 
     async fn load_stored(&self, slot: &PluginSlot, version: i64) -> Result<Arc<ActivePlugin>, RegistryError> {
-        let row = sqlx::query("SELECT wasm FROM plugins WHERE tenant_id = ? AND kind = ? AND name = ? AND version = ?")
-            .bind(slot.tenant.as_str())
-            .bind(slot.kind.as_str())
-            .bind(&slot.name)
-            .bind(version)
-            .fetch_optional(self.db.reader())
-            .await?
-            .ok_or_else(|| RegistryError::NoSuchVersion { kind: slot.kind, name: slot.name.clone(), version })?;
-        Ok(load_version(&self.runtime, slot, version, row.try_get(0)?).await?)
+        let row = sqlx::query(
+            "SELECT wasm, deadline_ms, memory_bytes, fuel FROM plugins \
+             WHERE tenant_id = ? AND kind = ? AND name = ? AND version = ?",
+        )
+        .bind(slot.tenant.as_str())
+        .bind(slot.kind.as_str())
+        .bind(&slot.name)
+        .bind(version)
+        .fetch_optional(self.db.reader())
+        .await?
+        .ok_or_else(|| RegistryError::NoSuchVersion { kind: slot.kind, name: slot.name.clone(), version })?;
+        let limits = stored_limits(&self.runtime, &row, 1)?;
+        Ok(load_version(&self.runtime, slot, version, row.try_get(0)?, limits).await?)
     }
 
     pub fn runtime(&self) -> &Arc<PluginRuntime> {
@@ -243,14 +280,26 @@ impl PluginRegistry {
         self.bundled.iter().find(|b| b.kind == kind && b.name == name).cloned()
     }
 
-    /// Validates, compiles and conformance-checks `wasm`, stores it as the slot's next version and swaps it
-    /// in. Returns the new version and the cost of the conformance run.
+    /// [`PluginRegistry::deploy_with`] the default limits.
     pub async fn deploy(&self, slot: PluginSlot, wasm: Vec<u8>) -> Result<(PluginVersion, CallCost), RegistryError> {
+        self.deploy_with(slot, wasm, RequestedLimits::default()).await
+    }
+
+    /// Validates, compiles and conformance-checks `wasm` within the `requested` limits (each at most the
+    /// platform's maximum), stores it with them as the slot's next version and swaps it in. Returns the
+    /// new version and the cost of the conformance run.
+    pub async fn deploy_with(
+        &self,
+        slot: PluginSlot,
+        wasm: Vec<u8>,
+        requested: RequestedLimits,
+    ) -> Result<(PluginVersion, CallCost), RegistryError> {
+        let limits = self.runtime.limits_for(requested)?;
         let _change = self.changes.lock().await;
         let (runtime, kind, bytes) = (self.runtime.clone(), slot.kind, wasm.clone());
         let (prepared, cost) = blocking(move || {
             let prepared = runtime.prepare(kind, &bytes)?;
-            let cost = conformance::check(&runtime, &prepared)?;
+            let cost = conformance::check(&runtime, &prepared, limits)?;
             Ok((prepared, cost))
         })
         .await?;
@@ -265,9 +314,10 @@ impl PluginRegistry {
         .fetch_one(&mut *tx)
         .await?;
         deactivate(&mut tx, &slot).await?;
+        let listed = VersionLimits::from(limits);
         sqlx::query(
-            "INSERT INTO plugins (tenant_id, kind, name, version, sha256, wasm, state, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?, 'active', ?)",
+            "INSERT INTO plugins (tenant_id, kind, name, version, sha256, wasm, state, created_at, deadline_ms, \
+             memory_bytes, fuel) VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)",
         )
         .bind(slot.tenant.as_str())
         .bind(slot.kind.as_str())
@@ -276,6 +326,9 @@ impl PluginRegistry {
         .bind(&sha256)
         .bind(wasm)
         .bind(created_at)
+        .bind(i64::try_from(listed.deadline_ms).unwrap_or(i64::MAX))
+        .bind(i64::try_from(listed.memory_bytes).unwrap_or(i64::MAX))
+        .bind(listed.fuel.map(|fuel| i64::try_from(fuel).unwrap_or(i64::MAX)))
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -288,8 +341,10 @@ impl PluginRegistry {
             size_bytes,
             state: "active".to_owned(),
             created_at: rfc3339_millis(created_at),
+            limits: listed,
         };
-        let plugin = Arc::new(ActivePlugin { kind: slot.kind, name: slot.name.clone(), version, sha256, prepared });
+        let plugin =
+            Arc::new(ActivePlugin { kind: slot.kind, name: slot.name.clone(), version, sha256, prepared, limits });
         self.swap(|deployed| {
             deployed.insert(slot.clone(), plugin.clone());
         });
@@ -347,8 +402,8 @@ impl PluginRegistry {
     /// Every stored version of the tenant's plugins.
     pub async fn versions(&self, tenant: &TenantId) -> Result<Vec<PluginVersion>, RegistryError> {
         let rows = sqlx::query(
-            "SELECT kind, name, version, sha256, LENGTH(wasm), state, created_at FROM plugins \
-             WHERE tenant_id = ? ORDER BY kind, name, version",
+            "SELECT kind, name, version, sha256, LENGTH(wasm), state, created_at, deadline_ms, memory_bytes, fuel \
+             FROM plugins WHERE tenant_id = ? ORDER BY kind, name, version",
         )
         .bind(tenant.as_str())
         .fetch_all(self.db.reader())
@@ -364,6 +419,7 @@ impl PluginRegistry {
                     size_bytes: row.try_get(4)?,
                     state: row.try_get(5)?,
                     created_at: rfc3339_millis(row.try_get(6)?),
+                    limits: stored_limits(&self.runtime, row, 7)?.into(),
                 })
             })
             .collect()
@@ -393,13 +449,31 @@ async fn load_version(
     slot: &PluginSlot,
     version: i64,
     wasm: Vec<u8>,
+    limits: PluginLimits,
 ) -> Result<Arc<ActivePlugin>, PluginError> {
     let (runtime, kind, name) = (runtime.clone(), slot.kind, slot.name.clone());
     blocking(move || {
         let prepared = runtime.prepare(kind, &wasm)?;
-        Ok(Arc::new(ActivePlugin { kind, name, version, sha256: hex_sha256(&wasm), prepared }))
+        Ok(Arc::new(ActivePlugin { kind, name, version, sha256: hex_sha256(&wasm), prepared, limits }))
     })
     .await
+}
+
+/// The limits stored with a version in `row`'s columns `first..first + 3` (deadline, memory, fuel); a
+/// version deployed before limits were stored has none and runs with the defaults.
+fn stored_limits(runtime: &PluginRuntime, row: &sqlx::any::AnyRow, first: usize) -> Result<PluginLimits, sqlx::Error> {
+    let deadline: Option<i64> = row.try_get(first)?;
+    let memory: Option<i64> = row.try_get(first + 1)?;
+    let fuel: Option<i64> = row.try_get(first + 2)?;
+    let defaults = runtime.limits();
+    Ok(match (deadline, memory) {
+        (Some(deadline), Some(memory)) => PluginLimits {
+            deadline: std::time::Duration::from_millis(deadline.max(1) as u64),
+            memory_bytes: usize::try_from(memory).unwrap_or(defaults.memory_bytes),
+            fuel: fuel.and_then(|fuel| u64::try_from(fuel).ok()),
+        },
+        _ => defaults,
+    })
 }
 
 /// Compilation and plugin calls are CPU work with their own deadlines: keep them off the async workers.

@@ -44,6 +44,31 @@ impl Default for PluginLimits {
     }
 }
 
+/// A version's limits hold for a call of up to this many inputs; a bigger batch (a backfill page) gets
+/// proportionally more time and fuel, within the platform maxima.
+pub const INPUTS_PER_LIMIT: usize = 256;
+
+/// Limits asked for at deploy time; each unset one is the configured default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, utoipa::IntoParams)]
+pub struct RequestedLimits {
+    /// Wall-clock limit of one call, in milliseconds.
+    pub deadline_ms: Option<u64>,
+    /// Linear-memory limit of one instance, in bytes.
+    pub memory_bytes: Option<u64>,
+    /// Fuel per call (about one unit per wasm instruction).
+    pub fuel: Option<u64>,
+}
+
+/// A requested limit above the platform's maximum (or zero).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{limit} = {requested} is not allowed: it must be at least 1 and at most the platform maximum {maximum}")]
+pub struct LimitRefused {
+    /// `deadline_ms`, `memory_bytes` or `fuel`.
+    pub limit: &'static str,
+    pub requested: u64,
+    pub maximum: u64,
+}
+
 /// Why a plugin could not be loaded or a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
@@ -97,23 +122,46 @@ pub struct PluginState {
 /// The engine, the linker and the compiled-code cache.
 pub struct PluginRuntime {
     engine: Engine,
+    /// What a version gets unless it asks for other limits.
     limits: PluginLimits,
+    /// What no version may exceed (the pool's memory slots are this big).
+    maxima: PluginLimits,
     cache_dir: Option<PathBuf>,
     engine_hash: String,
     ticking: Arc<AtomicBool>,
 }
 
 impl PluginRuntime {
-    /// `cache_dir`: where compiled code is kept between runs; it must be trusted (it is loaded as code).
+    /// A runtime whose versions all run with `limits`. `cache_dir`: where compiled code is kept between
+    /// runs; it must be trusted (it is loaded as code).
     pub fn new(limits: PluginLimits, cache_dir: Option<PathBuf>) -> Result<Self, PluginError> {
+        Self::bounded(limits, limits, cache_dir)
+    }
+
+    /// A runtime whose versions get `defaults` unless deployed with their own limits, up to `maxima`.
+    pub fn bounded(
+        defaults: PluginLimits,
+        maxima: PluginLimits,
+        cache_dir: Option<PathBuf>,
+    ) -> Result<Self, PluginError> {
+        let limits = defaults;
+        // The defaults are always allowed: maxima below them are raised to them.
+        let maxima = PluginLimits {
+            deadline: maxima.deadline.max(limits.deadline),
+            memory_bytes: maxima.memory_bytes.max(limits.memory_bytes),
+            fuel: match (maxima.fuel, limits.fuel) {
+                (Some(maximum), Some(default)) => Some(maximum.max(default)),
+                (maximum, default) => maximum.or(default),
+            },
+        };
         let mut config = Config::new();
-        config.wasm_component_model(true).epoch_interruption(true).consume_fuel(limits.fuel.is_some());
+        config.wasm_component_model(true).epoch_interruption(true).consume_fuel(maxima.fuel.is_some());
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(POOLED_INSTANCES)
             .total_core_instances(4 * POOLED_INSTANCES)
             .total_memories(2 * POOLED_INSTANCES)
             .total_tables(2 * POOLED_INSTANCES)
-            .max_memory_size(limits.memory_bytes);
+            .max_memory_size(maxima.memory_bytes);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(|e| PluginError::Host(format!("wasmtime engine: {e:#}")))?;
         let mut hasher = DefaultHasher::new();
@@ -130,11 +178,51 @@ impl PluginRuntime {
                 }
             })
             .map_err(|e| PluginError::Host(format!("epoch thread: {e}")))?;
-        Ok(Self { engine, limits, cache_dir, engine_hash, ticking })
+        Ok(Self { engine, limits, maxima, cache_dir, engine_hash, ticking })
     }
 
+    /// The limits a version gets when it asks for none.
     pub fn limits(&self) -> PluginLimits {
         self.limits
+    }
+
+    /// The limits of a version that asked for `requested`: each unset one the default; refused above the
+    /// platform maximum, so a tenant cannot buy itself more of the shared machine than the platform allows.
+    pub fn limits_for(&self, requested: RequestedLimits) -> Result<PluginLimits, LimitRefused> {
+        let check = |limit, requested: Option<u64>, default: u64, maximum: u64| match requested {
+            None => Ok(default),
+            Some(value) if value >= 1 && value <= maximum => Ok(value),
+            Some(value) => Err(LimitRefused { limit, requested: value, maximum }),
+        };
+        let max_ms = u64::try_from(self.maxima.deadline.as_millis()).unwrap_or(u64::MAX);
+        let default_ms = u64::try_from(self.limits.deadline.as_millis()).unwrap_or(u64::MAX);
+        let deadline = check("deadline_ms", requested.deadline_ms, default_ms, max_ms)?;
+        let memory = check(
+            "memory_bytes",
+            requested.memory_bytes,
+            self.limits.memory_bytes as u64,
+            self.maxima.memory_bytes as u64,
+        )?;
+        let fuel = match (requested.fuel, self.maxima.fuel) {
+            (None, _) => self.limits.fuel,
+            (Some(fuel), Some(maximum)) => Some(check("fuel", Some(fuel), 0, maximum)?),
+            (Some(fuel), None) => return Err(LimitRefused { limit: "fuel", requested: fuel, maximum: 0 }),
+        };
+        Ok(PluginLimits { deadline: Duration::from_millis(deadline), memory_bytes: memory as usize, fuel })
+    }
+
+    /// `limits` for a call of `inputs` inputs: scaled up for batches beyond [`INPUTS_PER_LIMIT`], capped by
+    /// the platform maxima.
+    fn for_batch(&self, limits: PluginLimits, inputs: usize) -> PluginLimits {
+        let factor = inputs.div_ceil(INPUTS_PER_LIMIT).max(1) as u32;
+        PluginLimits {
+            deadline: (limits.deadline * factor).min(self.maxima.deadline.max(limits.deadline)),
+            fuel: limits.fuel.map(|fuel| {
+                let scaled = fuel.saturating_mul(u64::from(factor));
+                self.maxima.fuel.map_or(scaled, |maximum| scaled.min(maximum.max(fuel)))
+            }),
+            ..limits
+        }
     }
 
     /// Compiles `wasm` (or loads it from the cache) and checks it against `kind`'s world.
@@ -186,29 +274,36 @@ impl PluginRuntime {
         fs::rename(&temporary, path)
     }
 
-    /// Runs `call` against a fresh instance in a fresh, limited store.
+    /// Runs `call` of `inputs` inputs against a fresh instance in a fresh store limited by `limits` (a
+    /// version's, scaled to the batch).
     pub fn run<R>(
         &self,
+        limits: PluginLimits,
+        inputs: usize,
         call: impl FnOnce(&mut Store<PluginState>) -> wasmtime::Result<R>,
     ) -> Result<(R, CallCost), PluginError> {
-        let limits = StoreLimitsBuilder::new().memory_size(self.limits.memory_bytes).trap_on_grow_failure(true).build();
-        let mut store = Store::new(&self.engine, PluginState { limits });
+        let limits = self.for_batch(limits, inputs);
+        let store_limits =
+            StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build();
+        let mut store = Store::new(&self.engine, PluginState { limits: store_limits });
         store.limiter(|state| &mut state.limits);
-        if let Some(fuel) = self.limits.fuel {
+        // With metering on (a platform maximum of fuel), a version without fuel of its own gets the maximum.
+        let fuel = self.maxima.fuel.map(|maximum| limits.fuel.unwrap_or(maximum));
+        if let Some(fuel) = fuel {
             store.set_fuel(fuel).map_err(|e| PluginError::Host(format!("{e:#}")))?;
         }
-        let ticks = self.limits.deadline.as_micros().div_ceil(EPOCH_TICK.as_micros()) as u64 + 1;
+        let ticks = limits.deadline.as_micros().div_ceil(EPOCH_TICK.as_micros()) as u64 + 1;
         store.set_epoch_deadline(ticks);
         store.epoch_deadline_trap();
         let started = Instant::now();
         let result = call(&mut store);
-        let fuel = self.limits.fuel.map(|total| total - store.get_fuel().unwrap_or(total));
-        let cost = CallCost { elapsed: started.elapsed(), fuel };
+        let consumed = fuel.map(|total| total - store.get_fuel().unwrap_or(total));
+        let cost = CallCost { elapsed: started.elapsed(), fuel: consumed };
         match result {
             Ok(value) => Ok((value, cost)),
             Err(e) => Err(match e.downcast_ref::<Trap>() {
-                Some(Trap::Interrupt) => PluginError::Timeout(self.limits.deadline),
-                Some(Trap::OutOfFuel) => PluginError::OutOfFuel(self.limits.fuel.unwrap_or_default()),
+                Some(Trap::Interrupt) => PluginError::Timeout(limits.deadline),
+                Some(Trap::OutOfFuel) => PluginError::OutOfFuel(fuel.unwrap_or_default()),
                 _ => PluginError::Trap(format!("{e:#}")),
             }),
         }

@@ -5,13 +5,10 @@
 //! score = follow time, ties by the fixed-width member, newest first; a space holds every follower of an
 //! account, so any page of a huge account is a range read of its sorted set.
 
+use strand_contract::{FOLLOWERS, FOLLOWING, FOLLOWINGS, FOLLOW_COUNTS, FOLLOW_LISTS};
+
 use crate::cache::{member, Cache, CacheError, PageStart, Space};
 use crate::graph::{self, Counts, Database, Direction, ListedUser, Page, PageRequest, Position, TenantId, UserId};
-
-/// The projector whose counters are served.
-const COUNTERS: &str = "follow-counts";
-/// The projector whose sorted sets are served as lists.
-const LISTS: &str = "follow-lists";
 
 /// Where reads are served from: the cache when it is complete for the tenant, else the database.
 pub struct CachedReads {
@@ -52,12 +49,12 @@ impl CachedReads {
 
     /// The cached counts, or `None` when the tenant's counters are not complete.
     async fn cached_counts(&self, tenant: &TenantId, users: &[UserId]) -> Result<Option<Vec<Counts>>, CacheError> {
-        let space = Space { tenant: tenant.as_str(), plugin: COUNTERS };
+        let space = Space { tenant: tenant.as_str(), plugin: FOLLOW_COUNTS };
         // The mark and the counters in one read.
         let mut keys = vec![space.ready_key()];
         for user in users {
-            keys.push(space.counter("followings", [user.get()]));
-            keys.push(space.counter("followers", [user.get()]));
+            keys.push(space.counter(FOLLOWINGS, [user.get()]));
+            keys.push(space.counter(FOLLOWERS, [user.get()]));
         }
         let values = self.cache.texts(&keys).await?;
         if values[0].is_none() {
@@ -85,13 +82,13 @@ impl CachedReads {
         direction: Direction,
         page: PageRequest,
     ) -> Result<Option<Page>, CacheError> {
-        let space = Space { tenant: tenant.as_str(), plugin: LISTS };
+        let space = Space { tenant: tenant.as_str(), plugin: FOLLOW_LISTS };
         if self.cache.built_by(space).await?.is_none() {
             return Ok(None);
         }
         let side = match direction {
-            Direction::Following => "following",
-            Direction::Followers => "followers",
+            Direction::Following => FOLLOWING,
+            Direction::Followers => FOLLOWERS,
         };
         let key = space.sorted_set(side, [user.get()]);
         let fetch = page.limit as usize + 1;

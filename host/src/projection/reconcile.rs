@@ -7,6 +7,8 @@ use std::fmt;
 
 use sqlx::Row;
 
+use strand_contract::{FOLLOWERS, FOLLOWING, FOLLOWINGS, FOLLOW_COUNTS, FOLLOW_LISTS};
+
 use crate::cache::{Cache, CacheError, PageStart, Space};
 use crate::graph::Database;
 
@@ -78,10 +80,10 @@ pub async fn reconcile(db: &Database, cache: Option<&Cache>, sample_lists: usize
             list.insert(*to);
         }
     }
-    for (counter, counts) in [("followings", &followings), ("followers", &followers)] {
+    for (counter, counts) in [(FOLLOWINGS, &followings), (FOLLOWERS, &followers)] {
         let keys: Vec<String> = counts
             .keys()
-            .map(|(tenant, user)| Space { tenant, plugin: "follow-counts" }.counter(counter, [*user]))
+            .map(|(tenant, user)| Space { tenant, plugin: FOLLOW_COUNTS }.counter(counter, [*user]))
             .collect();
         for (chunk, expected) in keys.chunks(1000).zip(counts.values().collect::<Vec<_>>().chunks(1000)) {
             for ((key, cached), expected) in chunk.iter().zip(cache.texts(chunk).await?).zip(expected) {
@@ -96,7 +98,7 @@ pub async fn reconcile(db: &Database, cache: Option<&Cache>, sample_lists: usize
     // An even sample over the users, not the first few.
     let step = (lists.len() / sample_lists.max(1)).max(1);
     for ((tenant, user), expected) in lists.iter().step_by(step).take(sample_lists) {
-        let key = Space { tenant, plugin: "follow-lists" }.sorted_set("following", [*user]);
+        let key = Space { tenant, plugin: FOLLOW_LISTS }.sorted_set(FOLLOWING, [*user]);
         let cached = cache.descending(&key, PageStart::Rank(0), usize::MAX).await?;
         let cached: BTreeSet<i64> = cached.iter().filter_map(|(m, _)| m.parse().ok()).collect();
         if cached != *expected {

@@ -84,7 +84,7 @@ impl RateLimiting {
         let policy = self.registry.rate_limiter(tenant);
         let (runtime, plugin) = (self.registry.runtime().clone(), policy.clone());
         let decided = observed(tenant.as_str(), &policy, move || {
-            let (mut decisions, _cost) = runtime.decide(&plugin.prepared, &[request])?;
+            let (mut decisions, _cost) = runtime.decide(&plugin.prepared, plugin.limits, &[request])?;
             Ok(decisions.remove(0))
         })
         .await;

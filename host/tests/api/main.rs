@@ -8,6 +8,7 @@ mod seed;
 mod shutdown;
 mod surface;
 mod tenant_access;
+mod tenant_jwt;
 mod write_path;
 
 use sqlx::Row;

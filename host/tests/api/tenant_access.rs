@@ -31,6 +31,9 @@ fn tenant_routes(tenant: &str) -> Vec<(Method, String, Option<Value>)> {
         (Method::GET, format!("{t}/keys"), None),
         (Method::POST, format!("{t}/keys"), Some(json!({"name": "stolen"}))),
         (Method::DELETE, format!("{t}/keys/ci"), None),
+        (Method::GET, format!("{t}/jwt-keys"), None),
+        (Method::PUT, format!("{t}/jwt-keys/k1"), Some(json!({"algorithm": "HS256", "key": "x".repeat(40)}))),
+        (Method::DELETE, format!("{t}/jwt-keys/k1"), None),
     ]
 }
 
@@ -55,7 +58,7 @@ async fn a_tenant_key_reaches_only_its_own_tenant(backend: Backend) {
         acme.upload(Method::PUT, "/admin/v1/tenants/acme/plugins/rate-limiter/default", test_plugin("deny-all")).await;
     assert_eq!(deployed.status, 200, "{deployed:?}");
     assert_eq!(server.client("acme", 1).put("/v1/me/following/2").await.status, 429, "its deny-all policy is active");
-    for (method, path, body) in tenant_routes("acme").into_iter().filter(|(_, p, _)| !p.contains("/keys")) {
+    for (method, path, body) in tenant_routes("acme").into_iter().filter(|(_, p, _)| !p.contains("keys")) {
         let path = path.clone();
         let reply = call(&acme, method.clone(), &path, body).await;
         assert!(reply.status < 300, "{method} {path} with acme's own key: {reply:?}");
@@ -197,4 +200,17 @@ async fn the_cli_issues_lists_and_revokes_keys_and_deploys_with_one() {
     let (code, _, err) = strand(&["tenant", "key", "list", "--tenant", "acme"], ("STRAND_TENANT_KEY", &secret)).await;
     assert_ne!(code, Some(0));
     assert!(err.contains("401"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_projectors_the_api_serves_cannot_be_replaced_by_anyone() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    let counts = strand::plugins::BUNDLED.iter().find(|b| b.name == "follow-counts").unwrap().wasm.to_vec();
+    for name in strand_contract::SERVED_PROJECTORS {
+        let path = format!("/admin/v1/tenants/acme/plugins/projector/{name}");
+        let reply = server.admin().upload(Method::PUT, &path, counts.clone()).await;
+        assert_eq!((reply.status, reply.code()), (400, "reserved_plugin_name"), "{name}: {reply:?}");
+    }
+    let listed = server.admin().get("/admin/v1/tenants/acme/plugins").await;
+    assert_eq!(listed.body["plugins"], json!([]), "nothing was deployed");
 }

@@ -48,7 +48,7 @@ async fn the_runtime_says_why_a_call_was_stopped() {
     let request = |target| WriteRequest { tenant: "acme".into(), user: 1, action: Action::Follow, target, now_ms: 0 };
     let call = |runtime: &PluginRuntime, target| {
         let plugin = runtime.prepare(PluginKind::RateLimiter, &wasm).expect("a rate-limiter component");
-        runtime.decide(&plugin, &[request(target)]).map(|_| ()).unwrap_err()
+        runtime.decide(&plugin, runtime.limits(), &[request(target)]).map(|_| ()).unwrap_err()
     };
 
     let timeout = call(&on_the_clock, 666);
@@ -97,4 +97,66 @@ async fn impossible_buckets_are_refused_on_both_stores_and_other_tenants_write_o
         let counted = r#"strand_plugin_invalid_output_total{tenant="evil",kind="rate-limiter",plugin="default",version="1",stage="call"}"#;
         assert!(metrics.contains(counted), "{counted} missing from:\n{metrics}");
     }
+}
+
+/// The hostile limiter needs 24 MiB on this target, above the default 16 MiB.
+const NEEDS_24_MIB: i64 = 673;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_version_runs_within_its_own_limits_which_the_platform_caps() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    let closed = json!({"rate_limit_failure": "closed"});
+    assert_eq!(server.admin().send_json(Method::PUT, "/admin/v1/tenants/acme/settings", &closed).await.status, 200);
+    let path = "/admin/v1/tenants/acme/plugins/rate-limiter/default";
+    let with = |query: &str| {
+        let (admin, path) = (server.admin(), format!("{path}{query}"));
+        async move { admin.upload(Method::PUT, &path, test_plugin("hostile-limiter")).await }
+    };
+    let alice = server.client("acme", 1);
+    let target = format!("/v1/me/following/{NEEDS_24_MIB}");
+
+    assert_eq!(with("").await.status, 200);
+    assert_eq!(alice.put(&target).await.status, 503, "16 MiB by default: out of memory, fails closed");
+    let roomy = with("?memory_bytes=67108864").await;
+    assert_eq!(roomy.status, 200, "{roomy:?}");
+    assert_eq!(roomy.body["plugin"]["limits"]["memory_bytes"], 64 << 20);
+    assert_eq!(alice.put(&target).await.status, 200, "its own 64 MiB");
+
+    for (query, limit) in
+        [("?memory_bytes=1073741824", "memory_bytes"), ("?deadline_ms=60000", "deadline_ms"), ("?fuel=0", "fuel")]
+    {
+        let refused = with(query).await;
+        assert_eq!((refused.status, refused.code()), (400, "limit_too_high"), "{query}: {refused:?}");
+        assert!(refused.body["detail"].as_str().unwrap().contains(limit), "names {limit}: {refused:?}");
+    }
+    let listed = server.admin().get("/admin/v1/tenants/acme/plugins").await.body;
+    let memory: Vec<i64> =
+        listed["plugins"].as_array().unwrap().iter().map(|p| p["limits"]["memory_bytes"].as_i64().unwrap()).collect();
+    assert_eq!(memory, [16 << 20, 64 << 20], "plugin list shows each version's limits: {listed}");
+
+    // The limits are the version's, across a restart.
+    let server = server.restart().await;
+    assert_eq!(server.client("acme", 1).delete(&target).await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_component_of_tens_of_mib_deploys_compiles_once_and_runs_within_its_limits() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    let big = test_plugin("big-limiter");
+    assert!(big.len() > 20 << 20, "as big as a JS or Python component: {} bytes", big.len());
+    let path = "/admin/v1/tenants/acme/plugins/rate-limiter/default";
+    let tight = server.admin().upload(Method::PUT, path, big.clone()).await;
+    assert_eq!((tight.status, tight.code()), (422, "conformance_failed"), "20 MiB of data in 16 MiB: {tight:?}");
+    let deployed =
+        server.admin().upload(Method::PUT, &format!("{path}?memory_bytes=67108864&deadline_ms=500"), big).await;
+    assert_eq!(deployed.status, 200, "{deployed:?}");
+    assert_eq!(server.client("acme", 1).put("/v1/me/following/2").await.status, 200);
+    // Compiled once: the machine code is cached under the component's hash for every later load.
+    let sha256 = deployed.body["plugin"]["sha256"].as_str().unwrap().to_owned();
+    let cache = server.config.plugin_cache_dir.clone().expect("test servers cache compiled plugins");
+    let cached =
+        std::fs::read_dir(&cache).unwrap().flatten().any(|f| f.file_name().to_string_lossy().starts_with(&sha256));
+    assert!(cached, "{sha256} compiled into {}", cache.display());
+    let server = server.restart().await;
+    assert_eq!(server.client("acme", 1).delete("/v1/me/following/2").await.status, 200);
 }

@@ -1,5 +1,6 @@
 //! The bundled counters: `followings:{user}` and `followers:{user}`.
 
+use strand_plugin_sdk::contract::{FOLLOWERS, FOLLOWINGS};
 use strand_plugin_sdk::{export_projector, Effect, Key, Projector, RelationEvent};
 
 pub struct FollowCounts;
@@ -7,8 +8,8 @@ pub struct FollowCounts;
 impl Projector for FollowCounts {
     fn project(event: &RelationEvent) -> Vec<Effect> {
         vec![
-            Effect::counter_add(Key::new("followings", [event.follower]), event.delta()),
-            Effect::counter_add(Key::new("followers", [event.followee]), event.delta()),
+            Effect::counter_add(Key::new(FOLLOWINGS, [event.follower]), event.delta()),
+            Effect::counter_add(Key::new(FOLLOWERS, [event.followee]), event.delta()),
         ]
     }
 }

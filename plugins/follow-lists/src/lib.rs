@@ -1,14 +1,15 @@
 //! The bundled list caches: `following:{user}` and `followers:{user}` sorted sets, scored by follow time.
 //! The host renders members fixed-width, so equal scores order by user id exactly as the database does.
 
+use strand_plugin_sdk::contract::{FOLLOWERS, FOLLOWING};
 use strand_plugin_sdk::{export_projector, Action, Effect, Key, Projector, RelationEvent};
 
 pub struct FollowLists;
 
 impl Projector for FollowLists {
     fn project(event: &RelationEvent) -> Vec<Effect> {
-        let following = Key::new("following", [event.follower]);
-        let followers = Key::new("followers", [event.followee]);
+        let following = Key::new(FOLLOWING, [event.follower]);
+        let followers = Key::new(FOLLOWERS, [event.followee]);
         match event.action {
             Action::Follow => {
                 let at = event.occurred_at_ms as f64;

@@ -19,6 +19,9 @@
 
 mod helpers;
 
+/// The names the host serves reads from (`follow-counts`, `follow-lists` and their keys).
+pub use strand_contract as contract;
+
 #[doc(hidden)]
 pub mod bindings {
     //! Generated from `wit/`; the `types` interface is generated once and shared by the three worlds.

@@ -6,7 +6,8 @@ use std::sync::OnceLock;
 
 use anyhow::{bail, Context};
 
-const TEST_PLUGINS: [&str; 5] = ["deny-all", "hostile-limiter", "broken-limiter", "fanout-router", "hostile-projector"];
+const TEST_PLUGINS: [&str; 6] =
+    ["deny-all", "hostile-limiter", "broken-limiter", "fanout-router", "hostile-projector", "big-limiter"];
 
 static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
 

@@ -1,7 +1,8 @@
 //! Behaves on conformance samples (targets 101..=108), then misbehaves on chosen targets:
 //! 666 loops forever, 667 traps, 668 allocates until memory runs out, 669 answers a 1 MiB reason, and
 //! charges buckets the host cannot carry out: 670 refills at 1e-300 tokens a second (its wait would not fit
-//! any clock), 671 costs more than the bucket holds, 672 refills at NaN.
+//! any clock), 671 costs more than the bucket holds, 672 refills at NaN. On 673 it needs 24 MiB of memory,
+//! more than the default limit, and then allows.
 
 use std::hint::black_box;
 
@@ -29,6 +30,14 @@ impl RateLimiter for Hostile {
             670 => Decision::charge("evil", 10, 1e-300, 1),
             671 => Decision::charge("evil", 1, 1.0, 2),
             672 => Decision::charge("evil", 10, f64::NAN, 1),
+            673 => {
+                let needed = black_box(vec![7u8; 24 << 20]);
+                if needed.iter().step_by(4096).all(|b| *b == 7) {
+                    Decision::Allow
+                } else {
+                    Decision::Deny("memory".into())
+                }
+            }
             _ => Decision::Allow,
         }
     }
