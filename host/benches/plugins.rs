@@ -2,7 +2,8 @@
 //! - the bundled `follow-counts` projector per event, as WASM and compiled natively, at batch 1, 16, 256;
 //! - instantiation (a call on an empty batch);
 //! - a hot swap (deploy: compile, conformance run, store, swap), cold and with the compile cache warm;
-//! - the rate-limit decision (policy call + bucket) added to a follow, embedded and on Redis.
+//! - the rate-limit decision (policy call + bucket) added to a follow, embedded and on Redis, and with a
+//!   canary of the policy running (the canary choice's added latency).
 //!
 //! `cargo bench -p strand --bench plugins`
 
@@ -10,6 +11,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use strand::api::Caller;
 use strand::graph::{Database, TenantId, UserId};
 use strand::plugins::{Action, PluginKind, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent, BUNDLED};
 use strand::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
@@ -111,19 +113,36 @@ async fn main() {
     let tenant: TenantId = "bench".parse().expect("tenant");
     for (label, buckets) in stores {
         let limiter = RateLimiting::new(registry.clone(), tenants.clone(), buckets);
-        let mut latencies = Vec::with_capacity(5000);
-        for i in 0..5000 {
-            let user = UserId::try_from(i + 1).expect("positive");
-            let target = UserId::try_from(i + 2).expect("positive");
-            let started = Instant::now();
-            black_box(limiter.check(&tenant, user, true, target).await);
-            latencies.push(started.elapsed());
-        }
-        latencies.sort();
-        println!(
-            "rate-limit decision ({label}): p50 {:?}  p99 {:?}",
-            latencies[latencies.len() / 2],
-            latencies[latencies.len() * 99 / 100]
-        );
+        print_decisions(&format!("rate-limit decision ({label})"), &limiter, &tenant).await;
     }
+
+    // The same decision while a canary of the policy takes 10% of the users: the choice's added cost.
+    let policy = BUNDLED.iter().find(|b| b.kind == PluginKind::RateLimiter).expect("bundled policy").wasm.to_vec();
+    let slot = PluginSlot::new(tenant.clone(), PluginKind::RateLimiter, "default").expect("slot");
+    registry.deploy(slot.clone(), policy.clone()).await.expect("stable policy");
+    let limiter = RateLimiting::new(registry.clone(), tenants.clone(), TokenBuckets::Local(LocalBuckets::default()));
+    print_decisions("rate-limit decision (embedded, deployed policy)", &limiter, &tenant).await;
+    registry.deploy_with(slot, policy, Default::default(), Some(10)).await.expect("canary");
+    print_decisions("rate-limit decision (embedded, deployed policy + 10% canary)", &limiter, &tenant).await;
+    let rounds = 1_000_000;
+    let started = Instant::now();
+    for user in 0..rounds {
+        black_box(registry.choose(&tenant, PluginKind::RateLimiter, &user.to_string(), None));
+    }
+    println!("canary choice alone: {:.0} ns", started.elapsed().as_secs_f64() * 1e9 / rounds as f64);
+}
+
+/// p50 and p99 of 5,000 decisions of distinct users.
+async fn print_decisions(label: &str, limiter: &RateLimiting, tenant: &TenantId) {
+    let mut latencies = Vec::with_capacity(5000);
+    for i in 0..5000 {
+        let user = UserId::try_from(i + 1).expect("positive");
+        let target = UserId::try_from(i + 2).expect("positive");
+        let caller = Caller { tenant: tenant.clone(), user, pinned_version: None };
+        let started = Instant::now();
+        black_box(limiter.check(&caller, true, target).await);
+        latencies.push(started.elapsed());
+    }
+    latencies.sort();
+    println!("{label}: p50 {:?}  p99 {:?}", latencies[latencies.len() / 2], latencies[latencies.len() * 99 / 100]);
 }

@@ -25,6 +25,10 @@ pub enum AuditAction {
     RevokeKey,
     SetJwtKey,
     RemoveJwtKey,
+    Promote,
+    Abort,
+    /// The host aborted a canary that failed clearly more often than its stable version.
+    AutomaticRollback,
 }
 
 impl AuditAction {
@@ -39,6 +43,9 @@ impl AuditAction {
             AuditAction::RevokeKey => "revoke_key",
             AuditAction::SetJwtKey => "set_jwt_key",
             AuditAction::RemoveJwtKey => "remove_jwt_key",
+            AuditAction::Promote => "promote",
+            AuditAction::Abort => "abort",
+            AuditAction::AutomaticRollback => "automatic_rollback",
         }
     }
 }
@@ -65,7 +72,7 @@ impl AuditOutcome {
 /// One change, as it is recorded.
 #[derive(Debug, Clone)]
 pub struct AuditRecord<'a> {
-    /// `admin`, or `key:NAME` for a tenant key.
+    /// `admin`, `key:NAME` for a tenant key, or `host` for the host's own (automatic rollbacks).
     pub actor: &'a str,
     pub tenant: &'a TenantId,
     pub action: AuditAction,

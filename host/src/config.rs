@@ -60,6 +60,11 @@ pub struct Config {
     pub plugin_max_memory_bytes: usize,
     /// 0: no fuel metering at all (then versions cannot ask for fuel either).
     pub plugin_max_fuel: u64,
+    /// A canary is rolled back automatically when, over a window of `rollout_window_ms` with at least
+    /// `rollout_min_calls` canary calls, its failure rate exceeds the stable version's by more than this.
+    pub rollout_max_excess_failure_rate: f64,
+    pub rollout_min_calls: u64,
+    pub rollout_window_ms: u64,
     /// Largest plugin upload accepted by the admin API, in bytes (JavaScript and Python components are
     /// several MiB to tens of MiB).
     pub max_plugin_bytes: usize,
@@ -129,6 +134,9 @@ impl Default for Config {
             plugin_max_deadline_ms: 2_000,
             plugin_max_memory_bytes: 256 << 20,
             plugin_max_fuel: 5_000_000_000,
+            rollout_max_excess_failure_rate: 0.05,
+            rollout_min_calls: 20,
+            rollout_window_ms: 60_000,
             max_plugin_bytes: 64 << 20,
             refresh_ms: 2000,
             relay: RelayMode::Poll,
@@ -168,6 +176,15 @@ impl Config {
             deadline: std::time::Duration::from_millis(self.plugin_deadline_ms),
             memory_bytes: self.plugin_memory_bytes,
             fuel: (self.plugin_fuel > 0).then_some(self.plugin_fuel),
+        }
+    }
+
+    /// When a canary is rolled back by the host.
+    pub fn rollback_policy(&self) -> crate::plugins::rollout::RollbackPolicy {
+        crate::plugins::rollout::RollbackPolicy {
+            max_excess_failure_rate: self.rollout_max_excess_failure_rate,
+            min_calls: self.rollout_min_calls,
+            window: std::time::Duration::from_millis(self.rollout_window_ms),
         }
     }
 

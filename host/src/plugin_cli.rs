@@ -46,6 +46,10 @@ pub enum PluginCommand {
         /// This version's fuel per call (default: `plugin_fuel`).
         #[arg(long)]
         fuel: Option<u64>,
+        /// Deploy a rate limiter as a canary for this percent (1-99) of the users, beside the active
+        /// version; then `promote` or `abort`.
+        #[arg(long)]
+        canary: Option<u8>,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -62,6 +66,20 @@ pub enum PluginCommand {
         slot: SlotArgs,
         #[arg(long)]
         version: i64,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Make the running canary the active version, for all of the traffic.
+    Promote {
+        #[command(flatten)]
+        slot: SlotArgs,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Stop the running canary: all of the traffic to the active version again.
+    Abort {
+        #[command(flatten)]
+        slot: SlotArgs,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -98,16 +116,17 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
     match command {
         PluginCommand::Build { dir } => build(&dir),
         PluginCommand::Test { kind, input, wasm } => test(config, kind, input.as_deref(), &wasm),
-        PluginCommand::Deploy { slot, wasm, deadline_ms, memory_bytes, fuel, admin } => {
+        PluginCommand::Deploy { slot, wasm, deadline_ms, memory_bytes, fuel, canary, admin } => {
             let bytes = std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
             let url = format!("{}/plugins/{}/{}", tenant_url(config, &admin, &slot.tenant), slot.kind, slot.name);
-            let limits: Vec<(&str, u64)> =
-                [("deadline_ms", deadline_ms), ("memory_bytes", memory_bytes), ("fuel", fuel)]
+            let canary = canary.map(u64::from);
+            let query: Vec<(&str, u64)> =
+                [("deadline_ms", deadline_ms), ("memory_bytes", memory_bytes), ("fuel", fuel), ("canary", canary)]
                     .into_iter()
                     .filter_map(|(name, value)| Some((name, value?)))
                     .collect();
             let request =
-                reqwest::Client::new().put(url).query(&limits).header("content-type", "application/wasm").body(bytes);
+                reqwest::Client::new().put(url).query(&query).header("content-type", "application/wasm").body(bytes);
             let deployed = admin_call(config, request).await?;
             print_json(&deployed)?;
             follow_build(config, &admin, &slot, deployed["plugin"]["version"].as_i64()).await
@@ -123,7 +142,20 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
             print_json(&admin_call(config, request).await?)?;
             follow_build(config, &admin, &slot, Some(version)).await
         }
+        PluginCommand::Promote { slot, admin } => rollout_step(config, &slot, &admin, "promote").await,
+        PluginCommand::Abort { slot, admin } => rollout_step(config, &slot, &admin, "abort").await,
     }
+}
+
+/// `promote` or `abort` the slot's canary.
+async fn rollout_step(config: &Config, slot: &SlotArgs, admin: &AdminArgs, step: &str) -> anyhow::Result<()> {
+    let url = format!("{}/plugins/{}/{}/{step}", tenant_url(config, admin, &slot.tenant), slot.kind, slot.name);
+    let answer = admin_call(config, reqwest::Client::new().post(url)).await?;
+    if answer.is_object() {
+        print_json(&answer)?;
+    }
+    println!("{step}: done");
+    Ok(())
 }
 
 /// For a projector, draws the progress of `version`'s build for the slot's tenant (recorded by the worker

@@ -345,7 +345,7 @@ pub async fn run_rebuild(
 async fn load_plugins(config: &Config, db: &Database) -> Result<Arc<PluginRegistry>, StartupError> {
     let (defaults, maxima, cache) = (config.plugin_limits(), config.plugin_maxima(), config.plugin_cache_dir.clone());
     let runtime = Arc::new(PluginRuntime::bounded(defaults, maxima, cache)?);
-    Ok(Arc::new(PluginRegistry::load(runtime, db.clone()).await?))
+    Ok(Arc::new(PluginRegistry::load_with(runtime, db.clone(), config.rollback_policy()).await?))
 }
 
 /// The plugins of a process without the API (`strand relay`, `strand worker`), kept in line with the

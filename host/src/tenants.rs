@@ -28,6 +28,10 @@ pub enum FailureMode {
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
     pub rate_limit_failure: FailureMode,
+    /// Whether requests may pin a candidate policy version with `Strand-Pinned-Version` (test traffic for
+    /// a canary, also one at 0%). Off by default: users cannot choose their policy.
+    #[serde(default)]
+    pub allow_pinned_versions: bool,
 }
 
 /// Every tenant's settings, read from the database at start and on change.
@@ -53,17 +57,18 @@ impl TenantSettings {
     /// Re-reads every tenant's settings and JWT keys: how changes made through another node reach this one.
     pub async fn refresh(&self) -> Result<(), sqlx::Error> {
         self.jwt_keys.refresh().await?;
-        let rows = sqlx::query("SELECT tenant_id, rate_limit_fail_closed FROM tenant_settings")
+        let rows = sqlx::query("SELECT tenant_id, rate_limit_fail_closed, allow_pinned_versions FROM tenant_settings")
             .fetch_all(self.db.reader())
             .await?;
         let mut settings = HashMap::new();
         for row in rows {
             let tenant: String = row.try_get(0)?;
-            let closed: i64 = row.try_get(1)?;
+            let (closed, pinned): (i64, i64) = (row.try_get(1)?, row.try_get(2)?);
             match tenant.parse() {
                 Ok(tenant) => {
                     let failure = if closed == 1 { FailureMode::Closed } else { FailureMode::Open };
-                    settings.insert(tenant, TenantConfig { rate_limit_failure: failure });
+                    let config = TenantConfig { rate_limit_failure: failure, allow_pinned_versions: pinned == 1 };
+                    settings.insert(tenant, config);
                 }
                 Err(e) => tracing::error!(error = %e, "ignoring tenant_settings row with an invalid tenant id"),
             }
@@ -79,12 +84,16 @@ impl TenantSettings {
     pub async fn set(&self, tenant: &TenantId, config: TenantConfig) -> Result<(), sqlx::Error> {
         let mut tx = self.db.writer().begin().await?;
         sqlx::query("DELETE FROM tenant_settings WHERE tenant_id = ?").bind(tenant.as_str()).execute(&mut *tx).await?;
-        sqlx::query("INSERT INTO tenant_settings (tenant_id, rate_limit_fail_closed, updated_at) VALUES (?, ?, ?)")
-            .bind(tenant.as_str())
-            .bind(i64::from(config.rate_limit_failure == FailureMode::Closed))
-            .bind(now_ms())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO tenant_settings (tenant_id, rate_limit_fail_closed, allow_pinned_versions, updated_at) \
+             VALUES (?, ?, ?, ?)",
+        )
+        .bind(tenant.as_str())
+        .bind(i64::from(config.rate_limit_failure == FailureMode::Closed))
+        .bind(i64::from(config.allow_pinned_versions))
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         self.cache.rcu(|current| {
             let mut next = HashMap::clone(current);

@@ -188,9 +188,10 @@ impl From<RegistryError> for ApiError {
             RegistryError::InvalidName(_) => ApiError::bad_request("invalid_plugin_name", detail),
             RegistryError::ReservedName(_) => ApiError::bad_request("reserved_plugin_name", detail),
             RegistryError::LimitRefused(_) => ApiError::bad_request("limit_too_high", detail),
-            RegistryError::NoSuchVersion { .. } | RegistryError::NotDeployed { .. } => {
-                ApiError::new(StatusCode::NOT_FOUND, "plugin_not_found", detail)
-            }
+            RegistryError::InvalidCanary(_) => ApiError::bad_request("invalid_canary", detail),
+            RegistryError::NoSuchVersion { .. }
+            | RegistryError::NotDeployed { .. }
+            | RegistryError::NoRollout { .. } => ApiError::new(StatusCode::NOT_FOUND, "plugin_not_found", detail),
             RegistryError::Database(e) => ApiError::database(&e),
             RegistryError::Rejected(PluginError::NotAComponent(_)) => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_component", detail)
@@ -220,7 +221,7 @@ pub struct DeployResponse {
 /// configuration's and at most the platform's maximum), stored with them, and swapped in atomically.
 #[utoipa::path(put, path = "/admin/v1/tenants/{tenant}/plugins/{kind}/{name}", tag = "admin",
     params(("tenant" = String, Path), ("kind" = String, Path, description = "rate-limiter, router or projector"),
-        ("name" = String, Path, description = "`default` for rate-limiter and router"), RequestedLimits),
+        ("name" = String, Path, description = "`default` for rate-limiter and router"), RequestedLimits, RolloutQuery),
     request_body(content = Vec<u8>, content_type = "application/wasm"),
     responses((status = 200, body = DeployResponse), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 422, description = "Not a component, wrong world or failed conformance", body = Problem)),
@@ -230,11 +231,14 @@ pub async fn deploy(
     operator: Operator,
     Path(path): Path<SlotPath>,
     Query(limits): Query<RequestedLimits>,
+    Query(rollout): Query<RolloutQuery>,
     wasm: Bytes,
 ) -> Result<axum::Json<DeployResponse>, ApiError> {
     let slot = path.slot(&operator)?;
-    let uploaded = Change { sha256: Some(hex_sha256(&wasm)), ..Change::plugin(AuditAction::Deploy, &slot) };
-    let deployed = state.plugins.deploy_with(slot.clone(), wasm.to_vec(), limits).await.map_err(ApiError::from);
+    let detail = rollout.canary.map(|percent| format!("canary {percent}%")).unwrap_or_default();
+    let uploaded = Change { sha256: Some(hex_sha256(&wasm)), detail, ..Change::plugin(AuditAction::Deploy, &slot) };
+    let deployed =
+        state.plugins.deploy_with(slot.clone(), wasm.to_vec(), limits, rollout.canary).await.map_err(ApiError::from);
     let change = match &deployed {
         Ok((plugin, _)) => uploaded.version(plugin),
         Err(_) => uploaded,
@@ -245,6 +249,51 @@ pub async fn deploy(
         conformance_micros: cost.elapsed.as_micros() as u64,
         conformance_fuel: cost.fuel,
     }))
+}
+
+/// How a deployed version takes traffic.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct RolloutQuery {
+    /// Deploy as a canary taking this percent (1-99) of the rate limiter's traffic, by a stable hash of the
+    /// user, beside the active version; `promote` or `abort` ends it. Unset: all of the traffic at once.
+    pub canary: Option<u8>,
+}
+
+/// Make the slot's canary its active version for all of the traffic.
+#[utoipa::path(post, path = "/admin/v1/tenants/{tenant}/plugins/{kind}/{name}/promote", tag = "admin",
+    params(("tenant" = String, Path), ("kind" = String, Path), ("name" = String, Path)),
+    responses((status = 200, body = PluginVersion), (status = 404, description = "no canary runs", body = Problem),
+        (status = 401, body = Problem), (status = 403, body = Problem)),
+    security(("admin" = [])))]
+pub async fn promote(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<SlotPath>,
+) -> Result<axum::Json<PluginVersion>, ApiError> {
+    let slot = path.slot(&operator)?;
+    let promoted = state.plugins.promote(slot.clone()).await.map_err(ApiError::from);
+    let change = match &promoted {
+        Ok(version) => Change::plugin(AuditAction::Promote, &slot).version(version),
+        Err(_) => Change::plugin(AuditAction::Promote, &slot),
+    };
+    Ok(axum::Json(audited(&state, &operator, &slot.tenant, change, promoted).await?))
+}
+
+/// Stop the slot's canary: all of the traffic goes to the active version again.
+#[utoipa::path(post, path = "/admin/v1/tenants/{tenant}/plugins/{kind}/{name}/abort", tag = "admin",
+    params(("tenant" = String, Path), ("kind" = String, Path), ("name" = String, Path)),
+    responses((status = 204), (status = 404, description = "no canary runs", body = Problem),
+        (status = 401, body = Problem), (status = 403, body = Problem)),
+    security(("admin" = [])))]
+pub async fn abort(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<SlotPath>,
+) -> Result<StatusCode, ApiError> {
+    let slot = path.slot(&operator)?;
+    let aborted = state.plugins.abort(slot.clone()).await.map_err(ApiError::from);
+    audited(&state, &operator, &slot.tenant, Change::plugin(AuditAction::Abort, &slot), aborted).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -394,7 +443,11 @@ pub async fn set_settings(
 ) -> Result<axum::Json<TenantConfig>, ApiError> {
     let tenant = operator.reach(&path.tenant)?;
     let set = state.tenants.set(&tenant, config).await.map_err(|e| ApiError::database(&e));
-    let detail = format!("rate_limit_failure {:?}", config.rate_limit_failure).to_lowercase();
+    let detail = format!(
+        "rate_limit_failure {:?}, allow_pinned_versions {}",
+        config.rate_limit_failure, config.allow_pinned_versions
+    )
+    .to_lowercase();
     let change = Change { detail, ..Change::of(AuditAction::SetSettings) };
     audited(&state, &operator, &tenant, change, set).await?;
     Ok(axum::Json(config))

@@ -28,7 +28,13 @@ use crate::tenant_jwt::TenantJwtKeys;
 pub struct Caller {
     pub tenant: TenantId,
     pub user: UserId,
+    /// The rate-limit policy version the request asks to run (`Strand-Pinned-Version`): test traffic for a
+    /// candidate, honoured only for tenants that allow it.
+    pub pinned_version: Option<i64>,
 }
+
+/// The header that pins a request to a candidate policy version.
+pub const PINNED_VERSION_HEADER: &str = "strand-pinned-version";
 
 /// Why no verifier could be built from the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -114,7 +120,7 @@ impl Authenticator {
             Subject::Number(n) => UserId::try_from(n).map_err(|e| invalid(format!("claim sub: {e}")))?,
             Subject::Text(s) => s.parse().map_err(|e| invalid(format!("claim sub: {e}")))?,
         };
-        Ok(Caller { tenant, user })
+        Ok(Caller { tenant, user, pinned_version: None })
     }
 }
 
@@ -194,7 +200,9 @@ impl FromRequestParts<AppState> for Caller {
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map(|(_, token)| token.trim())
             .ok_or_else(|| ApiError::unauthorized("invalid_token", "the Authorization scheme must be Bearer"))?;
-        state.auth.verify(token)
+        let pinned_version =
+            parts.headers.get(PINNED_VERSION_HEADER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+        Ok(Caller { pinned_version, ..state.auth.verify(token)? })
     }
 }
 

@@ -99,6 +99,8 @@ pub fn router(state: AppState) -> Router {
     let admin = OpenApiRouter::new()
         .routes(routes!(admin::deploy, admin::remove))
         .routes(routes!(admin::rollback))
+        .routes(routes!(admin::promote))
+        .routes(routes!(admin::abort))
         .routes(routes!(admin::list))
         .routes(routes!(admin::projections))
         .routes(routes!(admin::settings, admin::set_settings))

@@ -19,7 +19,7 @@ pub async fn follow_or_unfollow(
     if caller.user == target {
         return Err(WriteError::SelfFollow.into());
     }
-    match state.rate_limiting.check(&caller.tenant, caller.user, follow, target).await {
+    match state.rate_limiting.check(caller, follow, target).await {
         Verdict::Allowed => {}
         Verdict::Limited { retry_after, reason } => return Err(ApiError::rate_limited(retry_after, reason)),
         Verdict::Unavailable => {

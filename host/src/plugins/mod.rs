@@ -9,6 +9,7 @@ mod conformance;
 mod observed;
 mod policy;
 mod registry;
+pub mod rollout;
 mod runtime;
 
 pub use bindings::{
@@ -20,7 +21,8 @@ pub use conformance::{sample_events, sample_outbox_events, sample_requests};
 pub use observed::{count_invalid_output, observed};
 pub use policy::{project_with_retries, route_or_default, ProjectionFailed, RetryPolicy, Routed};
 pub use registry::{
-    blocking, ActivePlugin, PluginRegistry, PluginSlot, PluginVersion, RegistryError, VersionLimits, SINGLETON_NAME,
+    blocking, ActivePlugin, Canary, Chosen, PluginRegistry, PluginSlot, PluginVersion, RegistryError, VersionLimits,
+    SINGLETON_NAME,
 };
 pub use runtime::{
     hex_sha256, CallCost, LimitRefused, PluginError, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,

@@ -12,10 +12,12 @@ use arc_swap::ArcSwap;
 use serde::Serialize;
 use sqlx::Row;
 
+use super::rollout::{traffic_share, RollbackPolicy, RolloutHealth};
 use super::runtime::{
     hex_sha256, CallCost, LimitRefused, PluginError, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
 };
 use super::{conformance, PluginKind, BUNDLED};
+use crate::audit::{self, AuditAction, AuditOutcome, AuditRecord};
 use crate::graph::{now_ms, rfc3339_millis, Database, TenantId};
 
 /// The one name of a tenant's rate limiter and router (projectors are named freely).
@@ -69,10 +71,11 @@ pub struct PluginVersion {
     pub version: i64,
     pub sha256: String,
     pub size_bytes: i64,
-    /// `active` or `inactive`.
+    /// `active`, `canary` (beside the active one, for `canary_percent` of the traffic) or `inactive`.
     pub state: String,
     pub created_at: String,
     pub limits: VersionLimits,
+    pub canary_percent: Option<u8>,
 }
 
 /// The limits a version was deployed with, as listed.
@@ -110,11 +113,31 @@ pub enum RegistryError {
     NoSuchVersion { kind: PluginKind, name: String, version: i64 },
     #[error("no {kind} {name:?} is deployed")]
     NotDeployed { kind: PluginKind, name: String },
+    #[error("{kind} {name:?} has no canary running")]
+    NoRollout { kind: PluginKind, name: String },
+    #[error("a canary takes 0 to 99 percent of a rate limiter's traffic (routers and projectors: not yet), not {0}")]
+    InvalidCanary(u8),
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
 }
 
 type Deployed = HashMap<PluginSlot, Arc<ActivePlugin>>;
+
+/// A version taking a share of its slot's traffic beside the active one.
+#[derive(Clone)]
+pub struct Canary {
+    pub plugin: Arc<ActivePlugin>,
+    /// Percent of the traffic (by user for policies, by message key for routers).
+    pub percent: u8,
+}
+
+/// The version that serves one share of a slot's traffic, and whether it is the slot's canary.
+pub struct Chosen {
+    pub plugin: Arc<ActivePlugin>,
+    /// The canary's version while a rollout runs (also when the stable version was chosen), for health.
+    pub rollout: Option<i64>,
+    pub by_canary: bool,
+}
 
 /// Bundled defaults, deployed versions and the swap between them.
 pub struct PluginRegistry {
@@ -122,6 +145,8 @@ pub struct PluginRegistry {
     db: Database,
     bundled: Vec<Arc<ActivePlugin>>,
     deployed: ArcSwap<Deployed>,
+    canaries: ArcSwap<HashMap<PluginSlot, Canary>>,
+    health: RolloutHealth,
     /// Serialises deploys, rollbacks and removals; calls never take it.
     changes: tokio::sync::Mutex<()>,
 }
@@ -129,6 +154,15 @@ pub struct PluginRegistry {
 impl PluginRegistry {
     /// Loads the bundled plugins and every active deployed version from the database.
     pub async fn load(runtime: Arc<PluginRuntime>, db: Database) -> Result<Self, RegistryError> {
+        Self::load_with(runtime, db, RollbackPolicy::default()).await
+    }
+
+    /// [`PluginRegistry::load`], rolling canaries back by `policy`.
+    pub async fn load_with(
+        runtime: Arc<PluginRuntime>,
+        db: Database,
+        policy: RollbackPolicy,
+    ) -> Result<Self, RegistryError> {
         let rt = runtime.clone();
         let bundled = blocking(move || {
             BUNDLED
@@ -152,6 +186,8 @@ impl PluginRegistry {
             db,
             bundled,
             deployed: ArcSwap::from_pointee(Deployed::new()),
+            canaries: ArcSwap::from_pointee(HashMap::new()),
+            health: RolloutHealth::new(policy),
             changes: Default::default(),
         };
         registry.refresh().await?;
@@ -191,11 +227,96 @@ impl PluginRegistry {
             }
         }
         changed += current.keys().filter(|slot| !next.contains_key(slot)).count();
+        changed += self.refresh_canaries().await?;
         if changed > 0 {
             self.deployed.store(Arc::new(next));
             tracing::info!(changed, "plugin set refreshed from the database");
         }
         Ok(changed)
+    }
+
+    /// The running canaries, in line with the `plugins` table (rows in state `canary`).
+    async fn refresh_canaries(&self) -> Result<usize, RegistryError> {
+        let rows =
+            sqlx::query("SELECT tenant_id, kind, name, version, canary_percent FROM plugins WHERE state = 'canary'")
+                .fetch_all(self.db.reader())
+                .await?;
+        let current = self.canaries.load_full();
+        let mut next = HashMap::new();
+        let mut changed = 0;
+        for row in rows {
+            let (tenant, kind, name): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+            let (version, percent): (i64, Option<i64>) = (row.try_get(3)?, row.try_get(4)?);
+            let (Ok(tenant), Ok(kind), Some(percent)) =
+                (tenant.parse(), kind.parse(), percent.and_then(|p| u8::try_from(p).ok()))
+            else {
+                tracing::error!(%tenant, %kind, version, "ignoring an unreadable canary row");
+                continue;
+            };
+            let slot = PluginSlot { tenant, kind, name };
+            if let Some(canary) = current.get(&slot).filter(|c| c.plugin.version == version && c.percent == percent) {
+                next.insert(slot, canary.clone());
+                continue;
+            }
+            changed += 1;
+            match self.load_stored(&slot, version).await {
+                Ok(plugin) => {
+                    next.insert(slot, Canary { plugin, percent });
+                }
+                Err(e) => tracing::error!(tenant = %slot.tenant, kind = %slot.kind, version, error = %e,
+                    "cannot load a canary; its share stays with the stable version"),
+            }
+        }
+        changed += current.keys().filter(|slot| !next.contains_key(slot)).count();
+        if changed > 0 {
+            self.canaries.store(Arc::new(next));
+        }
+        Ok(changed)
+    }
+
+    /// The version serving `tenant`'s `kind` traffic of `key` (a user for policies, a message key for
+    /// routers): the canary for its share while one runs — or for test traffic `pinned` to its version,
+    /// also at 0% — else the active version.
+    pub fn choose(&self, tenant: &TenantId, kind: PluginKind, key: &str, pinned: Option<i64>) -> Chosen {
+        let stable = self.active(tenant, kind, SINGLETON_NAME).expect("a bundled rate limiter and router");
+        let slot = PluginSlot { tenant: tenant.clone(), kind, name: SINGLETON_NAME.to_owned() };
+        let canaries = self.canaries.load();
+        let Some(canary) = canaries.get(&slot) else {
+            return Chosen { plugin: stable, rollout: None, by_canary: false };
+        };
+        let by_canary = pinned == Some(canary.plugin.version) || traffic_share(tenant.as_str(), key) < canary.percent;
+        let plugin = if by_canary { canary.plugin.clone() } else { stable };
+        Chosen { plugin, rollout: Some(canary.plugin.version), by_canary }
+    }
+
+    /// Counts how a call chosen by [`PluginRegistry::choose`] ended; a canary failing clearly more often
+    /// than its stable version is aborted here, recorded in the audit log, logged and counted.
+    pub async fn record_outcome(&self, tenant: &TenantId, kind: PluginKind, chosen: &Chosen, failed: bool) {
+        let Some(canary_version) = chosen.rollout else { return };
+        let slot = PluginSlot { tenant: tenant.clone(), kind, name: SINGLETON_NAME.to_owned() };
+        let Some(unhealthy) = self.health.record(&slot, canary_version, chosen.by_canary, failed) else { return };
+        tracing::error!(%tenant, %kind, %unhealthy, "rolling the canary back automatically");
+        metrics::counter!("strand_rollout_automatic_rollbacks_total", "tenant" => tenant.to_string(), "kind" => kind.to_string())
+            .increment(1);
+        let aborted = self.abort(slot.clone()).await;
+        let outcome = if aborted.is_ok() { AuditOutcome::Ok } else { AuditOutcome::Refused };
+        let detail = match &aborted {
+            Ok(()) => unhealthy.to_string(),
+            Err(e) => format!("{unhealthy}; the abort failed: {e}"),
+        };
+        let record = AuditRecord {
+            actor: "host",
+            tenant,
+            action: AuditAction::AutomaticRollback,
+            slot: Some(format!("{kind}/{SINGLETON_NAME}")),
+            version: Some(canary_version),
+            sha256: None,
+            outcome,
+            detail,
+        };
+        if let Err(error) = audit::record(&self.db, record).await {
+            tracing::error!(%tenant, %error, "cannot record an automatic rollback in the audit log");
+        }
     }
 
     async fn load_stored(&self, slot: &PluginSlot, version: i64) -> Result<Arc<ActivePlugin>, RegistryError> {
@@ -222,11 +343,6 @@ impl PluginRegistry {
     pub fn active(&self, tenant: &TenantId, kind: PluginKind, name: &str) -> Option<Arc<ActivePlugin>> {
         let slot = PluginSlot { tenant: tenant.clone(), kind, name: name.to_owned() };
         self.deployed.load().get(&slot).cloned().or_else(|| self.bundled(kind, name))
-    }
-
-    /// The tenant's rate-limit policy.
-    pub fn rate_limiter(&self, tenant: &TenantId) -> Arc<ActivePlugin> {
-        self.active(tenant, PluginKind::RateLimiter, SINGLETON_NAME).expect("a bundled rate limiter")
     }
 
     /// The tenant's router.
@@ -280,20 +396,25 @@ impl PluginRegistry {
         self.bundled.iter().find(|b| b.kind == kind && b.name == name).cloned()
     }
 
-    /// [`PluginRegistry::deploy_with`] the default limits.
+    /// [`PluginRegistry::deploy_with`] the default limits, to all of the traffic.
     pub async fn deploy(&self, slot: PluginSlot, wasm: Vec<u8>) -> Result<(PluginVersion, CallCost), RegistryError> {
-        self.deploy_with(slot, wasm, RequestedLimits::default()).await
+        self.deploy_with(slot, wasm, RequestedLimits::default(), None).await
     }
 
     /// Validates, compiles and conformance-checks `wasm` within the `requested` limits (each at most the
-    /// platform's maximum), stores it with them as the slot's next version and swaps it in. Returns the
-    /// new version and the cost of the conformance run.
+    /// platform's maximum), stores it with them as the slot's next version and swaps it in — for all of
+    /// the traffic, or as a `canary` for that percent of it (replacing a running canary). Returns the new
+    /// version and the cost of the conformance run.
     pub async fn deploy_with(
         &self,
         slot: PluginSlot,
         wasm: Vec<u8>,
         requested: RequestedLimits,
+        canary: Option<u8>,
     ) -> Result<(PluginVersion, CallCost), RegistryError> {
+        if let Some(percent) = canary.filter(|p| *p > 99 || slot.kind != PluginKind::RateLimiter) {
+            return Err(RegistryError::InvalidCanary(percent));
+        }
         let limits = self.runtime.limits_for(requested)?;
         let _change = self.changes.lock().await;
         let (runtime, kind, bytes) = (self.runtime.clone(), slot.kind, wasm.clone());
@@ -313,11 +434,15 @@ impl PluginRegistry {
         .bind(&slot.name)
         .fetch_one(&mut *tx)
         .await?;
-        deactivate(&mut tx, &slot).await?;
+        match canary {
+            None => deactivate(&mut tx, &slot).await?,
+            Some(_) => end_canary(&mut tx, &slot).await?,
+        }
         let listed = VersionLimits::from(limits);
+        let state = if canary.is_some() { "canary" } else { "active" };
         sqlx::query(
             "INSERT INTO plugins (tenant_id, kind, name, version, sha256, wasm, state, created_at, deadline_ms, \
-             memory_bytes, fuel) VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)",
+             memory_bytes, fuel, canary_percent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(slot.tenant.as_str())
         .bind(slot.kind.as_str())
@@ -325,10 +450,12 @@ impl PluginRegistry {
         .bind(version)
         .bind(&sha256)
         .bind(wasm)
+        .bind(state)
         .bind(created_at)
         .bind(i64::try_from(listed.deadline_ms).unwrap_or(i64::MAX))
         .bind(i64::try_from(listed.memory_bytes).unwrap_or(i64::MAX))
         .bind(listed.fuel.map(|fuel| i64::try_from(fuel).unwrap_or(i64::MAX)))
+        .bind(canary.map(i64::from))
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -339,15 +466,28 @@ impl PluginRegistry {
             version,
             sha256: sha256.clone(),
             size_bytes,
-            state: "active".to_owned(),
+            state: state.to_owned(),
             created_at: rfc3339_millis(created_at),
             limits: listed,
+            canary_percent: canary,
         };
         let plugin =
             Arc::new(ActivePlugin { kind: slot.kind, name: slot.name.clone(), version, sha256, prepared, limits });
-        self.swap(|deployed| {
-            deployed.insert(slot.clone(), plugin.clone());
-        });
+        match canary {
+            None => {
+                self.end_rollout(&slot);
+                self.swap(|deployed| {
+                    deployed.insert(slot.clone(), plugin.clone());
+                })
+            }
+            Some(percent) => {
+                self.canaries.rcu(|current| {
+                    let mut next = HashMap::clone(current);
+                    next.insert(slot.clone(), Canary { plugin: plugin.clone(), percent });
+                    next
+                });
+            }
+        }
         tracing::info!(tenant = %slot.tenant, kind = %slot.kind, name = %slot.name, version, "plugin deployed");
         Ok((stored, cost))
     }
@@ -368,15 +508,12 @@ impl PluginRegistry {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        self.end_rollout(&slot);
         self.swap(|deployed| {
             deployed.insert(slot.clone(), plugin.clone());
         });
         tracing::info!(tenant = %slot.tenant, kind = %slot.kind, name = %slot.name, version, "plugin rolled back");
-        let listed = self.versions(&slot.tenant).await?;
-        Ok(listed
-            .into_iter()
-            .find(|v| v.kind == slot.kind.as_str() && v.name == slot.name && v.version == version)
-            .expect("the version just activated"))
+        self.listed(&slot, version).await
     }
 
     /// Deletes every version of the slot; the tenant falls back to the bundled plugin (if any).
@@ -392,6 +529,7 @@ impl PluginRegistry {
         if removed == 0 {
             return Err(RegistryError::NotDeployed { kind: slot.kind, name: slot.name });
         }
+        self.end_rollout(&slot);
         self.swap(|deployed| {
             deployed.remove(&slot);
         });
@@ -399,11 +537,70 @@ impl PluginRegistry {
         Ok(())
     }
 
+    /// Makes the slot's canary its active version, for all of the traffic.
+    pub async fn promote(&self, slot: PluginSlot) -> Result<PluginVersion, RegistryError> {
+        let _change = self.changes.lock().await;
+        let canary = self.canaries.load().get(&slot).cloned();
+        let Some(canary) = canary else { return Err(RegistryError::NoRollout { kind: slot.kind, name: slot.name }) };
+        let mut tx = self.db.writer().begin().await?;
+        deactivate(&mut tx, &slot).await?;
+        sqlx::query(
+            "UPDATE plugins SET state = 'active', canary_percent = NULL \
+             WHERE tenant_id = ? AND kind = ? AND name = ? AND version = ?",
+        )
+        .bind(slot.tenant.as_str())
+        .bind(slot.kind.as_str())
+        .bind(&slot.name)
+        .bind(canary.plugin.version)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        // The active version changes first: every call meets either the canary or the promoted canary.
+        self.swap(|deployed| {
+            deployed.insert(slot.clone(), canary.plugin.clone());
+        });
+        self.end_rollout(&slot);
+        tracing::info!(tenant = %slot.tenant, kind = %slot.kind, version = canary.plugin.version, "canary promoted");
+        self.listed(&slot, canary.plugin.version).await
+    }
+
+    /// Stops the slot's canary: all of the traffic goes to the active version again.
+    pub async fn abort(&self, slot: PluginSlot) -> Result<(), RegistryError> {
+        let _change = self.changes.lock().await;
+        if !self.canaries.load().contains_key(&slot) {
+            return Err(RegistryError::NoRollout { kind: slot.kind, name: slot.name });
+        }
+        let mut tx = self.db.writer().begin().await?;
+        end_canary(&mut tx, &slot).await?;
+        tx.commit().await?;
+        self.end_rollout(&slot);
+        tracing::info!(tenant = %slot.tenant, kind = %slot.kind, "canary aborted");
+        Ok(())
+    }
+
+    fn end_rollout(&self, slot: &PluginSlot) {
+        self.canaries.rcu(|current| {
+            let mut next = HashMap::clone(current);
+            next.remove(slot);
+            next
+        });
+        self.health.forget(slot);
+    }
+
+    /// The stored `version` of `slot`, as listed.
+    async fn listed(&self, slot: &PluginSlot, version: i64) -> Result<PluginVersion, RegistryError> {
+        let listed = self.versions(&slot.tenant).await?;
+        listed
+            .into_iter()
+            .find(|v| v.kind == slot.kind.as_str() && v.name == slot.name && v.version == version)
+            .ok_or_else(|| RegistryError::NoSuchVersion { kind: slot.kind, name: slot.name.clone(), version })
+    }
+
     /// Every stored version of the tenant's plugins.
     pub async fn versions(&self, tenant: &TenantId) -> Result<Vec<PluginVersion>, RegistryError> {
         let rows = sqlx::query(
-            "SELECT kind, name, version, sha256, LENGTH(wasm), state, created_at, deadline_ms, memory_bytes, fuel \
-             FROM plugins WHERE tenant_id = ? ORDER BY kind, name, version",
+            "SELECT kind, name, version, sha256, LENGTH(wasm), state, created_at, deadline_ms, memory_bytes, fuel, \
+             canary_percent FROM plugins WHERE tenant_id = ? ORDER BY kind, name, version",
         )
         .bind(tenant.as_str())
         .fetch_all(self.db.reader())
@@ -420,6 +617,7 @@ impl PluginRegistry {
                     state: row.try_get(5)?,
                     created_at: rfc3339_millis(row.try_get(6)?),
                     limits: stored_limits(&self.runtime, row, 7)?.into(),
+                    canary_percent: row.try_get::<Option<i64>, _>(10)?.and_then(|p| u8::try_from(p).ok()),
                 })
             })
             .collect()
@@ -434,13 +632,30 @@ impl PluginRegistry {
     }
 }
 
+/// Sets every version of the slot inactive: the active one and a canary.
 async fn deactivate(tx: &mut sqlx::Transaction<'static, sqlx::Any>, slot: &PluginSlot) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE plugins SET state = 'inactive' WHERE tenant_id = ? AND kind = ? AND name = ?")
-        .bind(slot.tenant.as_str())
-        .bind(slot.kind.as_str())
-        .bind(&slot.name)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query(
+        "UPDATE plugins SET state = 'inactive', canary_percent = NULL WHERE tenant_id = ? AND kind = ? AND name = ?",
+    )
+    .bind(slot.tenant.as_str())
+    .bind(slot.kind.as_str())
+    .bind(&slot.name)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Sets the slot's canary, if one runs, inactive.
+async fn end_canary(tx: &mut sqlx::Transaction<'static, sqlx::Any>, slot: &PluginSlot) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE plugins SET state = 'inactive', canary_percent = NULL \
+         WHERE tenant_id = ? AND kind = ? AND name = ? AND state = 'canary'",
+    )
+    .bind(slot.tenant.as_str())
+    .bind(slot.kind.as_str())
+    .bind(&slot.name)
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 

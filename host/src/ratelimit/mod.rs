@@ -14,8 +14,9 @@ pub use local::LocalBuckets;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::api::Caller;
 use crate::graph::{TenantId, UserId};
-use crate::plugins::{observed, Action, Bucket, Decision, PluginRegistry, WriteRequest};
+use crate::plugins::{observed, Action, Bucket, Decision, PluginKind, PluginRegistry, WriteRequest};
 use crate::tenants::{FailureMode, TenantSettings};
 
 /// The answer for one write.
@@ -61,8 +62,9 @@ impl RateLimiting {
 
     /// Decides whether `user` of `tenant` may follow or unfollow `target` now; counted in
     /// `strand_rate_limit_decisions_total` by tenant and decision.
-    pub async fn check(&self, tenant: &TenantId, user: UserId, follow: bool, target: UserId) -> Verdict {
-        let verdict = self.verdict(tenant, user, follow, target).await;
+    pub async fn check(&self, caller: &Caller, follow: bool, target: UserId) -> Verdict {
+        let tenant = &caller.tenant;
+        let verdict = self.verdict(caller, follow, target).await;
         let decision = match verdict {
             Verdict::Allowed => "allowed",
             Verdict::Limited { .. } => "limited",
@@ -73,7 +75,8 @@ impl RateLimiting {
         verdict
     }
 
-    async fn verdict(&self, tenant: &TenantId, user: UserId, follow: bool, target: UserId) -> Verdict {
+    async fn verdict(&self, caller: &Caller, follow: bool, target: UserId) -> Verdict {
+        let (tenant, user) = (&caller.tenant, caller.user);
         let request = WriteRequest {
             tenant: tenant.to_string(),
             user: user.get(),
@@ -81,13 +84,16 @@ impl RateLimiting {
             target: target.get(),
             now_ms: crate::graph::now_ms(),
         };
-        let policy = self.registry.rate_limiter(tenant);
-        let (runtime, plugin) = (self.registry.runtime().clone(), policy.clone());
-        let decided = observed(tenant.as_str(), &policy, move || {
+        // A running canary takes its share of the users, always the same ones; test traffic may pin it.
+        let pinned = caller.pinned_version.filter(|_| self.tenants.get(tenant).allow_pinned_versions);
+        let chosen = self.registry.choose(tenant, PluginKind::RateLimiter, &user.to_string(), pinned);
+        let (runtime, plugin) = (self.registry.runtime().clone(), chosen.plugin.clone());
+        let decided = observed(tenant.as_str(), &chosen.plugin, move || {
             let (mut decisions, _cost) = runtime.decide(&plugin.prepared, plugin.limits, &[request])?;
             Ok(decisions.remove(0))
         })
         .await;
+        self.registry.record_outcome(tenant, PluginKind::RateLimiter, &chosen, decided.is_err()).await;
         let decision = match decided {
             Ok(decision) => decision,
             Err(e) => return self.on_failure(tenant, &format!("rate-limit policy failed: {e}")),

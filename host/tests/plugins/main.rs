@@ -3,6 +3,7 @@
 mod hot_swap;
 mod policies;
 mod rate_limits;
+mod rollout;
 mod sandbox;
 
 use reqwest::Method;

@@ -2,7 +2,7 @@
 //! 666 loops forever, 667 traps, 668 allocates until memory runs out, 669 answers a 1 MiB reason, and
 //! charges buckets the host cannot carry out: 670 refills at 1e-300 tokens a second (its wait would not fit
 //! any clock), 671 costs more than the bucket holds, 672 refills at NaN. On 673 it needs 24 MiB of memory,
-//! more than the default limit, and then allows.
+//! more than the default limit, and then allows. From 10000 up it traps on every twentieth target (5%).
 
 use std::hint::black_box;
 
@@ -38,6 +38,7 @@ impl RateLimiter for Hostile {
                     Decision::Deny("memory".into())
                 }
             }
+            t if t >= 10_000 && t % 20 == 0 => panic!("hostile plugin traps on 5% of targets"),
             _ => Decision::Allow,
         }
     }
