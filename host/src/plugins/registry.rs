@@ -194,82 +194,63 @@ impl PluginRegistry {
         Ok(registry)
     }
 
-    /// Brings the active set in line with the `plugins` table, loading only what changed: how deploys and
-    /// rollbacks made through another node reach this one. Returns how many slots changed.
+    /// Brings the active set and the running canaries in line with the `plugins` table, loading only what
+    /// changed: how deploys, rollbacks and rollouts made through another node reach this one. Returns how
+    /// many slots changed.
     pub async fn refresh(&self) -> Result<usize, RegistryError> {
         let _change = self.changes.lock().await;
-        let rows = sqlx::query("SELECT tenant_id, kind, name, version FROM plugins WHERE state = 'active'")
-            .fetch_all(self.db.reader())
-            .await?;
-        let current = self.deployed.load_full();
-        let mut next = Deployed::new();
+        let rows = sqlx::query(
+            "SELECT tenant_id, kind, name, version, state, canary_percent FROM plugins WHERE state IN ('active', 'canary')",
+        )
+        .fetch_all(self.db.reader())
+        .await?;
+        let (current, current_canaries) = (self.deployed.load_full(), self.canaries.load_full());
+        let (mut next, mut next_canaries) = (Deployed::new(), HashMap::new());
         let mut changed = 0;
         for row in rows {
             let (tenant, kind, name): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
-            let version: i64 = row.try_get(3)?;
+            let (version, state, percent): (i64, String, Option<i64>) =
+                (row.try_get(3)?, row.try_get(4)?, row.try_get(5)?);
+            let canary = percent.and_then(|p| u8::try_from(p).ok()).filter(|_| state == "canary");
             let (Ok(tenant), Ok(kind)) = (tenant.parse(), kind.parse()) else {
                 tracing::error!(%tenant, %kind, version, "ignoring an unreadable plugins row");
                 continue;
             };
             let slot = PluginSlot { tenant, kind, name };
-            if let Some(plugin) = current.get(&slot).filter(|p| p.version == version) {
-                next.insert(slot, plugin.clone());
-                continue;
-            }
-            changed += 1;
-            match self.load_stored(&slot, version).await {
-                Ok(plugin) => {
-                    next.insert(slot, plugin);
+            let kept = match canary {
+                None => current.get(&slot).filter(|p| p.version == version).cloned(),
+                Some(percent) => current_canaries
+                    .get(&slot)
+                    .filter(|c: &&Canary| c.plugin.version == version && c.percent == percent)
+                    .map(|c| c.plugin.clone()),
+            };
+            let plugin = match kept {
+                Some(plugin) => plugin,
+                None => {
+                    changed += 1;
+                    match self.load_stored(&slot, version).await {
+                        Ok(plugin) => plugin,
+                        // One broken version must not keep every tenant down: that slot falls back to the
+                        // default (a broken canary's share, to the active version).
+                        Err(e) => {
+                            tracing::error!(tenant = %slot.tenant, kind = %slot.kind, version, error = %e,
+                                "cannot load deployed plugin");
+                            continue;
+                        }
+                    }
                 }
-                // One broken version must not keep every tenant down: that slot falls back to the default.
-                Err(e) => tracing::error!(tenant = %slot.tenant, kind = %slot.kind, version, error = %e,
-                    "cannot load deployed plugin"),
-            }
+            };
+            match canary {
+                None => next.insert(slot, plugin),
+                Some(percent) => next_canaries.insert(slot, Canary { plugin, percent }).map(|c| c.plugin),
+            };
         }
         changed += current.keys().filter(|slot| !next.contains_key(slot)).count();
-        changed += self.refresh_canaries().await?;
+        changed += current_canaries.keys().filter(|slot| !next_canaries.contains_key(slot)).count();
         if changed > 0 {
             self.deployed.store(Arc::new(next));
+            self.canaries.store(Arc::new(next_canaries));
             tracing::info!(changed, "plugin set refreshed from the database");
-        }
-        Ok(changed)
-    }
-
-    /// The running canaries, in line with the `plugins` table (rows in state `canary`).
-    async fn refresh_canaries(&self) -> Result<usize, RegistryError> {
-        let rows =
-            sqlx::query("SELECT tenant_id, kind, name, version, canary_percent FROM plugins WHERE state = 'canary'")
-                .fetch_all(self.db.reader())
-                .await?;
-        let current = self.canaries.load_full();
-        let mut next = HashMap::new();
-        let mut changed = 0;
-        for row in rows {
-            let (tenant, kind, name): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
-            let (version, percent): (i64, Option<i64>) = (row.try_get(3)?, row.try_get(4)?);
-            let (Ok(tenant), Ok(kind), Some(percent)) =
-                (tenant.parse(), kind.parse(), percent.and_then(|p| u8::try_from(p).ok()))
-            else {
-                tracing::error!(%tenant, %kind, version, "ignoring an unreadable canary row");
-                continue;
-            };
-            let slot = PluginSlot { tenant, kind, name };
-            if let Some(canary) = current.get(&slot).filter(|c| c.plugin.version == version && c.percent == percent) {
-                next.insert(slot, canary.clone());
-                continue;
-            }
-            changed += 1;
-            match self.load_stored(&slot, version).await {
-                Ok(plugin) => {
-                    next.insert(slot, Canary { plugin, percent });
-                }
-                Err(e) => tracing::error!(tenant = %slot.tenant, kind = %slot.kind, version, error = %e,
-                    "cannot load a canary; its share stays with the stable version"),
-            }
-        }
-        changed += current.keys().filter(|slot| !next.contains_key(slot)).count();
-        if changed > 0 {
-            self.canaries.store(Arc::new(next));
         }
         Ok(changed)
     }

@@ -38,6 +38,9 @@ async fn a_canary_takes_a_stable_share_and_promotion_and_abort_drop_no_request()
     assert!((70..=130).contains(&denied), "about 10% of 1000 users meet the deny-all canary: {denied}");
     let again = writes(&server, 1..=1000, 5002).await;
     assert_eq!(first, again, "each user meets the same version every time");
+    let sibling = server.sibling().await;
+    assert_eq!(writes(&sibling, 1..=1000, 5007).await, first, "and on every node");
+    sibling.stop().await;
 
     // Abort under load: every request answered, by either version; then nobody is denied.
     let (during, aborted) = tokio::join!(writes(&server, 1..=300, 5003), admin.post(&abort));
