@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use super::bindings::{Destination, Effect, OutboxEvent, RelationEvent};
 use super::observed::observed;
-use super::registry::{ActivePlugin, PluginRegistry};
+use super::registry::{ActivePlugin, Chosen, PluginRegistry};
 use super::runtime::PluginError;
+use super::PluginKind;
 use crate::graph::TenantId;
 
 /// Destinations for a batch, and which router produced them.
@@ -17,27 +18,59 @@ use crate::graph::TenantId;
 pub struct Routed {
     /// Per event, in order; an empty list drops the event.
     pub destinations: Vec<Vec<Destination>>,
-    /// Version of the router that produced them (0: bundled); goes into the `router-version` header.
-    pub router_version: i64,
-    /// Why the tenant's router was bypassed, when it was.
+    /// Per event, the version of the router that produced its destinations (0: bundled); goes into the
+    /// `router-version` header. Two versions appear while a canary routes its share of the message keys.
+    pub router_versions: Vec<i64>,
+    /// Why a tenant's router was bypassed, when one was.
     pub fell_back: Option<PluginError>,
 }
 
-/// Routes `events` with the tenant's router, or with the bundled default when that fails.
+/// Routes `events` with the tenant's router — a running canary routes its share of the message keys (so
+/// one key always meets one version), the active router the rest — or with the bundled default where that
+/// fails. A canary's failures count towards its automatic rollback.
 pub async fn route_or_default(
     registry: &PluginRegistry,
     tenant: &TenantId,
     events: Vec<OutboxEvent>,
 ) -> Result<Routed, PluginError> {
-    let router = registry.router(tenant);
+    let chosen: Vec<Chosen> =
+        events.iter().map(|e| registry.choose(tenant, PluginKind::Router, &e.key, None)).collect();
+    let (by_canary, by_stable): (Vec<usize>, Vec<usize>) = (0..events.len()).partition(|&i| chosen[i].by_canary);
+    let mut routed = Routed {
+        destinations: vec![Vec::new(); events.len()],
+        router_versions: vec![0; events.len()],
+        fell_back: None,
+    };
+    for group in [by_stable, by_canary] {
+        let Some(&first) = group.first() else { continue };
+        let batch: Vec<OutboxEvent> = group.iter().map(|&i| events[i].clone()).collect();
+        let (destinations, version, fell_back) = route_group(registry, tenant, &chosen[first].plugin, batch).await?;
+        registry.record_outcome(tenant, PluginKind::Router, &chosen[first], fell_back.is_some()).await;
+        for (i, destinations) in group.into_iter().zip(destinations) {
+            routed.destinations[i] = destinations;
+            routed.router_versions[i] = version;
+        }
+        routed.fell_back = routed.fell_back.or(fell_back);
+    }
+    Ok(routed)
+}
+
+/// Routes `events` with `router`, or with the bundled default when that fails: the destinations, the
+/// version that produced them, and the router's failure if it failed.
+async fn route_group(
+    registry: &PluginRegistry,
+    tenant: &TenantId,
+    router: &Arc<ActivePlugin>,
+    events: Vec<OutboxEvent>,
+) -> Result<(Vec<Vec<Destination>>, i64, Option<PluginError>), PluginError> {
     let events = Arc::new(events);
     match route(registry, tenant, router.clone(), events.clone()).await {
-        Ok(destinations) => Ok(Routed { destinations, router_version: router.version, fell_back: None }),
+        Ok(destinations) => Ok((destinations, router.version, None)),
         Err(error) => {
             let fallback = registry.default_router();
             tracing::error!(%tenant, version = router.version, %error, "router failed; using the default route");
             let destinations = route(registry, tenant, fallback.clone(), events).await?;
-            Ok(Routed { destinations, router_version: fallback.version, fell_back: Some(error) })
+            Ok((destinations, fallback.version, Some(error)))
         }
     }
 }

@@ -115,7 +115,7 @@ pub enum RegistryError {
     NotDeployed { kind: PluginKind, name: String },
     #[error("{kind} {name:?} has no canary running")]
     NoRollout { kind: PluginKind, name: String },
-    #[error("a canary takes 0 to 99 percent of a rate limiter's traffic (routers and projectors: not yet), not {0}")]
+    #[error("a canary takes 0 to 99 percent of a rate limiter's or router's traffic (projectors: not yet), not {0}")]
     InvalidCanary(u8),
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
@@ -260,6 +260,7 @@ impl PluginRegistry {
     /// also at 0% — else the active version.
     pub fn choose(&self, tenant: &TenantId, kind: PluginKind, key: &str, pinned: Option<i64>) -> Chosen {
         let stable = self.active(tenant, kind, SINGLETON_NAME).expect("a bundled rate limiter and router");
+
         let slot = PluginSlot { tenant: tenant.clone(), kind, name: SINGLETON_NAME.to_owned() };
         let canaries = self.canaries.load();
         let Some(canary) = canaries.get(&slot) else {
@@ -326,11 +327,6 @@ impl PluginRegistry {
         self.deployed.load().get(&slot).cloned().or_else(|| self.bundled(kind, name))
     }
 
-    /// The tenant's router.
-    pub fn router(&self, tenant: &TenantId) -> Arc<ActivePlugin> {
-        self.active(tenant, PluginKind::Router, SINGLETON_NAME).expect("a bundled router")
-    }
-
     /// The tenant's projectors: the bundled ones (each replaceable by a deployed one of the same name) and
     /// every other projector the tenant deployed.
     pub fn projectors(&self, tenant: &TenantId) -> Vec<Arc<ActivePlugin>> {
@@ -393,7 +389,7 @@ impl PluginRegistry {
         requested: RequestedLimits,
         canary: Option<u8>,
     ) -> Result<(PluginVersion, CallCost), RegistryError> {
-        if let Some(percent) = canary.filter(|p| *p > 99 || slot.kind != PluginKind::RateLimiter) {
+        if let Some(percent) = canary.filter(|p| *p > 99 || !slot.kind.is_singleton()) {
             return Err(RegistryError::InvalidCanary(percent));
         }
         let limits = self.runtime.limits_for(requested)?;

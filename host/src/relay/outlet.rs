@@ -68,8 +68,9 @@ impl Outlet {
                 RelayError::CorruptOutbox { id: batch[0].id, detail: e.to_string() }
             })?;
             let routed = route_or_default(&self.plugins, &tenant_id, batch.clone()).await?;
-            for (event, destinations) in batch.iter().zip(&routed.destinations) {
-                messages.extend(to_messages(event, destinations, routed.router_version, &self.topic_prefix)?);
+            for ((event, destinations), version) in batch.iter().zip(&routed.destinations).zip(&routed.router_versions)
+            {
+                messages.extend(to_messages(event, destinations, *version, &self.topic_prefix)?);
             }
         }
         Ok(messages)
