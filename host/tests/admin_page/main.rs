@@ -192,5 +192,23 @@ async fn a_tenants_team_signs_in_with_its_key_and_sees_only_its_tenant_and_its_a
     let audit = wait_for_text(&browser, "#audit tbody", "deploy").await;
     assert!(audit.contains("key:team") && audit.contains("rate-limiter/default") && audit.contains("ok"), "{audit}");
     assert_eq!(server.client("acme", 1).put("/v1/me/following/3").await.status, 429, "the team's policy is live");
+
+    // A canary of the bundled policy, shown with its share, promoted from the page.
+    let bundled = BUNDLED.iter().find(|p| p.kind == PluginKind::RateLimiter).unwrap().wasm.to_vec();
+    let path = "/admin/v1/tenants/acme/plugins/rate-limiter/default?canary=10";
+    assert_eq!(server.client_with_token(&key).upload(reqwest::Method::PUT, path, bundled).await.status, 200);
+    browser.refresh().await.unwrap();
+    wait_for_text(&browser, "tr[data-plugin='rate-limiter/default/2']", "canary 10%").await;
+    browser
+        .find(Locator::Css("tr[data-plugin='rate-limiter/default/2'] button.promote"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for_text(&browser, "#status", "canary v2 promoted").await;
+    wait_for_text(&browser, "#plugins tr.active", "2").await;
+    assert_eq!(server.client("acme", 1).put("/v1/me/following/3").await.status, 200, "the promoted policy serves all");
+    wait_for_text(&browser, "#audit tbody", "promote").await;
     browser.close().await.unwrap();
 }
