@@ -411,10 +411,7 @@ impl PluginRegistry {
         .bind(&slot.name)
         .fetch_one(&mut *tx)
         .await?;
-        match canary {
-            None => deactivate(&mut tx, &slot).await?,
-            Some(_) => end_canary(&mut tx, &slot).await?,
-        }
+        retire(&mut tx, &slot, if canary.is_some() { Retired::Canary } else { Retired::All }).await?;
         let listed = VersionLimits::from(limits);
         let state = if canary.is_some() { "canary" } else { "active" };
         sqlx::query(
@@ -474,7 +471,7 @@ impl PluginRegistry {
         let _change = self.changes.lock().await;
         let plugin = self.load_stored(&slot, version).await?;
         let mut tx = self.db.writer().begin().await?;
-        deactivate(&mut tx, &slot).await?;
+        retire(&mut tx, &slot, Retired::All).await?;
         sqlx::query(
             "UPDATE plugins SET state = 'active' WHERE tenant_id = ? AND kind = ? AND name = ? AND version = ?",
         )
@@ -520,7 +517,7 @@ impl PluginRegistry {
         let canary = self.canaries.load().get(&slot).cloned();
         let Some(canary) = canary else { return Err(RegistryError::NoRollout { kind: slot.kind, name: slot.name }) };
         let mut tx = self.db.writer().begin().await?;
-        deactivate(&mut tx, &slot).await?;
+        retire(&mut tx, &slot, Retired::All).await?;
         sqlx::query(
             "UPDATE plugins SET state = 'active', canary_percent = NULL \
              WHERE tenant_id = ? AND kind = ? AND name = ? AND version = ?",
@@ -548,7 +545,7 @@ impl PluginRegistry {
             return Err(RegistryError::NoRollout { kind: slot.kind, name: slot.name });
         }
         let mut tx = self.db.writer().begin().await?;
-        end_canary(&mut tx, &slot).await?;
+        retire(&mut tx, &slot, Retired::Canary).await?;
         tx.commit().await?;
         self.end_rollout(&slot);
         tracing::info!(tenant = %slot.tenant, kind = %slot.kind, "canary aborted");
@@ -609,30 +606,33 @@ impl PluginRegistry {
     }
 }
 
-/// Sets every version of the slot inactive: the active one and a canary.
-async fn deactivate(tx: &mut sqlx::Transaction<'static, sqlx::Any>, slot: &PluginSlot) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE plugins SET state = 'inactive', canary_percent = NULL WHERE tenant_id = ? AND kind = ? AND name = ?",
-    )
-    .bind(slot.tenant.as_str())
-    .bind(slot.kind.as_str())
-    .bind(&slot.name)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
+/// Which of a slot's versions [`retire`] sets inactive.
+#[derive(Clone, Copy)]
+enum Retired {
+    /// The active one and a canary.
+    All,
+    /// A canary, if one runs.
+    Canary,
 }
 
-/// Sets the slot's canary, if one runs, inactive.
-async fn end_canary(tx: &mut sqlx::Transaction<'static, sqlx::Any>, slot: &PluginSlot) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE plugins SET state = 'inactive', canary_percent = NULL \
-         WHERE tenant_id = ? AND kind = ? AND name = ? AND state = 'canary'",
-    )
-    .bind(slot.tenant.as_str())
-    .bind(slot.kind.as_str())
-    .bind(&slot.name)
-    .execute(&mut **tx)
-    .await?;
+async fn retire(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    slot: &PluginSlot,
+    which: Retired,
+) -> Result<(), sqlx::Error> {
+    let only = match which {
+        Retired::All => "",
+        Retired::Canary => " AND state = 'canary'",
+    };
+    let update = format!(
+        "UPDATE plugins SET state = 'inactive', canary_percent = NULL WHERE tenant_id = ? AND kind = ? AND name = ?{only}"
+    );
+    sqlx::query(&update)
+        .bind(slot.tenant.as_str())
+        .bind(slot.kind.as_str())
+        .bind(&slot.name)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 
