@@ -56,11 +56,19 @@ pub fn sample_outbox_events() -> Vec<OutboxEvent> {
         .collect()
 }
 
-/// Runs `plugin` on its kind's samples, within the `limits` it is being deployed with.
+/// Runs `plugin` on its kind's samples, within the `limits` it is being deployed with. A timeout is tried
+/// once more: the first call right after compiling runs cold (code pages, pool slots), and on a busy
+/// machine that alone can pass a tight deadline; a plugin that is really too slow times out again.
 pub fn check(runtime: &PluginRuntime, plugin: &PreparedPlugin, limits: PluginLimits) -> Result<CallCost, PluginError> {
-    Ok(match plugin {
-        PreparedPlugin::RateLimiter(_) => runtime.decide(plugin, limits, &sample_requests())?.1,
-        PreparedPlugin::Router(_) => runtime.route(plugin, limits, &sample_outbox_events())?.1,
-        PreparedPlugin::Projector(_) => runtime.project(plugin, limits, &sample_events())?.1,
-    })
+    let run = || -> Result<CallCost, PluginError> {
+        Ok(match plugin {
+            PreparedPlugin::RateLimiter(_) => runtime.decide(plugin, limits, &sample_requests())?.1,
+            PreparedPlugin::Router(_) => runtime.route(plugin, limits, &sample_outbox_events())?.1,
+            PreparedPlugin::Projector(_) => runtime.project(plugin, limits, &sample_events())?.1,
+        })
+    };
+    match run() {
+        Err(PluginError::Timeout(_)) => run(),
+        checked => checked,
+    }
 }
