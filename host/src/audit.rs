@@ -69,12 +69,12 @@ impl AuditOutcome {
     }
 }
 
-/// One change, as it is recorded.
-#[derive(Debug, Clone)]
-pub struct AuditRecord<'a> {
+/// One change: what [`record`] appends, and what each entry of a page holds.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuditRecord {
     /// `admin`, `key:NAME` for a tenant key, or `host` for the host's own (automatic rollbacks).
-    pub actor: &'a str,
-    pub tenant: &'a TenantId,
+    pub actor: String,
+    pub tenant: String,
     pub action: AuditAction,
     /// `kind/name` for plugin changes.
     pub slot: Option<String>,
@@ -89,14 +89,8 @@ pub struct AuditRecord<'a> {
 pub struct AuditEntry {
     pub id: i64,
     pub at: String,
-    pub actor: String,
-    pub tenant: String,
-    pub action: AuditAction,
-    pub slot: Option<String>,
-    pub version: Option<i64>,
-    pub sha256: Option<String>,
-    pub outcome: AuditOutcome,
-    pub detail: String,
+    #[serde(flatten)]
+    pub record: AuditRecord,
 }
 
 /// A page of the log, newest first.
@@ -124,7 +118,7 @@ fn parse<T: serde::de::DeserializeOwned>(stored: &str) -> Result<T, sqlx::Error>
 }
 
 /// Appends `record` to the log.
-pub async fn record(db: &Database, record: AuditRecord<'_>) -> Result<(), sqlx::Error> {
+pub async fn record(db: &Database, record: AuditRecord) -> Result<(), sqlx::Error> {
     let mut detail = record.detail;
     if detail.len() > MAX_DETAIL {
         let cut = (0..=MAX_DETAIL).rev().find(|&i| detail.is_char_boundary(i)).unwrap_or(0);
@@ -136,7 +130,7 @@ pub async fn record(db: &Database, record: AuditRecord<'_>) -> Result<(), sqlx::
     )
     .bind(now_ms())
     .bind(record.actor)
-    .bind(record.tenant.as_str())
+    .bind(record.tenant)
     .bind(record.action.as_str())
     .bind(record.slot)
     .bind(record.version)
@@ -173,14 +167,16 @@ pub async fn page(
             Ok(AuditEntry {
                 id: row.try_get(0)?,
                 at: rfc3339_millis(row.try_get(1)?),
-                actor: text(2)?,
-                tenant: text(3)?,
-                action: parse(&text(4)?)?,
-                slot: row.try_get(5)?,
-                version: row.try_get(6)?,
-                sha256: row.try_get(7)?,
-                outcome: parse(&text(8)?)?,
-                detail: text(9)?,
+                record: AuditRecord {
+                    actor: text(2)?,
+                    tenant: text(3)?,
+                    action: parse(&text(4)?)?,
+                    slot: row.try_get(5)?,
+                    version: row.try_get(6)?,
+                    sha256: row.try_get(7)?,
+                    outcome: parse(&text(8)?)?,
+                    detail: text(9)?,
+                },
             })
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;

@@ -166,10 +166,9 @@ async fn audited<T>(
         Ok(_) => (AuditOutcome::Ok, change.detail),
         Err(error) => (AuditOutcome::Refused, format!("{}: {}", error.code(), error.detail())),
     };
-    let actor = operator.actor();
     let record = AuditRecord {
-        actor: &actor,
-        tenant,
+        actor: operator.actor(),
+        tenant: tenant.to_string(),
         action: change.action,
         slot: change.slot,
         version: change.version,

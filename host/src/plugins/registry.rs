@@ -287,8 +287,8 @@ impl PluginRegistry {
             Err(e) => format!("{unhealthy}; the abort failed: {e}"),
         };
         let record = AuditRecord {
-            actor: "host",
-            tenant,
+            actor: "host".to_owned(),
+            tenant: tenant.to_string(),
             action: AuditAction::AutomaticRollback,
             slot: Some(format!("{kind}/{SINGLETON_NAME}")),
             version: Some(canary_version),
