@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use strand::api::Caller;
 use strand::graph::{Database, TenantId, UserId};
-use strand::plugins::{Action, PluginKind, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent, BUNDLED};
+use strand::plugins::{Action, PluginKind, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent, Staged, BUNDLED};
 use strand::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
 use strand::tenants::TenantSettings;
 use strand_test_support::{Backend, Redis};
@@ -122,7 +122,7 @@ async fn main() {
     registry.deploy(slot.clone(), policy.clone()).await.expect("stable policy");
     let limiter = RateLimiting::new(registry.clone(), tenants.clone(), TokenBuckets::Local(LocalBuckets::default()));
     print_decisions("rate-limit decision (embedded, deployed policy)", &limiter, &tenant).await;
-    registry.deploy_with(slot, policy, Default::default(), Some(10)).await.expect("canary");
+    registry.deploy_with(slot, policy, Default::default(), Some(Staged::Canary(10))).await.expect("canary");
     print_decisions("rate-limit decision (embedded, deployed policy + 10% canary)", &limiter, &tenant).await;
     let rounds = 1_000_000;
     let started = Instant::now();

@@ -1,6 +1,8 @@
 //! Projection figures, printed (never asserted):
 //! - events/s through each bundled projector (WASM) and its Redis effects (one Lua call per batch of 256),
 //!   first delivery and a redelivery of the same events (markers make it a no-op);
+//! - the same for a deployed projector alone and with a shadow version beside it (every event projected
+//!   and applied twice), and the time from `promote` to reads served by the shadow's space;
 //! - follow → visible in the `follower` table and in Redis counters, p50/p99, at 50 follows/s through the
 //!   whole pipeline (HTTP, outbox, poll relay, embedded bus, workers) on SQLite;
 //! - count, list and relationship reads over HTTP (16 clients), with an account of 20,000 followers: from
@@ -15,8 +17,8 @@ use std::time::{Duration, Instant};
 use strand::cache::{Cache, RedisCache, Space};
 use strand::config::RelayMode;
 use strand::graph::{self, Database, OutboxEvent, TenantId, UserId};
-use strand::plugins::{PluginRegistry, PluginRuntime};
-use strand::projection::PluginProjection;
+use strand::plugins::{PluginKind, PluginRegistry, PluginRuntime, PluginSlot, Staged, BUNDLED};
+use strand::projection::{spaces, PluginProjection};
 use strand_test_support::{Backend, Redis, TestServer};
 
 const EVENTS: i64 = 20_000;
@@ -65,6 +67,7 @@ async fn main() {
             println!("{name:<14} {delivery:<6} {per_second:>9.0} events/s");
         }
     }
+    shadow_figures(&registry, &cache, &db).await;
 
     let server = TestServer::start_with(Backend::Sqlite, |c| {
         c.relay = RelayMode::Poll;
@@ -91,8 +94,12 @@ async fn main() {
             if seen_row.is_none() && count(server.database(), &row).await == 1 {
                 seen_row = Some(committed.elapsed());
             }
-            let counted: Option<i64> =
-                redis::AsyncCommands::get(&mut redis, format!("lag:follow-counts:followers:{to}")).await.expect("get");
+            let counted: Option<i64> = redis::AsyncCommands::get(
+                &mut redis,
+                Space::bundled("lag", "follow-counts").counter("followers", [to]),
+            )
+            .await
+            .expect("get");
             if seen_row.is_some() && counted == Some(1) {
                 in_counter.push(committed.elapsed());
                 break;
@@ -132,13 +139,60 @@ async fn main() {
     }
 }
 
+/// A deployed counter projector's events/s alone and with a shadow, then promote → reads of the shadow.
+async fn shadow_figures(registry: &Arc<PluginRegistry>, cache: &Cache, db: &Database) {
+    let counts = BUNDLED.iter().find(|b| b.name == "follow-counts").expect("bundled").wasm.to_vec();
+    let projection = PluginProjection::new(registry.clone(), "counts-copy", cache.clone(), db.clone());
+    for shadowed in [false, true] {
+        let tenant = format!("shadow{}{shadowed}", std::process::id());
+        let slot =
+            PluginSlot::new(tenant.parse().expect("tenant"), PluginKind::Projector, "counts-copy").expect("slot");
+        registry.deploy(slot.clone(), counts.clone()).await.expect("deploy");
+        if shadowed {
+            registry
+                .deploy_with(slot.clone(), counts.clone(), Default::default(), Some(Staged::Shadow))
+                .await
+                .expect("shadow");
+        }
+        let events = events(&tenant);
+        // The first batch builds the (empty) spaces.
+        projection.apply(&events[..BATCH]).await.expect("applied");
+        let started = Instant::now();
+        for batch in events[BATCH..].chunks(BATCH) {
+            projection.apply(batch).await.expect("applied");
+        }
+        let per_second = (events.len() - BATCH) as f64 / started.elapsed().as_secs_f64();
+        let label = if shadowed { "with a shadow" } else { "alone" };
+        println!("deployed counts {label:<14} {per_second:>9.0} events/s");
+        if !shadowed {
+            continue;
+        }
+        let was_live = registry.live_versions(&slot);
+        let asked = Instant::now();
+        registry.promote(slot.clone()).await.expect("promote");
+        let active = registry.active(&slot.tenant, PluginKind::Projector, "counts-copy").expect("active");
+        let space = Space { tenant: &tenant, plugin: "counts-copy", version: active.version };
+        let key = space.counter("followers", [1001]);
+        let read = cache.texts(std::slice::from_ref(&key)).await.expect("read").pop().flatten();
+        let complete = cache.built_by(space).await.expect("mark").is_some();
+        let served = asked.elapsed();
+        assert!(complete && read.as_deref() == Some("1000"), "the shadow's space serves at once: {read:?}");
+        let dropping = Instant::now();
+        spaces::retire(cache, registry, &slot, &was_live).await;
+        println!(
+            "promote → reads served by the shadow's space: {served:?}; the old space dropped in {:?}",
+            dropping.elapsed()
+        );
+    }
+}
+
 /// Waits until the `reads` tenant's spaces of `plugins` are complete and caught up with the outbox.
 async fn wait_built(cache: &Cache, plugins: &[&str]) {
-    let key = Space { tenant: "reads", plugin: "follow-counts" }.counter("followers", [7]);
+    let key = Space::bundled("reads", "follow-counts").counter("followers", [7]);
     loop {
         let mut built = true;
         for plugin in plugins {
-            built &= cache.built_by(Space { tenant: "reads", plugin }).await.expect("cache").is_some();
+            built &= cache.built_by(Space::bundled("reads", plugin)).await.expect("cache").is_some();
         }
         let followers = cache.texts(std::slice::from_ref(&key)).await.expect("cache").pop().flatten();
         if built && followers.as_deref() == Some("20000") {

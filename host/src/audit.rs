@@ -27,7 +27,7 @@ pub enum AuditAction {
     RemoveJwtKey,
     Promote,
     Abort,
-    /// The host aborted a canary that failed clearly more often than its stable version.
+    /// The host aborted a canary or shadow that failed clearly more often than its stable version.
     AutomaticRollback,
 }
 

@@ -1,4 +1,5 @@
-//! `strand plugin …`: the plugin author's loop — build, test locally, deploy, list, roll back.
+//! `strand plugin …`: the plugin author's loop — build, test locally, deploy (at once, as a canary or as a
+//! shadow), compare a shadow with the active version, promote or abort, list, roll back.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -46,10 +47,14 @@ pub enum PluginCommand {
         /// This version's fuel per call (default: `plugin_fuel`).
         #[arg(long)]
         fuel: Option<u64>,
-        /// Deploy a rate limiter as a canary for this percent (1-99) of the users, beside the active
-        /// version; then `promote` or `abort`.
-        #[arg(long)]
+        /// Deploy a rate limiter or router as a canary for this percent (0-99) of the users or message
+        /// keys, beside the active version; then `promote` or `abort`.
+        #[arg(long, conflicts_with = "shadow")]
         canary: Option<u8>,
+        /// Deploy a projector as a shadow: built from the truth and fed every event in a space of its own,
+        /// serving no reads; then `diff`, and `promote` (reads switch without a rebuild) or `abort`.
+        #[arg(long)]
+        shadow: bool,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -69,14 +74,25 @@ pub enum PluginCommand {
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// Make the running canary the active version, for all of the traffic.
+    /// Compare a projector's running shadow with its active version: keys per kind, keys in one only, and
+    /// the values of a sample of keys.
+    Diff {
+        #[command(flatten)]
+        slot: SlotArgs,
+        /// How many keys present in both to compare the values of.
+        #[arg(long, default_value_t = 100)]
+        sample: usize,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Make the running canary or shadow the active version, for all of the traffic.
     Promote {
         #[command(flatten)]
         slot: SlotArgs,
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// Stop the running canary: all of the traffic to the active version again.
+    /// Stop the running canary or shadow: all of the traffic to the active version again.
     Abort {
         #[command(flatten)]
         slot: SlotArgs,
@@ -116,7 +132,7 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
     match command {
         PluginCommand::Build { dir } => build(&dir),
         PluginCommand::Test { kind, input, wasm } => test(config, kind, input.as_deref(), &wasm),
-        PluginCommand::Deploy { slot, wasm, deadline_ms, memory_bytes, fuel, canary, admin } => {
+        PluginCommand::Deploy { slot, wasm, deadline_ms, memory_bytes, fuel, canary, shadow, admin } => {
             let bytes = std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
             let url = format!("{}/plugins/{}/{}", tenant_url(config, &admin, &slot.tenant), slot.kind, slot.name);
             let canary = canary.map(u64::from);
@@ -125,8 +141,11 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
                     .into_iter()
                     .filter_map(|(name, value)| Some((name, value?)))
                     .collect();
-            let request =
+            let mut request =
                 reqwest::Client::new().put(url).query(&query).header("content-type", "application/wasm").body(bytes);
+            if shadow {
+                request = request.query(&[("shadow", "true")]);
+            }
             let deployed = admin_call(config, request).await?;
             print_json(&deployed)?;
             follow_build(config, &admin, &slot, deployed["plugin"]["version"].as_i64()).await
@@ -142,12 +161,18 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
             print_json(&admin_call(config, request).await?)?;
             follow_build(config, &admin, &slot, Some(version)).await
         }
+        PluginCommand::Diff { slot, sample, admin } => {
+            let base = tenant_url(config, &admin, &slot.tenant);
+            let url = format!("{base}/plugins/{}/{}/diff", slot.kind, slot.name);
+            let diff = admin_call(config, reqwest::Client::new().get(url).query(&[("sample", sample)])).await?;
+            print_json(&diff)
+        }
         PluginCommand::Promote { slot, admin } => rollout_step(config, &slot, &admin, "promote").await,
         PluginCommand::Abort { slot, admin } => rollout_step(config, &slot, &admin, "abort").await,
     }
 }
 
-/// `promote` or `abort` the slot's canary.
+/// `promote` or `abort` the slot's canary or shadow.
 async fn rollout_step(config: &Config, slot: &SlotArgs, admin: &AdminArgs, step: &str) -> anyhow::Result<()> {
     let url = format!("{}/plugins/{}/{}/{step}", tenant_url(config, admin, &slot.tenant), slot.kind, slot.name);
     let answer = admin_call(config, reqwest::Client::new().post(url)).await?;

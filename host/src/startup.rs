@@ -106,6 +106,7 @@ impl Server {
             plugins: plugins.clone(),
             tenants: tenants.clone(),
             reads: Arc::new(CachedReads::new(cache.clone())),
+            cache: cache.clone(),
             readiness: Arc::new(readiness),
             lag: Arc::new(LagProbe::new(db.clone(), config.topic_prefix.clone(), config.kafka_brokers.clone())),
             admin_token: config.admin_token.as_deref().map(Arc::from),

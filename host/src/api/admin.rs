@@ -17,10 +17,15 @@ use super::params::{ApiJson as Json, ApiPath as Path, ApiQuery as Query};
 use super::problem::{ApiError, Problem};
 use super::AppState;
 use crate::audit::{self, AuditAction, AuditOutcome, AuditPage, AuditQuery, AuditRecord};
+use crate::cache::Space;
 use crate::graph::TenantId;
 use crate::lag::{LagError, PipelineLag};
-use crate::plugins::{hex_sha256, PluginError, PluginKind, PluginSlot, PluginVersion, RegistryError, RequestedLimits};
+use crate::plugins::{
+    hex_sha256, PluginError, PluginKind, PluginSlot, PluginVersion, RegistryError, RequestedLimits, RolloutRates,
+    Staged,
+};
 use crate::projection::progress::{self, BackfillProgress};
+use crate::projection::spaces::{self, SpaceDiff};
 use crate::projection::Projection;
 use crate::tenant_jwt::{JwtKeyInfo, JwtKeySpec, TenantJwtError};
 use crate::tenant_keys::{self, IssuedKey, TenantKey, TenantKeyError};
@@ -187,7 +192,7 @@ impl From<RegistryError> for ApiError {
             RegistryError::InvalidName(_) => ApiError::bad_request("invalid_plugin_name", detail),
             RegistryError::ReservedName(_) => ApiError::bad_request("reserved_plugin_name", detail),
             RegistryError::LimitRefused(_) => ApiError::bad_request("limit_too_high", detail),
-            RegistryError::InvalidCanary(_) => ApiError::bad_request("invalid_canary", detail),
+            RegistryError::InvalidRollout(_) => ApiError::bad_request("invalid_rollout", detail),
             RegistryError::NoSuchVersion { .. }
             | RegistryError::NotDeployed { .. }
             | RegistryError::NoRollout { .. } => ApiError::new(StatusCode::NOT_FOUND, "plugin_not_found", detail),
@@ -234,10 +239,15 @@ pub async fn deploy(
     wasm: Bytes,
 ) -> Result<axum::Json<DeployResponse>, ApiError> {
     let slot = path.slot(&operator)?;
-    let detail = rollout.canary.map(|percent| format!("canary {percent}%")).unwrap_or_default();
+    let staged = rollout.staged()?;
+    let detail = match staged {
+        Some(Staged::Canary(percent)) => format!("canary {percent}%"),
+        Some(Staged::Shadow) => "shadow".to_owned(),
+        None => String::new(),
+    };
     let uploaded = Change { sha256: Some(hex_sha256(&wasm)), detail, ..Change::plugin(AuditAction::Deploy, &slot) };
-    let deployed =
-        state.plugins.deploy_with(slot.clone(), wasm.to_vec(), limits, rollout.canary).await.map_err(ApiError::from);
+    let deploying = state.plugins.deploy_with(slot.clone(), wasm.to_vec(), limits, staged);
+    let deployed = retiring(&state, &slot, deploying).await.map_err(ApiError::from);
     let change = match &deployed {
         Ok((plugin, _)) => uploaded.version(plugin),
         Err(_) => uploaded,
@@ -253,15 +263,44 @@ pub async fn deploy(
 /// How a deployed version takes traffic.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 pub struct RolloutQuery {
-    /// Deploy as a canary taking this percent (1-99) of the rate limiter's traffic, by a stable hash of the
-    /// user, beside the active version; `promote` or `abort` ends it. Unset: all of the traffic at once.
+    /// Deploy a rate limiter or router as a canary taking this percent (0-99) of the traffic, by a stable
+    /// hash of the user or message key, beside the active version; `promote` or `abort` ends it. Unset:
+    /// all of the traffic at once.
     pub canary: Option<u8>,
+    /// Deploy a projector as a shadow: it builds a space of its own from the truth and takes every event
+    /// beside the active version, serving no reads; `diff` compares the two, `promote` switches reads to
+    /// it without a rebuild, `abort` drops its data.
+    #[serde(default)]
+    pub shadow: bool,
 }
 
-/// Make the slot's canary its active version for all of the traffic.
+impl RolloutQuery {
+    fn staged(&self) -> Result<Option<Staged>, ApiError> {
+        match (self.canary, self.shadow) {
+            (Some(_), true) => {
+                Err(ApiError::bad_request("invalid_rollout", "a version is a canary or a shadow, not both"))
+            }
+            (Some(percent), false) => Ok(Some(Staged::Canary(percent))),
+            (None, true) => Ok(Some(Staged::Shadow)),
+            (None, false) => Ok(None),
+        }
+    }
+}
+
+/// Runs `change` of `slot`, then drops the data of the projector versions it retired (see
+/// [`spaces::retire`]).
+async fn retiring<T>(state: &AppState, slot: &PluginSlot, change: impl std::future::Future<Output = T>) -> T {
+    let was_live = state.plugins.live_versions(slot);
+    let changed = change.await;
+    spaces::retire(&state.cache, &state.plugins, slot, &was_live).await;
+    changed
+}
+
+/// Make the slot's canary or shadow its active version for all of the traffic; a shadow's complete space
+/// serves reads at once, and the old version's space is dropped.
 #[utoipa::path(post, path = "/admin/v1/tenants/{tenant}/plugins/{kind}/{name}/promote", tag = "admin",
     params(("tenant" = String, Path), ("kind" = String, Path), ("name" = String, Path)),
-    responses((status = 200, body = PluginVersion), (status = 404, description = "no canary runs", body = Problem),
+    responses((status = 200, body = PluginVersion), (status = 404, description = "no canary or shadow runs", body = Problem),
         (status = 401, body = Problem), (status = 403, body = Problem)),
     security(("admin" = [])))]
 pub async fn promote(
@@ -270,7 +309,7 @@ pub async fn promote(
     Path(path): Path<SlotPath>,
 ) -> Result<axum::Json<PluginVersion>, ApiError> {
     let slot = path.slot(&operator)?;
-    let promoted = state.plugins.promote(slot.clone()).await.map_err(ApiError::from);
+    let promoted = retiring(&state, &slot, state.plugins.promote(slot.clone())).await.map_err(ApiError::from);
     let change = match &promoted {
         Ok(version) => Change::plugin(AuditAction::Promote, &slot).version(version),
         Err(_) => Change::plugin(AuditAction::Promote, &slot),
@@ -278,10 +317,11 @@ pub async fn promote(
     Ok(axum::Json(audited(&state, &operator, &slot.tenant, change, promoted).await?))
 }
 
-/// Stop the slot's canary: all of the traffic goes to the active version again.
+/// Stop the slot's canary or shadow: all of the traffic goes to the active version again; a shadow's data
+/// is dropped.
 #[utoipa::path(post, path = "/admin/v1/tenants/{tenant}/plugins/{kind}/{name}/abort", tag = "admin",
     params(("tenant" = String, Path), ("kind" = String, Path), ("name" = String, Path)),
-    responses((status = 204), (status = 404, description = "no canary runs", body = Problem),
+    responses((status = 204), (status = 404, description = "no canary or shadow runs", body = Problem),
         (status = 401, body = Problem), (status = 403, body = Problem)),
     security(("admin" = [])))]
 pub async fn abort(
@@ -290,7 +330,7 @@ pub async fn abort(
     Path(path): Path<SlotPath>,
 ) -> Result<StatusCode, ApiError> {
     let slot = path.slot(&operator)?;
-    let aborted = state.plugins.abort(slot.clone()).await.map_err(ApiError::from);
+    let aborted = retiring(&state, &slot, state.plugins.abort(slot.clone())).await.map_err(ApiError::from);
     audited(&state, &operator, &slot.tenant, Change::plugin(AuditAction::Abort, &slot), aborted).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -313,7 +353,8 @@ pub async fn rollback(
     Json(request): Json<RollbackRequest>,
 ) -> Result<axum::Json<PluginVersion>, ApiError> {
     let slot = path.slot(&operator)?;
-    let rolled_back = state.plugins.rollback(slot.clone(), request.version).await.map_err(ApiError::from);
+    let rolling_back = state.plugins.rollback(slot.clone(), request.version);
+    let rolled_back = retiring(&state, &slot, rolling_back).await.map_err(ApiError::from);
     let change = match &rolled_back {
         Ok(version) => Change::plugin(AuditAction::Rollback, &slot).version(version),
         Err(_) => Change { version: Some(request.version), ..Change::plugin(AuditAction::Rollback, &slot) },
@@ -332,14 +373,70 @@ pub async fn remove(
     Path(path): Path<SlotPath>,
 ) -> Result<StatusCode, ApiError> {
     let slot = path.slot(&operator)?;
-    let removed = state.plugins.remove(slot.clone()).await.map_err(ApiError::from);
+    let removed = retiring(&state, &slot, state.plugins.remove(slot.clone())).await.map_err(ApiError::from);
     audited(&state, &operator, &slot.tenant, Change::plugin(AuditAction::Remove, &slot), removed).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// How many keys a diff compares by default, and at most.
+const DIFF_SAMPLE: usize = 100;
+const DIFF_SAMPLE_MAX: usize = 10_000;
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct DiffQuery {
+    /// Keys to compare the values of (default 100, at most 10000).
+    pub sample: Option<usize>,
+}
+
+/// Compare a projector's shadow space with its active one: keys per kind, keys in one space only, and the
+/// values of an even sample of keys in both. Scans both spaces: an operator's tool.
+#[utoipa::path(get, path = "/admin/v1/tenants/{tenant}/plugins/{kind}/{name}/diff", tag = "admin",
+    params(("tenant" = String, Path), ("kind" = String, Path, description = "projector"), ("name" = String, Path),
+        DiffQuery),
+    responses((status = 200, body = SpaceDiff), (status = 400, body = Problem),
+        (status = 404, description = "no shadow runs", body = Problem),
+        (status = 401, body = Problem), (status = 403, body = Problem), (status = 503, body = Problem)),
+    security(("admin" = [])))]
+pub async fn diff(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<SlotPath>,
+    Query(query): Query<DiffQuery>,
+) -> Result<axum::Json<SpaceDiff>, ApiError> {
+    let slot = path.slot(&operator)?;
+    let no_shadow = || RegistryError::NoRollout { kind: slot.kind, name: slot.name.clone() };
+    let shadow = state.plugins.candidate(&slot).filter(|c| c.staged == Staged::Shadow).ok_or_else(no_shadow)?;
+    let active = state.plugins.active(&slot.tenant, slot.kind, &slot.name).ok_or_else(no_shadow)?;
+    let space = |version| Space { tenant: slot.tenant.as_str(), plugin: &slot.name, version };
+    let sample = query.sample.unwrap_or(DIFF_SAMPLE).min(DIFF_SAMPLE_MAX);
+    let compared = spaces::diff(&state.cache, space(active.version), space(shadow.plugin.version), sample).await;
+    let unavailable = |e: crate::cache::CacheError| {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "cache_unavailable", e.to_string())
+    };
+    Ok(axum::Json(compared.map_err(unavailable)?))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PluginList {
     pub plugins: Vec<PluginVersion>,
+    /// The tenant's running canaries and shadows, with their failure rates as this node saw them.
+    pub rollouts: Vec<RunningRollout>,
+}
+
+/// A canary or shadow beside its slot's active version.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunningRollout {
+    pub kind: String,
+    pub name: String,
+    pub active_version: i64,
+    pub candidate_version: i64,
+    /// `canary` or `shadow`.
+    pub mode: String,
+    /// A canary's percent of the traffic; `null` for a shadow (every event, no reads).
+    pub canary_percent: Option<u8>,
+    /// Calls and failures of both versions in the current window, in this process (`null`: none yet here;
+    /// a router's are seen by the relay, a projector's by the workers).
+    pub rates: Option<RolloutRates>,
 }
 
 /// Every stored version of the tenant's plugins (tenants without any use the bundled ones).
@@ -351,7 +448,22 @@ pub async fn list(
     operator: Operator,
     Path(path): Path<TenantPath>,
 ) -> Result<axum::Json<PluginList>, ApiError> {
-    Ok(axum::Json(PluginList { plugins: state.plugins.versions(&operator.reach(&path.tenant)?).await? }))
+    let tenant = operator.reach(&path.tenant)?;
+    let rollouts = state
+        .plugins
+        .rollouts(&tenant)
+        .into_iter()
+        .map(|(slot, candidate)| RunningRollout {
+            kind: slot.kind.to_string(),
+            active_version: state.plugins.active(&tenant, slot.kind, &slot.name).map_or(0, |p| p.version),
+            candidate_version: candidate.plugin.version,
+            mode: candidate.staged.state().to_owned(),
+            canary_percent: candidate.staged.percent(),
+            rates: state.plugins.rollout_rates(&slot),
+            name: slot.name,
+        })
+        .collect();
+    Ok(axum::Json(PluginList { plugins: state.plugins.versions(&tenant).await?, rollouts }))
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -30,6 +30,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::cache::Cache;
 use crate::graph::Database;
 use crate::health::Readiness;
 use crate::lag::LagProbe;
@@ -49,6 +50,8 @@ pub struct AppState {
     pub tenants: Arc<TenantSettings>,
     /// Counts and lists from the projections when complete, else the database.
     pub reads: Arc<CachedReads>,
+    /// Where projectors' spaces live: dropped when their version retires, compared by `plugin diff`.
+    pub cache: Cache,
     /// What `/readyz` checks.
     pub readiness: Arc<Readiness>,
     /// The relay's and the projections' backlog, for the admin page.
@@ -101,6 +104,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(admin::rollback))
         .routes(routes!(admin::promote))
         .routes(routes!(admin::abort))
+        .routes(routes!(admin::diff))
         .routes(routes!(admin::list))
         .routes(routes!(admin::projections))
         .routes(routes!(admin::settings, admin::set_settings))

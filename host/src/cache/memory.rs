@@ -149,6 +149,11 @@ impl MemoryCache {
         state.entries.retain(|key, _| !key.starts_with(prefix));
     }
 
+    pub(super) fn keys(&self, prefix: &str) -> Vec<String> {
+        let state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.entries.keys().filter(|key| key.starts_with(prefix)).cloned().collect()
+    }
+
     pub(super) fn lock(&self, key: &str, owner: &str, ttl: Duration) -> bool {
         let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();

@@ -70,11 +70,13 @@ pub enum PageStart<'a> {
     After(f64, &'a str),
 }
 
-/// One projector's data of one tenant.
+/// One projector version's data of one tenant.
 #[derive(Debug, Clone, Copy)]
 pub struct Space<'a> {
     pub tenant: &'a str,
     pub plugin: &'a str,
+    /// The plugin version that fills it (0: the bundled one).
+    pub version: i64,
 }
 
 /// The kind of data a key holds, fixed by the effects that write it. It is part of the rendered key, so a
@@ -109,8 +111,14 @@ impl DataKind {
 /// 2^52, a counter plus a batch's checked adds stays exact, so both backends refuse the same batch.
 pub const COUNTER_LIMIT: i64 = 1 << 52;
 
-impl Space<'_> {
-    /// A plugin's key holding `kind` data, rendered `tenant:plugin:{c|z|v}.space:id:…`.
+impl<'a> Space<'a> {
+    /// The bundled version's space: the one the API serves counts and lists from (those projector names are
+    /// reserved, so no tenant deploys another version of them).
+    pub fn bundled(tenant: &'a str, plugin: &'a str) -> Self {
+        Self { tenant, plugin, version: 0 }
+    }
+
+    /// A plugin's key holding `kind` data, rendered `tenant:plugin@version:{c|z|v}.space:id:…`.
     pub fn key(&self, kind: DataKind, key: &Key) -> String {
         let mut rendered = self.named(kind.tag());
         rendered.push_str(&key.space);
@@ -136,9 +144,14 @@ impl Space<'_> {
         self.key(DataKind::Value, &Key { space: name.to_owned(), ids: ids.into_iter().collect() })
     }
 
-    /// `tenant:plugin:name`.
+    /// `tenant:plugin@version:name`.
     pub fn named(&self, name: &str) -> String {
-        format!("{}:{}:{name}", self.tenant, self.plugin)
+        format!("{}:{}@{}:{name}", self.tenant, self.plugin, self.version)
+    }
+
+    /// A key of this space without the space's prefix (`c.followers:7`), as a diff shows it.
+    pub fn relative<'k>(&self, key: &'k str) -> &'k str {
+        key.strip_prefix(&self.prefix()).unwrap_or(key)
     }
 
     /// Every key of the space starts with it.
@@ -155,7 +168,7 @@ impl Space<'_> {
 
     /// Outside every space (tenant ids have no `~`), so clearing the space keeps it.
     fn lock_key(&self) -> String {
-        format!("~building:{}:{}", self.tenant, self.plugin)
+        format!("~building:{}:{}@{}", self.tenant, self.plugin, self.version)
     }
 
     fn marker_key(&self, event: &RelationEvent) -> String {
@@ -258,6 +271,19 @@ impl Cache {
                 Ok(())
             }
         }
+    }
+
+    /// The keys of `space`'s data (its bookkeeping — marks, markers, versions, floors — left out), found by
+    /// a scan of the store: for diffs and audits, not for the request path.
+    pub async fn data_keys(&self, space: Space<'_>) -> Result<Vec<String>, CacheError> {
+        let bookkeeping = space.named("~");
+        let mut keys = match self {
+            Self::Redis(redis) => redis.keys(&space.prefix()).await?,
+            Self::Memory(memory) => memory.keys(&space.prefix()),
+        };
+        keys.retain(|key| !key.starts_with(&bookkeeping));
+        keys.sort_unstable();
+        Ok(keys)
     }
 
     /// Takes (or renews) `space`'s build lock for `owner`; false while another owner holds it.

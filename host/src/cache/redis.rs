@@ -204,16 +204,18 @@ impl RedisCache {
     pub(super) async fn clear(&self, ready_key: &str, prefix: &str) -> Result<(), CacheError> {
         let mut connection = self.connection.clone();
         let _: () = connection.del(ready_key).await?;
-        let keys: Vec<String> = {
-            let mut scanning = self.connection.clone();
-            let found: Vec<Result<String, ::redis::RedisError>> =
-                scanning.scan_match::<_, String>(format!("{prefix}*")).await?.collect().await;
-            found.into_iter().collect::<Result<_, _>>()?
-        };
-        for chunk in keys.chunks(500) {
+        for chunk in self.keys(prefix).await?.chunks(500) {
             let _: () = connection.del(chunk).await?;
         }
         Ok(())
+    }
+
+    /// Every key starting with `prefix`, by `SCAN` (which never blocks the server for long).
+    pub(super) async fn keys(&self, prefix: &str) -> Result<Vec<String>, CacheError> {
+        let mut scanning = self.connection.clone();
+        let found: Vec<Result<String, ::redis::RedisError>> =
+            scanning.scan_match::<_, String>(format!("{prefix}*")).await?.collect().await;
+        Ok(found.into_iter().collect::<Result<_, _>>()?)
     }
 
     pub(super) async fn lock(&self, key: &str, owner: &str, ttl: Duration) -> Result<bool, CacheError> {

@@ -21,9 +21,10 @@ pub use conformance::{sample_events, sample_outbox_events, sample_requests};
 pub use observed::{count_invalid_output, observed};
 pub use policy::{project_with_retries, route_or_default, ProjectionFailed, RetryPolicy, Routed};
 pub use registry::{
-    blocking, ActivePlugin, Canary, Chosen, PluginRegistry, PluginSlot, PluginVersion, RegistryError, VersionLimits,
-    SINGLETON_NAME,
+    blocking, ActivePlugin, Candidate, Chosen, PluginRegistry, PluginSlot, PluginVersion, RegistryError, Staged,
+    VersionLimits, SINGLETON_NAME,
 };
+pub use rollout::{RolloutRates, Tally};
 pub use runtime::{
     hex_sha256, CallCost, LimitRefused, PluginError, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
     INPUTS_PER_LIMIT,

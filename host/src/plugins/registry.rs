@@ -12,7 +12,7 @@ use arc_swap::ArcSwap;
 use serde::Serialize;
 use sqlx::Row;
 
-use super::rollout::{traffic_share, RollbackPolicy, RolloutHealth};
+use super::rollout::{traffic_share, RollbackPolicy, RolloutHealth, RolloutRates, Tally};
 use super::runtime::{
     hex_sha256, CallCost, LimitRefused, PluginError, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
 };
@@ -71,7 +71,9 @@ pub struct PluginVersion {
     pub version: i64,
     pub sha256: String,
     pub size_bytes: i64,
-    /// `active`, `canary` (beside the active one, for `canary_percent` of the traffic) or `inactive`.
+    /// `active`, `canary` (beside the active one, for `canary_percent` of the traffic), `shadow` (a
+    /// projector fed every event into a space of its own beside the active one, serving no reads) or
+    /// `inactive`.
     pub state: String,
     pub created_at: String,
     pub limits: VersionLimits,
@@ -113,22 +115,49 @@ pub enum RegistryError {
     NoSuchVersion { kind: PluginKind, name: String, version: i64 },
     #[error("no {kind} {name:?} is deployed")]
     NotDeployed { kind: PluginKind, name: String },
-    #[error("{kind} {name:?} has no canary running")]
+    #[error("{kind} {name:?} has no canary or shadow running")]
     NoRollout { kind: PluginKind, name: String },
-    #[error("a canary takes 0 to 99 percent of a rate limiter's or router's traffic (projectors: not yet), not {0}")]
-    InvalidCanary(u8),
+    #[error("{0}")]
+    InvalidRollout(String),
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
 }
 
 type Deployed = HashMap<PluginSlot, Arc<ActivePlugin>>;
 
-/// A version taking a share of its slot's traffic beside the active one.
+/// How a new version runs beside the active one until it is promoted or aborted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Staged {
+    /// A rate limiter or router taking this percent (0-99) of the traffic: by user for policies, by message
+    /// key for routers.
+    Canary(u8),
+    /// A projector building and feeding a space of its own from every event, read by nobody until promoted.
+    Shadow,
+}
+
+impl Staged {
+    /// The `plugins.state` of such a version.
+    pub fn state(self) -> &'static str {
+        match self {
+            Staged::Canary(_) => "canary",
+            Staged::Shadow => "shadow",
+        }
+    }
+
+    /// A canary's share of the traffic.
+    pub fn percent(self) -> Option<u8> {
+        match self {
+            Staged::Canary(percent) => Some(percent),
+            Staged::Shadow => None,
+        }
+    }
+}
+
+/// A version running beside its slot's active one.
 #[derive(Clone)]
-pub struct Canary {
+pub struct Candidate {
     pub plugin: Arc<ActivePlugin>,
-    /// Percent of the traffic (by user for policies, by message key for routers).
-    pub percent: u8,
+    pub staged: Staged,
 }
 
 /// The version that serves one share of a slot's traffic, and whether it is the slot's canary.
@@ -145,7 +174,7 @@ pub struct PluginRegistry {
     db: Database,
     bundled: Vec<Arc<ActivePlugin>>,
     deployed: ArcSwap<Deployed>,
-    canaries: ArcSwap<HashMap<PluginSlot, Canary>>,
+    candidates: ArcSwap<HashMap<PluginSlot, Candidate>>,
     health: RolloutHealth,
     /// Serialises deploys, rollbacks and removals; calls never take it.
     changes: tokio::sync::Mutex<()>,
@@ -186,7 +215,7 @@ impl PluginRegistry {
             db,
             bundled,
             deployed: ArcSwap::from_pointee(Deployed::new()),
-            canaries: ArcSwap::from_pointee(HashMap::new()),
+            candidates: ArcSwap::from_pointee(HashMap::new()),
             health: RolloutHealth::new(policy),
             changes: Default::default(),
         };
@@ -194,34 +223,39 @@ impl PluginRegistry {
         Ok(registry)
     }
 
-    /// Brings the active set and the running canaries in line with the `plugins` table, loading only what
+    /// Brings the active set and the running canaries and shadows in line with the `plugins` table, loading only what
     /// changed: how deploys, rollbacks and rollouts made through another node reach this one. Returns how
     /// many slots changed.
     pub async fn refresh(&self) -> Result<usize, RegistryError> {
         let _change = self.changes.lock().await;
         let rows = sqlx::query(
-            "SELECT tenant_id, kind, name, version, state, canary_percent FROM plugins WHERE state IN ('active', 'canary')",
+            "SELECT tenant_id, kind, name, version, state, canary_percent FROM plugins \
+             WHERE state IN ('active', 'canary', 'shadow')",
         )
         .fetch_all(self.db.reader())
         .await?;
-        let (current, current_canaries) = (self.deployed.load_full(), self.canaries.load_full());
-        let (mut next, mut next_canaries) = (Deployed::new(), HashMap::new());
+        let (current, current_candidates) = (self.deployed.load_full(), self.candidates.load_full());
+        let (mut next, mut next_candidates) = (Deployed::new(), HashMap::new());
         let mut changed = 0;
         for row in rows {
             let (tenant, kind, name): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
             let (version, state, percent): (i64, String, Option<i64>) =
                 (row.try_get(3)?, row.try_get(4)?, row.try_get(5)?);
-            let canary = percent.and_then(|p| u8::try_from(p).ok()).filter(|_| state == "canary");
+            let staged = match state.as_str() {
+                "canary" => Some(Staged::Canary(percent.and_then(|p| u8::try_from(p).ok()).unwrap_or(0))),
+                "shadow" => Some(Staged::Shadow),
+                _ => None,
+            };
             let (Ok(tenant), Ok(kind)) = (tenant.parse(), kind.parse()) else {
                 tracing::error!(%tenant, %kind, version, "ignoring an unreadable plugins row");
                 continue;
             };
             let slot = PluginSlot { tenant, kind, name };
-            let kept = match canary {
+            let kept = match staged {
                 None => current.get(&slot).filter(|p| p.version == version).cloned(),
-                Some(percent) => current_canaries
+                Some(staged) => current_candidates
                     .get(&slot)
-                    .filter(|c: &&Canary| c.plugin.version == version && c.percent == percent)
+                    .filter(|c: &&Candidate| c.plugin.version == version && c.staged == staged)
                     .map(|c| c.plugin.clone()),
             };
             let plugin = match kept {
@@ -240,16 +274,16 @@ impl PluginRegistry {
                     }
                 }
             };
-            match canary {
+            match staged {
                 None => next.insert(slot, plugin),
-                Some(percent) => next_canaries.insert(slot, Canary { plugin, percent }).map(|c| c.plugin),
+                Some(staged) => next_candidates.insert(slot, Candidate { plugin, staged }).map(|c| c.plugin),
             };
         }
         changed += current.keys().filter(|slot| !next.contains_key(slot)).count();
-        changed += current_canaries.keys().filter(|slot| !next_canaries.contains_key(slot)).count();
+        changed += current_candidates.keys().filter(|slot| !next_candidates.contains_key(slot)).count();
         if changed > 0 {
             self.deployed.store(Arc::new(next));
-            self.canaries.store(Arc::new(next_canaries));
+            self.candidates.store(Arc::new(next_candidates));
             tracing::info!(changed, "plugin set refreshed from the database");
         }
         Ok(changed)
@@ -262,22 +296,37 @@ impl PluginRegistry {
         let stable = self.active(tenant, kind, SINGLETON_NAME).expect("a bundled rate limiter and router");
 
         let slot = PluginSlot { tenant: tenant.clone(), kind, name: SINGLETON_NAME.to_owned() };
-        let canaries = self.canaries.load();
-        let Some(canary) = canaries.get(&slot) else {
+        let candidates = self.candidates.load();
+        let Some(canary) = candidates.get(&slot) else {
             return Chosen { plugin: stable, rollout: None, by_canary: false };
         };
-        let by_canary = pinned == Some(canary.plugin.version) || traffic_share(tenant.as_str(), key) < canary.percent;
+        let percent = canary.staged.percent().unwrap_or(0);
+        let by_canary = pinned == Some(canary.plugin.version) || traffic_share(tenant.as_str(), key) < percent;
         let plugin = if by_canary { canary.plugin.clone() } else { stable };
         Chosen { plugin, rollout: Some(canary.plugin.version), by_canary }
     }
 
-    /// Counts how a call chosen by [`PluginRegistry::choose`] ended; a canary failing clearly more often
-    /// than its stable version is aborted here, recorded in the audit log, logged and counted.
+    /// Counts how a call chosen by [`PluginRegistry::choose`] ended (see [`PluginRegistry::record_calls`]).
     pub async fn record_outcome(&self, tenant: &TenantId, kind: PluginKind, chosen: &Chosen, failed: bool) {
         let Some(canary_version) = chosen.rollout else { return };
         let slot = PluginSlot { tenant: tenant.clone(), kind, name: SINGLETON_NAME.to_owned() };
-        let Some(unhealthy) = self.health.record(&slot, canary_version, chosen.by_canary, failed) else { return };
-        tracing::error!(%tenant, %kind, %unhealthy, "rolling the canary back automatically");
+        self.record_calls(&slot, canary_version, chosen.by_canary, Tally { calls: 1, failures: u64::from(failed) })
+            .await;
+    }
+
+    /// Counts `tally` calls of `slot` during the rollout of `candidate_version`, by the candidate or by the
+    /// stable version. A candidate failing clearly more often than its stable version is aborted here,
+    /// recorded in the audit log, logged and counted; returns whether that happened.
+    pub async fn record_calls(
+        &self,
+        slot: &PluginSlot,
+        candidate_version: i64,
+        by_candidate: bool,
+        tally: Tally,
+    ) -> bool {
+        let Some(unhealthy) = self.health.record(slot, candidate_version, by_candidate, tally) else { return false };
+        let (tenant, kind) = (&slot.tenant, slot.kind);
+        tracing::error!(%tenant, %kind, name = %slot.name, %unhealthy, "rolling the rollout back automatically");
         metrics::counter!("strand_rollout_automatic_rollbacks_total", "tenant" => tenant.to_string(), "kind" => kind.to_string())
             .increment(1);
         let aborted = self.abort(slot.clone()).await;
@@ -290,8 +339,8 @@ impl PluginRegistry {
             actor: "host".to_owned(),
             tenant: tenant.to_string(),
             action: AuditAction::AutomaticRollback,
-            slot: Some(format!("{kind}/{SINGLETON_NAME}")),
-            version: Some(canary_version),
+            slot: Some(format!("{kind}/{}", slot.name)),
+            version: Some(candidate_version),
             sha256: None,
             outcome,
             detail,
@@ -299,6 +348,12 @@ impl PluginRegistry {
         if let Err(error) = audit::record(&self.db, record).await {
             tracing::error!(%tenant, %error, "cannot record an automatic rollback in the audit log");
         }
+        aborted.is_ok()
+    }
+
+    /// The failure rates of `slot`'s running rollout as this process has seen them in the current window.
+    pub fn rollout_rates(&self, slot: &PluginSlot) -> Option<RolloutRates> {
+        self.health.rates(slot)
     }
 
     async fn load_stored(&self, slot: &PluginSlot, version: i64) -> Result<Arc<ActivePlugin>, RegistryError> {
@@ -325,6 +380,27 @@ impl PluginRegistry {
     pub fn active(&self, tenant: &TenantId, kind: PluginKind, name: &str) -> Option<Arc<ActivePlugin>> {
         let slot = PluginSlot { tenant: tenant.clone(), kind, name: name.to_owned() };
         self.deployed.load().get(&slot).cloned().or_else(|| self.bundled(kind, name))
+    }
+
+    /// The slot's canary or shadow, while one runs.
+    pub fn candidate(&self, slot: &PluginSlot) -> Option<Candidate> {
+        self.candidates.load().get(slot).cloned()
+    }
+
+    /// The tenant's running canaries and shadows, by slot.
+    pub fn rollouts(&self, tenant: &TenantId) -> Vec<(PluginSlot, Candidate)> {
+        let candidates = self.candidates.load();
+        let mut running: Vec<_> =
+            candidates.iter().filter(|(slot, _)| slot.tenant == *tenant).map(|(s, c)| (s.clone(), c.clone())).collect();
+        running.sort_by(|a, b| (a.0.kind.as_str(), &a.0.name).cmp(&(b.0.kind.as_str(), &b.0.name)));
+        running
+    }
+
+    /// The versions of the slot that hold data or take traffic: the active one (deployed, else bundled: 0)
+    /// and a running canary or shadow. A projector has a space for each; the others are dropped.
+    pub fn live_versions(&self, slot: &PluginSlot) -> Vec<i64> {
+        let active = self.active(&slot.tenant, slot.kind, &slot.name).map(|p| p.version);
+        active.into_iter().chain(self.candidate(slot).map(|c| c.plugin.version)).collect()
     }
 
     /// The tenant's projectors: the bundled ones (each replaceable by a deployed one of the same name) and
@@ -373,24 +449,36 @@ impl PluginRegistry {
         self.bundled.iter().find(|b| b.kind == kind && b.name == name).cloned()
     }
 
-    /// [`PluginRegistry::deploy_with`] the default limits, to all of the traffic.
+    /// [`PluginRegistry::deploy_with`] the default limits, for all of the traffic.
     pub async fn deploy(&self, slot: PluginSlot, wasm: Vec<u8>) -> Result<(PluginVersion, CallCost), RegistryError> {
         self.deploy_with(slot, wasm, RequestedLimits::default(), None).await
     }
 
     /// Validates, compiles and conformance-checks `wasm` within the `requested` limits (each at most the
     /// platform's maximum), stores it with them as the slot's next version and swaps it in — for all of
-    /// the traffic, or as a `canary` for that percent of it (replacing a running canary). Returns the new
-    /// version and the cost of the conformance run.
+    /// the traffic, or `staged` beside the active version (replacing a running canary or shadow). Returns
+    /// the new version and the cost of the conformance run.
     pub async fn deploy_with(
         &self,
         slot: PluginSlot,
         wasm: Vec<u8>,
         requested: RequestedLimits,
-        canary: Option<u8>,
+        staged: Option<Staged>,
     ) -> Result<(PluginVersion, CallCost), RegistryError> {
-        if let Some(percent) = canary.filter(|p| *p > 99 || !slot.kind.is_singleton()) {
-            return Err(RegistryError::InvalidCanary(percent));
+        match (staged, slot.kind.is_singleton()) {
+            (Some(Staged::Canary(percent)), true) if percent > 99 => {
+                return Err(RegistryError::InvalidRollout(format!("a canary takes 0 to 99 percent, not {percent}")))
+            }
+            (Some(Staged::Canary(_)), false) => {
+                return Err(RegistryError::InvalidRollout("a projector is staged as a shadow, not a canary".into()))
+            }
+            (Some(Staged::Shadow), true) => {
+                return Err(RegistryError::InvalidRollout(format!(
+                    "a {} is staged as a canary, not a shadow",
+                    slot.kind
+                )))
+            }
+            _ => {}
         }
         let limits = self.runtime.limits_for(requested)?;
         let _change = self.changes.lock().await;
@@ -411,9 +499,10 @@ impl PluginRegistry {
         .bind(&slot.name)
         .fetch_one(&mut *tx)
         .await?;
-        retire(&mut tx, &slot, if canary.is_some() { Retired::Canary } else { Retired::All }).await?;
+        retire(&mut tx, &slot, if staged.is_some() { Retired::Candidate } else { Retired::All }).await?;
         let listed = VersionLimits::from(limits);
-        let state = if canary.is_some() { "canary" } else { "active" };
+        let state = staged.map_or("active", Staged::state);
+        let canary = staged.and_then(Staged::percent);
         sqlx::query(
             "INSERT INTO plugins (tenant_id, kind, name, version, sha256, wasm, state, created_at, deadline_ms, \
              memory_bytes, fuel, canary_percent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -447,17 +536,17 @@ impl PluginRegistry {
         };
         let plugin =
             Arc::new(ActivePlugin { kind: slot.kind, name: slot.name.clone(), version, sha256, prepared, limits });
-        match canary {
+        match staged {
             None => {
                 self.end_rollout(&slot);
                 self.swap(|deployed| {
                     deployed.insert(slot.clone(), plugin.clone());
                 })
             }
-            Some(percent) => {
-                self.canaries.rcu(|current| {
+            Some(staged) => {
+                self.candidates.rcu(|current| {
                     let mut next = HashMap::clone(current);
-                    next.insert(slot.clone(), Canary { plugin: plugin.clone(), percent });
+                    next.insert(slot.clone(), Candidate { plugin: plugin.clone(), staged });
                     next
                 });
             }
@@ -511,10 +600,11 @@ impl PluginRegistry {
         Ok(())
     }
 
-    /// Makes the slot's canary its active version, for all of the traffic.
+    /// Makes the slot's canary its active version, for all of the traffic — or its shadow, whose space is
+    /// complete and current: reads switch to it as they are.
     pub async fn promote(&self, slot: PluginSlot) -> Result<PluginVersion, RegistryError> {
         let _change = self.changes.lock().await;
-        let canary = self.canaries.load().get(&slot).cloned();
+        let canary = self.candidate(&slot);
         let Some(canary) = canary else { return Err(RegistryError::NoRollout { kind: slot.kind, name: slot.name }) };
         let mut tx = self.db.writer().begin().await?;
         retire(&mut tx, &slot, Retired::All).await?;
@@ -534,26 +624,26 @@ impl PluginRegistry {
             deployed.insert(slot.clone(), canary.plugin.clone());
         });
         self.end_rollout(&slot);
-        tracing::info!(tenant = %slot.tenant, kind = %slot.kind, version = canary.plugin.version, "canary promoted");
+        tracing::info!(tenant = %slot.tenant, kind = %slot.kind, name = %slot.name, version = canary.plugin.version, "rollout promoted");
         self.listed(&slot, canary.plugin.version).await
     }
 
-    /// Stops the slot's canary: all of the traffic goes to the active version again.
+    /// Stops the slot's canary or shadow: all of the traffic goes to the active version again.
     pub async fn abort(&self, slot: PluginSlot) -> Result<(), RegistryError> {
         let _change = self.changes.lock().await;
-        if !self.canaries.load().contains_key(&slot) {
+        if self.candidate(&slot).is_none() {
             return Err(RegistryError::NoRollout { kind: slot.kind, name: slot.name });
         }
         let mut tx = self.db.writer().begin().await?;
-        retire(&mut tx, &slot, Retired::Canary).await?;
+        retire(&mut tx, &slot, Retired::Candidate).await?;
         tx.commit().await?;
         self.end_rollout(&slot);
-        tracing::info!(tenant = %slot.tenant, kind = %slot.kind, "canary aborted");
+        tracing::info!(tenant = %slot.tenant, kind = %slot.kind, name = %slot.name, "rollout aborted");
         Ok(())
     }
 
     fn end_rollout(&self, slot: &PluginSlot) {
-        self.canaries.rcu(|current| {
+        self.candidates.rcu(|current| {
             let mut next = HashMap::clone(current);
             next.remove(slot);
             next
@@ -609,10 +699,10 @@ impl PluginRegistry {
 /// Which of a slot's versions [`retire`] sets inactive.
 #[derive(Clone, Copy)]
 enum Retired {
-    /// The active one and a canary.
+    /// The active one and a canary or shadow.
     All,
-    /// A canary, if one runs.
-    Canary,
+    /// A canary or shadow, if one runs.
+    Candidate,
 }
 
 async fn retire(
@@ -622,7 +712,7 @@ async fn retire(
 ) -> Result<(), sqlx::Error> {
     let only = match which {
         Retired::All => "",
-        Retired::Canary => " AND state = 'canary'",
+        Retired::Candidate => " AND state IN ('canary', 'shadow')",
     };
     let update = format!(
         "UPDATE plugins SET state = 'inactive', canary_percent = NULL WHERE tenant_id = ? AND kind = ? AND name = ?{only}"

@@ -1,6 +1,7 @@
-//! Staged rollout of rate limiters and routers: a canary version takes a stable share of the traffic — by
-//! a hash of the user (policies) or of the message key (routers), so one user or key always meets one
-//! version — and is rolled back by the host itself when it fails clearly more often than the stable one.
+//! Staged rollout: a canary rate limiter or router takes a stable share of the traffic — by a hash of the
+//! user (policies) or of the message key (routers), so one user or key always meets one version — and a
+//! shadow projector takes every event into a space of its own. Either is rolled back by the host itself
+//! when it fails clearly more often than the stable version.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -36,13 +37,19 @@ impl Default for RollbackPolicy {
     }
 }
 
-#[derive(Debug, Default, Clone, Copy)]
-struct Tally {
-    calls: u64,
-    failures: u64,
+/// Calls and how many of them failed (trap, timeout, out of fuel, invalid output).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct Tally {
+    pub calls: u64,
+    pub failures: u64,
 }
 
 impl Tally {
+    fn add(&mut self, other: Tally) {
+        self.calls += other.calls;
+        self.failures += other.failures;
+    }
+
     fn rate(self) -> f64 {
         if self.calls == 0 {
             0.0
@@ -59,7 +66,17 @@ struct Window {
     canary: Tally,
 }
 
-/// Why a canary should be rolled back.
+/// A running rollout's calls in the current window, as one process saw them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct RolloutRates {
+    pub candidate_version: i64,
+    pub candidate: Tally,
+    pub stable: Tally,
+    /// How long the window has run (it starts over every `rollout_window_ms`).
+    pub window_ms: u64,
+}
+
+/// Why a canary or shadow should be rolled back.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unhealthy {
     pub canary_version: i64,
@@ -72,7 +89,7 @@ impl std::fmt::Display for Unhealthy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "canary v{} failed {:.1}% of {} calls, the stable version {:.1}%",
+            "v{} failed {:.1}% of {} calls, the stable version {:.1}%",
             self.canary_version,
             self.canary_failure_rate * 100.0,
             self.canary_calls,
@@ -81,7 +98,7 @@ impl std::fmt::Display for Unhealthy {
     }
 }
 
-/// The failure rates of running canaries and their stable versions, per slot, in this process.
+/// The failure rates of running rollouts and their stable versions, per slot, in this process.
 pub struct RolloutHealth {
     policy: RollbackPolicy,
     windows: Mutex<HashMap<PluginSlot, Window>>,
@@ -92,9 +109,9 @@ impl RolloutHealth {
         Self { policy, windows: Mutex::new(HashMap::new()) }
     }
 
-    /// Counts one call of `slot` during the rollout of `canary_version`, by the canary or the stable
-    /// version; says so once when the canary should be rolled back.
-    pub fn record(&self, slot: &PluginSlot, canary_version: i64, by_canary: bool, failed: bool) -> Option<Unhealthy> {
+    /// Counts `tally` calls of `slot` during the rollout of `canary_version`, by the candidate or the stable
+    /// version; says so once when the candidate should be rolled back.
+    pub fn record(&self, slot: &PluginSlot, canary_version: i64, by_canary: bool, tally: Tally) -> Option<Unhealthy> {
         // Plain counters: a panic elsewhere cannot leave them torn.
         let mut windows = self.windows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();
@@ -107,12 +124,10 @@ impl RolloutHealth {
         if window.canary_version != canary_version || now.duration_since(window.started) >= self.policy.window {
             *window = Window { started: now, canary_version, stable: Tally::default(), canary: Tally::default() };
         }
-        let tally = if by_canary { &mut window.canary } else { &mut window.stable };
-        tally.calls += 1;
-        tally.failures += u64::from(failed);
+        if by_canary { &mut window.canary } else { &mut window.stable }.add(tally);
         let (canary, stable) = (window.canary, window.stable);
         let unhealthy = by_canary
-            && failed
+            && tally.failures > 0
             && canary.calls >= self.policy.min_calls
             && canary.rate() - stable.rate() > self.policy.max_excess_failure_rate;
         if !unhealthy {
@@ -125,6 +140,17 @@ impl RolloutHealth {
             canary_failure_rate: canary.rate(),
             stable_failure_rate: stable.rate(),
             canary_calls: canary.calls,
+        })
+    }
+
+    /// `slot`'s current window, if its rollout has been called in this process.
+    pub fn rates(&self, slot: &PluginSlot) -> Option<RolloutRates> {
+        let windows = self.windows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        windows.get(slot).map(|window| RolloutRates {
+            candidate_version: window.canary_version,
+            candidate: window.canary,
+            stable: window.stable,
+            window_ms: u64::try_from(window.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         })
     }
 
@@ -151,15 +177,16 @@ mod tests {
             RolloutHealth::new(RollbackPolicy { max_excess_failure_rate: 0.02, min_calls: 50, ..Default::default() });
         let slot = PluginSlot::new("acme".parse().unwrap(), super::super::PluginKind::RateLimiter, "default").unwrap();
         let mut reports = 0;
-        for call in 0..400 {
-            assert!(health.record(&slot, 2, false, false).is_none(), "the stable version never fails");
-            if health.record(&slot, 2, true, call % 20 == 0).is_some() {
+        let call = |failed: bool| Tally { calls: 1, failures: u64::from(failed) };
+        for n in 0..400 {
+            assert!(health.record(&slot, 2, false, call(false)).is_none(), "the stable version never fails");
+            if health.record(&slot, 2, true, call(n % 20 == 0)).is_some() {
                 reports += 1;
             }
         }
         assert!(reports >= 1, "5% failures against 0% crosses a 2-point threshold");
         let calm = RolloutHealth::new(RollbackPolicy::default());
-        let flagged = (0..400).filter(|call| calm.record(&slot, 2, true, call % 20 == 19).is_some()).count();
+        let flagged = (0..400).filter(|n| calm.record(&slot, 2, true, call(n % 20 == 19)).is_some()).count();
         assert_eq!(flagged, 0, "5% does not exceed a 5-point threshold");
     }
 }

@@ -1,6 +1,6 @@
-//! Building a tenant's space of a projector from the truth: when no version completed it yet, when the
-//! tenant's active version is another one (a new version may change the data's shape: it gets a fresh
-//! space), or on `strand rebuild`. The builder takes the space's build lock (single flight across every
+//! Building a tenant's space of a projector version from the truth: when it is not complete yet (a new
+//! tenant, a new version or shadow — each version has a space of its own —, an empty in-process cache), or
+//! on `strand rebuild`. The builder takes the space's build lock (single flight across every
 //! worker process; the others wait for its result), clears the space — reads fall back to the database
 //! meanwhile, never to partial data — backfills it, records its progress for the admin API, and marks it
 //! complete for the version. Builds run in line in the projector's worker, between batches, so the worker
@@ -41,7 +41,7 @@ pub async fn build(
     when: Rebuild,
     mut report: impl FnMut(u64, u64),
 ) -> Result<u64, PluginProjectionError> {
-    let (cache, space, owner) = (projection.cache(), projection.space(tenant), projection.owner());
+    let (cache, space, owner) = (projection.cache(), projection.space(tenant, plugin.version), projection.owner());
     let mut waited = false;
     loop {
         let complete = cache.built_by(space).await?.is_some_and(|by| by == plugin.sha256);
@@ -70,8 +70,9 @@ async fn fill(
     let (db, name) = (projection.db(), format!("projector.{}", projection.plugin()));
     let record = |done, total, state| progress::record(db, &name, tenant, plugin.version, (done, total), state);
     tracing::info!(projection = %name, %tenant, version = plugin.version, "building from the truth");
+    let space = projection.space(tenant, plugin.version);
     record(0, 0, "backfilling").await?;
-    projection.cache().clear(projection.space(tenant)).await?;
+    projection.cache().clear(space).await?;
     let replayed = backfill(projection, tenant, plugin, |done, total| {
         report(done, total);
         async move {
@@ -81,16 +82,22 @@ async fn fill(
         }
     })
     .await?;
-    projection.cache().mark_built(projection.space(tenant), &plugin.sha256).await?;
+    if !projection.still_live(tenant, plugin).await {
+        // Promoted over, aborted or replaced while it was built: nothing will read or feed it.
+        projection.cache().clear(space).await?;
+        tracing::info!(projection = %name, %tenant, version = plugin.version, "built for a retired version; dropped");
+        return Ok(replayed);
+    }
+    projection.cache().mark_built(space, &plugin.sha256).await?;
     record(replayed, replayed, "complete").await?;
     tracing::info!(projection = %name, %tenant, version = plugin.version, replayed, "built");
     Ok(replayed)
 }
 
-/// Builds each stale space of `projection` among the truth's tenants and those that deployed it — a new
-/// version was deployed, a tenant is new, the in-process cache is empty after a restart — so that reads use
-/// it before the tenant's next write, and a deploy's build shows in the admin API even for a tenant with no
-/// pairs yet.
+/// Builds each stale space of `projection` — its active version's and a running shadow's — among the
+/// truth's tenants and those that deployed it (a new version or shadow was deployed, a tenant is new, the
+/// in-process cache is empty after a restart), so that reads use it before the tenant's next write, and a
+/// deploy's build shows in the admin API even for a tenant with no pairs yet.
 pub async fn build_stale(projection: &PluginProjection) -> Result<(), PluginProjectionError> {
     let mut tenants = BTreeSet::new();
     for tenant in truth_tenants(projection.db()).await? {
@@ -104,10 +111,11 @@ pub async fn build_stale(projection: &PluginProjection) -> Result<(), PluginProj
     }
     tenants.extend(projection.deploying_tenants());
     for tenant in tenants {
-        let Some(plugin) = projection.active(&tenant) else { continue };
-        let built_by = projection.cache().built_by(projection.space(&tenant)).await?;
-        if built_by.as_deref() != Some(plugin.sha256.as_str()) {
-            build(projection, &tenant, &plugin, Rebuild::IfStale, |_, _| {}).await?;
+        for plugin in projection.active(&tenant).into_iter().chain(projection.shadow(&tenant)) {
+            let built_by = projection.cache().built_by(projection.space(&tenant, plugin.version)).await?;
+            if built_by.as_deref() != Some(plugin.sha256.as_str()) {
+                build(projection, &tenant, &plugin, Rebuild::IfStale, |_, _| {}).await?;
+            }
         }
     }
     Ok(())

@@ -49,7 +49,7 @@ impl CachedReads {
 
     /// The cached counts, or `None` when the tenant's counters are not complete.
     async fn cached_counts(&self, tenant: &TenantId, users: &[UserId]) -> Result<Option<Vec<Counts>>, CacheError> {
-        let space = Space { tenant: tenant.as_str(), plugin: FOLLOW_COUNTS };
+        let space = Space::bundled(tenant.as_str(), FOLLOW_COUNTS);
         // The mark and the counters in one read.
         let mut keys = vec![space.ready_key()];
         for user in users {
@@ -82,7 +82,7 @@ impl CachedReads {
         direction: Direction,
         page: PageRequest,
     ) -> Result<Option<Page>, CacheError> {
-        let space = Space { tenant: tenant.as_str(), plugin: FOLLOW_LISTS };
+        let space = Space::bundled(tenant.as_str(), FOLLOW_LISTS);
         if self.cache.built_by(space).await?.is_none() {
             return Ok(None);
         }

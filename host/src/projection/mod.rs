@@ -6,6 +6,7 @@
 //! builds a tenant's space from the truth when it is stale, and `backfill.rs` replays the truth into it;
 //! `reconcile.rs` compares the truth with everything derived, and `rebuild.rs` derives a projection again
 //! from it. `cached_reads.rs` serves counts and lists from the projections once they are complete.
+//! `spaces.rs` drops the spaces of versions no longer live and compares a shadow's with the active one's.
 
 mod backfill;
 mod build;
@@ -17,6 +18,7 @@ pub mod progress;
 mod rebuild;
 mod reconcile;
 mod source;
+pub mod spaces;
 mod supervisor;
 mod worker;
 

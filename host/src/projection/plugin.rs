@@ -5,17 +5,22 @@
 //! between the snapshot and the bus. When the plugin keeps failing on a batch, its events are tried one by
 //! one so that only the one it cannot take is dead-lettered (the worker then applies the rest again:
 //! harmless, effects are exactly once).
+//!
+//! While a shadow version runs, every event is projected by it too, into its own space (built from the
+//! truth first, like the active version's): its failures never hold the active version back — the events
+//! it cannot take are left out of its space and count towards its automatic rollback.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::build::{build, Rebuild, LOCK_TTL};
 use super::events::{relation_event, Unprojectable};
+use super::spaces;
 use crate::cache::{Applied, Cache, CacheError, Gate, Space, COUNTER_LIMIT};
 use crate::graph::{Database, OutboxEvent, TenantId};
 use crate::plugins::{
-    count_invalid_output, project_with_retries, Action, ActivePlugin, Effect, PluginKind, PluginRegistry,
-    RelationEvent, RetryPolicy,
+    count_invalid_output, project_with_retries, Action, ActivePlugin, Effect, PluginKind, PluginRegistry, PluginSlot,
+    ProjectionFailed, RelationEvent, RetryPolicy, Staged, Tally,
 };
 
 /// One projector (by name) for every tenant.
@@ -27,6 +32,15 @@ pub struct PluginProjection {
     db: Database,
     /// Names this process as a build-lock holder.
     owner: Arc<str>,
+}
+
+/// Which of a tenant's versions of the projector a batch is applied for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// The active version: its space serves reads; an event it cannot take is the batch's error.
+    Active,
+    /// The running shadow: an event it cannot take is left out of its space and counted.
+    Shadow,
 }
 
 /// Why a batch was not applied.
@@ -75,14 +89,41 @@ impl PluginProjection {
         self.registry.active(tenant, PluginKind::Projector, &self.plugin)
     }
 
+    /// The shadow version beside the active one, while one runs.
+    pub(super) fn shadow(&self, tenant: &TenantId) -> Option<Arc<ActivePlugin>> {
+        let candidate = self.registry.candidate(&self.slot(tenant))?;
+        (candidate.staged == Staged::Shadow).then_some(candidate.plugin)
+    }
+
+    fn version_for(&self, tenant: &TenantId, role: Role) -> Option<Arc<ActivePlugin>> {
+        match role {
+            Role::Active => self.active(tenant),
+            Role::Shadow => self.shadow(tenant),
+        }
+    }
+
+    fn slot(&self, tenant: &TenantId) -> PluginSlot {
+        PluginSlot { tenant: tenant.clone(), kind: PluginKind::Projector, name: self.plugin.clone() }
+    }
+
+    /// Whether `plugin`'s space of `tenant` is still to be kept, by the plugin set in the database now (a
+    /// build that outlived its version drops what it built).
+    pub(super) async fn still_live(&self, tenant: &TenantId, plugin: &ActivePlugin) -> bool {
+        if let Err(error) = self.registry.refresh().await {
+            tracing::warn!(%error, "cannot refresh the plugin set; keeping the space");
+            return true;
+        }
+        self.registry.live_versions(&self.slot(tenant)).contains(&plugin.version)
+    }
+
     /// The tenants that deployed a version of this projector (they may have no pairs yet).
     pub(super) fn deploying_tenants(&self) -> Vec<TenantId> {
         self.registry.deployed_tenants(PluginKind::Projector, &self.plugin)
     }
 
-    /// `tenant`'s data of this projector.
-    pub(super) fn space<'a>(&'a self, tenant: &'a TenantId) -> Space<'a> {
-        Space { tenant: tenant.as_str(), plugin: &self.plugin }
+    /// `tenant`'s data of `version` of this projector.
+    pub(super) fn space<'a>(&'a self, tenant: &'a TenantId, version: i64) -> Space<'a> {
+        Space { tenant: tenant.as_str(), plugin: &self.plugin, version }
     }
 
     /// Projects `events` (in bus order) and applies the effects, exactly once in result.
@@ -97,28 +138,112 @@ impl PluginProjection {
                 event_id: batch[0].event_id.clone(),
                 detail: e.to_string(),
             })?;
-            let Some(plugin) = self.active(&tenant) else { continue };
-            let effects = self.project(&plugin, &batch).await?;
-            let gate = Gate::Built(&plugin.sha256);
-            while self.apply_whole(&tenant, &plugin, &batch, &effects, gate).await? == Applied::Refused {
-                build(self, &tenant, &plugin, Rebuild::IfStale, |_, _| {}).await?;
+            // Both looked up once per batch: a promote in between still feeds the promoted space this batch.
+            let shadow = self.shadow(&tenant);
+            let Some(active) = self.active(&tenant) else { continue };
+            let active = self.apply_as(&tenant, (active, Role::Active), &batch).await;
+            // The stable version's calls, beside the shadow's (a transient failure is no call: it is retried).
+            let failures = match &active {
+                Ok(()) => Some(0),
+                Err(PluginProjectionError::Unprojectable(_)) => Some(1),
+                Err(_) => None,
+            };
+            if let (Some(shadow), Some(failures)) = (&shadow, failures) {
+                self.record(&tenant, shadow, false, Tally { calls: batch.len() as u64, failures }).await;
+            }
+            active?;
+            let Some(shadow) = shadow else { continue };
+            match self.apply_as(&tenant, (shadow, Role::Shadow), &batch).await {
+                // Its build could not take the truth: it is tried again at the next batch or sweep.
+                Err(PluginProjectionError::Unprojectable(poison)) => {
+                    tracing::warn!(projector = %self.plugin, %tenant, error = %poison, "the shadow cannot be built");
+                }
+                shadowed => shadowed?,
             }
         }
         Ok(())
     }
 
-    /// Applies `effects` of `batch` under `gate`, each event whole or not at all: a batch that would take a
-    /// counter out of range is applied event by event, so that the events before the culprit apply and the
-    /// culprit is the error (dead-lettered live, left out of a backfill).
-    async fn apply_whole(
+    /// Projects `batch` with `plugin`, `tenant`'s version in `role`, and applies it to that version's space,
+    /// built first if it is not complete. A space refused under a version this process still thinks current
+    /// may have been retired by another node: the plugin set is read again before anything is built.
+    async fn apply_as(
+        &self,
+        tenant: &TenantId,
+        (mut plugin, role): (Arc<ActivePlugin>, Role),
+        batch: &[RelationEvent],
+    ) -> Result<(), PluginProjectionError> {
+        let mut effects = self.effects(tenant, &plugin, role, batch).await?;
+        let mut refreshed = false;
+        while self.apply_whole(tenant, (&plugin, role), batch, &effects, Gate::Built(&plugin.sha256)).await?
+            == Applied::Refused
+        {
+            if !refreshed {
+                refreshed = true;
+                if let Err(error) = self.registry.refresh().await {
+                    tracing::warn!(%error, "cannot refresh the plugin set; building with the one in hand");
+                }
+                match self.version_for(tenant, role) {
+                    None => return Ok(()),
+                    Some(now) if now.sha256 != plugin.sha256 => {
+                        plugin = now;
+                        effects = self.effects(tenant, &plugin, role, batch).await?;
+                        continue;
+                    }
+                    Some(_) => {}
+                }
+            }
+            build(self, tenant, &plugin, Rebuild::IfStale, |_, _| {}).await?;
+        }
+        Ok(())
+    }
+
+    /// `plugin`'s effects for `batch`: for the active version, all of them or the first event it cannot
+    /// take as the error; for a shadow, none for the events it cannot take (counted towards its rollback).
+    async fn effects(
         &self,
         tenant: &TenantId,
         plugin: &Arc<ActivePlugin>,
+        role: Role,
+        batch: &[RelationEvent],
+    ) -> Result<Vec<Vec<Effect>>, Unprojectable> {
+        let projected = self.project_each(plugin, role, batch).await;
+        if role == Role::Active {
+            return projected.into_iter().collect();
+        }
+        let failures = projected.iter().filter(|effects| effects.is_err()).count() as u64;
+        if failures > 0 {
+            metrics::counter!("strand_projection_shadow_skipped_events_total", "projector" => self.plugin.clone())
+                .increment(failures);
+            tracing::warn!(projector = %self.plugin, %tenant, version = plugin.version, failures,
+                "the shadow failed on events; they are left out of its space");
+        }
+        self.record(tenant, plugin, true, Tally { calls: batch.len() as u64, failures }).await;
+        Ok(projected.into_iter().map(Result::unwrap_or_default).collect())
+    }
+
+    /// Counts calls towards the running shadow `shadow`'s health; a shadow rolled back for it has its
+    /// space dropped.
+    async fn record(&self, tenant: &TenantId, shadow: &ActivePlugin, by_shadow: bool, tally: Tally) {
+        let slot = self.slot(tenant);
+        let was_live = self.registry.live_versions(&slot);
+        if self.registry.record_calls(&slot, shadow.version, by_shadow, tally).await {
+            spaces::retire(&self.cache, &self.registry, &slot, &was_live).await;
+        }
+    }
+
+    /// Applies `effects` of `batch` under `gate`, each event whole or not at all: a batch that would take a
+    /// counter out of range is applied event by event, so that the events before the culprit apply and the
+    /// culprit is the error (dead-lettered live, left out of a backfill) — for a shadow, left out of its space.
+    async fn apply_whole(
+        &self,
+        tenant: &TenantId,
+        (plugin, role): (&Arc<ActivePlugin>, Role),
         batch: &[RelationEvent],
         effects: &[Vec<Effect>],
         gate: Gate<'_>,
     ) -> Result<Applied, PluginProjectionError> {
-        let space = self.space(tenant);
+        let space = self.space(tenant, plugin.version);
         let applied = self.cache.apply(space, batch, effects, gate).await?;
         if applied != Applied::OutOfRange {
             return Ok(applied);
@@ -129,7 +254,13 @@ impl PluginProjection {
             match self.cache.apply(space, one, effects, gate).await? {
                 Applied::Events(n) => new += n,
                 Applied::Refused => return Ok(Applied::Refused),
-                Applied::OutOfRange => return Err(self.out_of_range(plugin, event).into()),
+                Applied::OutOfRange => {
+                    let culprit = self.out_of_range(plugin, event);
+                    if role == Role::Active {
+                        return Err(culprit.into());
+                    }
+                    tracing::warn!(projector = %self.plugin, %tenant, error = %culprit, "left out of the shadow's space");
+                }
             }
         }
         Ok(Applied::Events(new))
@@ -154,42 +285,56 @@ impl PluginProjection {
         plugin: &Arc<ActivePlugin>,
         pairs: &[RelationEvent],
     ) -> Result<(), PluginProjectionError> {
+        let role = match self.shadow(tenant) {
+            Some(shadow) if shadow.version == plugin.version => Role::Shadow,
+            _ => Role::Active,
+        };
         let follows: Vec<RelationEvent> = pairs.iter().filter(|p| p.action == Action::Follow).cloned().collect();
-        let mut projected = self.project(plugin, &follows).await?.into_iter();
+        let mut projected = self.effects(tenant, plugin, role, &follows).await?.into_iter();
         let effects: Vec<Vec<Effect>> = pairs
             .iter()
             .map(|p| if p.action == Action::Follow { projected.next().unwrap_or_default() } else { Vec::new() })
             .collect();
         let gate = Gate::Building { owner: &self.owner, ttl: LOCK_TTL };
-        match self.apply_whole(tenant, plugin, pairs, &effects, gate).await? {
-            Applied::Refused => Err(PluginProjectionError::LockLost(self.space(tenant).named(""))),
+        match self.apply_whole(tenant, (plugin, role), pairs, &effects, gate).await? {
+            Applied::Refused => Err(PluginProjectionError::LockLost(self.space(tenant, plugin.version).named(""))),
             Applied::Events(_) | Applied::OutOfRange => Ok(()),
         }
     }
 
-    async fn project(
+    /// Each event's effects, or why `plugin` fails on it: the batch in one call, else (it failed, for one
+    /// event or for its size) event by event — for the active version up to the first event it cannot take
+    /// (the worker dead-letters it and applies the rest again), for a shadow all of them, each tried once
+    /// (a broken shadow must not hold the active version back; its failures roll it back).
+    async fn project_each(
         &self,
         plugin: &Arc<ActivePlugin>,
+        role: Role,
         batch: &[RelationEvent],
-    ) -> Result<Vec<Vec<Effect>>, Unprojectable> {
-        let run = |events: Vec<RelationEvent>| {
-            project_with_retries(&self.registry, plugin.clone(), Arc::new(events), RetryPolicy::default())
+    ) -> Vec<Result<Vec<Effect>, Unprojectable>> {
+        let policy = match role {
+            Role::Active => RetryPolicy::default(),
+            Role::Shadow => RetryPolicy { attempts: 1, ..RetryPolicy::default() },
         };
-        let failed = match run(batch.to_vec()).await {
-            Ok(effects) => return Ok(effects),
+        let run =
+            |events: Vec<RelationEvent>| project_with_retries(&self.registry, plugin.clone(), Arc::new(events), policy);
+        let failed: ProjectionFailed = match run(batch.to_vec()).await {
+            Ok(effects) => return effects.into_iter().map(Ok).collect(),
             Err(failed) => failed,
         };
+        tracing::warn!(projector = %self.plugin, error = %failed, "a batch failed whole; projecting event by event");
         let mut effects = Vec::with_capacity(batch.len());
         for event in batch {
-            match run(vec![event.clone()]).await {
-                Ok(mut one) => effects.push(one.pop().unwrap_or_default()),
-                Err(alone) => {
-                    return Err(Unprojectable { event_id: event.event_id.clone(), detail: alone.to_string() })
-                }
+            let projected = run(vec![event.clone()]).await;
+            let failed = projected.is_err();
+            effects.push(match projected {
+                Ok(mut one) => Ok(one.pop().unwrap_or_default()),
+                Err(alone) => Err(Unprojectable { event_id: event.event_id.clone(), detail: alone.to_string() }),
+            });
+            if failed && role == Role::Active {
+                break;
             }
         }
-        // Each event passed alone: the batch failed for its size (fuel, deadline).
-        tracing::warn!(projector = %self.plugin, error = %failed, "a batch failed whole; applied event by event");
-        Ok(effects)
+        effects
     }
 }

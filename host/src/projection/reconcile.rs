@@ -83,7 +83,7 @@ pub async fn reconcile(db: &Database, cache: Option<&Cache>, sample_lists: usize
     for (counter, counts) in [(FOLLOWINGS, &followings), (FOLLOWERS, &followers)] {
         let keys: Vec<String> = counts
             .keys()
-            .map(|(tenant, user)| Space { tenant, plugin: FOLLOW_COUNTS }.counter(counter, [*user]))
+            .map(|(tenant, user)| Space::bundled(tenant, FOLLOW_COUNTS).counter(counter, [*user]))
             .collect();
         for (chunk, expected) in keys.chunks(1000).zip(counts.values().collect::<Vec<_>>().chunks(1000)) {
             for ((key, cached), expected) in chunk.iter().zip(cache.texts(chunk).await?).zip(expected) {
@@ -98,7 +98,7 @@ pub async fn reconcile(db: &Database, cache: Option<&Cache>, sample_lists: usize
     // An even sample over the users, not the first few.
     let step = (lists.len() / sample_lists.max(1)).max(1);
     for ((tenant, user), expected) in lists.iter().step_by(step).take(sample_lists) {
-        let key = Space { tenant, plugin: FOLLOW_LISTS }.sorted_set(FOLLOWING, [*user]);
+        let key = Space::bundled(tenant, FOLLOW_LISTS).sorted_set(FOLLOWING, [*user]);
         let cached = cache.descending(&key, PageStart::Rank(0), usize::MAX).await?;
         let cached: BTreeSet<i64> = cached.iter().filter_map(|(m, _)| m.parse().ok()).collect();
         if cached != *expected {

@@ -193,12 +193,17 @@ async fn a_tenants_team_signs_in_with_its_key_and_sees_only_its_tenant_and_its_a
     assert!(audit.contains("key:team") && audit.contains("rate-limiter/default") && audit.contains("ok"), "{audit}");
     assert_eq!(server.client("acme", 1).put("/v1/me/following/3").await.status, 429, "the team's policy is live");
 
-    // A canary of the bundled policy, shown with its share, promoted from the page.
+    // A canary of the bundled policy, shown with its share and failure rates, promoted from the page.
     let bundled = BUNDLED.iter().find(|p| p.kind == PluginKind::RateLimiter).unwrap().wasm.to_vec();
     let path = "/admin/v1/tenants/acme/plugins/rate-limiter/default?canary=10";
     assert_eq!(server.client_with_token(&key).upload(reqwest::Method::PUT, path, bundled).await.status, 200);
+    // Traffic for the failure rates: a stable share of these users meets the canary.
+    for user in 1..=100 {
+        server.client("acme", user).put("/v1/me/following/1000000").await;
+    }
     browser.refresh().await.unwrap();
-    wait_for_text(&browser, "tr[data-plugin='rate-limiter/default/2']", "canary 10%").await;
+    let canary = wait_for_text(&browser, "tr[data-plugin='rate-limiter/default/2']", "canary 10% · failed 0/").await;
+    assert!(canary.contains("(stable 0/"), "both versions' calls and failures: {canary}");
     browser
         .find(Locator::Css("tr[data-plugin='rate-limiter/default/2'] button.promote"))
         .await

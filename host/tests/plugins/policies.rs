@@ -6,7 +6,7 @@ use std::time::Duration;
 use strand::graph::Database;
 use strand::plugins::{
     project_with_retries, route_or_default, sample_events, sample_outbox_events, OutboxEvent, PluginKind,
-    PluginRegistry, PluginRuntime, PluginSlot, RetryPolicy,
+    PluginRegistry, PluginRuntime, PluginSlot, RetryPolicy, Staged,
 };
 use strand_test_support::{test_plugin, Backend};
 
@@ -70,7 +70,7 @@ async fn a_router_canary_routes_a_stable_share_of_the_message_keys() {
     let slot = PluginSlot::new("acme".parse().unwrap(), PluginKind::Router, "default").unwrap();
     registry.deploy(slot.clone(), test_plugin("fanout-router")).await.unwrap();
     let default = strand::plugins::BUNDLED.iter().find(|b| b.kind == PluginKind::Router).unwrap().wasm.to_vec();
-    registry.deploy_with(slot.clone(), default, Default::default(), Some(30)).await.unwrap();
+    registry.deploy_with(slot.clone(), default, Default::default(), Some(Staged::Canary(30))).await.unwrap();
 
     let template = sample_outbox_events().remove(0);
     let events: Vec<_> = (0..1000).map(|i| OutboxEvent { key: format!("acme:{i}"), ..template.clone() }).collect();

@@ -63,7 +63,7 @@ async fn a_canary_takes_a_stable_share_and_promotion_and_abort_drop_no_request()
     assert_eq!(actions, ["promote", "deploy", "abort", "abort", "deploy"], "the refused abort too");
     let projector = deploy(&server, "acme", "projector", "late", test_plugin("hostile-projector")).await;
     assert_eq!(projector.status, 200);
-    let shadow = server
+    let canaried = server
         .admin()
         .upload(
             Method::PUT,
@@ -71,7 +71,14 @@ async fn a_canary_takes_a_stable_share_and_promotion_and_abort_drop_no_request()
             test_plugin("hostile-projector"),
         )
         .await;
-    assert_eq!((shadow.status, shadow.code()), (400, "invalid_canary"), "projectors are not canaried: {shadow:?}");
+    assert_eq!(
+        (canaried.status, canaried.code()),
+        (400, "invalid_rollout"),
+        "projectors are not canaried: {canaried:?}"
+    );
+    let shadowed_limiter =
+        server.admin().upload(Method::PUT, &format!("{SLOT}?shadow=true"), test_plugin("deny-all")).await;
+    assert_eq!(shadowed_limiter.code(), "invalid_rollout", "rate limiters are not shadowed: {shadowed_limiter:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

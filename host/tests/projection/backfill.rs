@@ -20,14 +20,20 @@ use super::{pipeline, redis_cache, storm};
 
 /// Whether `plugin`'s counters of users 1..=6 (`followers:{user}`, and `followings:{user}` if `both`)
 /// equal the truth of `tenant`.
-async fn counters_equal_truth(db: &Database, cache: &Cache, tenant: &str, plugin: &str, both: bool) -> bool {
+pub(super) async fn counters_equal_truth(
+    db: &Database,
+    cache: &Cache,
+    tenant: &str,
+    (plugin, version): (&str, i64),
+    both: bool,
+) -> bool {
     let truth: Vec<(i64, i64)> =
         sqlx::query_as("SELECT from_user_id, to_user_id FROM following WHERE tenant_id = ? AND rel_status = 1")
             .bind(tenant)
             .fetch_all(db.reader())
             .await
             .unwrap();
-    let space = Space { tenant, plugin };
+    let space = Space { tenant, plugin, version };
     let mut keys = Vec::new();
     let mut expected = Vec::new();
     for user in 1..=6_i64 {
@@ -82,7 +88,7 @@ async fn a_new_counter_projection_is_built_to_the_exact_truth_under_write_load()
     storm(&server, &tenant, 2).await;
 
     wait_until("every counter equals the truth", Duration::from_secs(30), || async {
-        counters_equal_truth(&db, &cache, &tenant, "follow-counts", true).await
+        counters_equal_truth(&db, &cache, &tenant, ("follow-counts", 0), true).await
     })
     .await;
     drop(stop);
@@ -90,7 +96,7 @@ async fn a_new_counter_projection_is_built_to_the_exact_truth_under_write_load()
 }
 
 /// The admin API's backfill record of projector `name` for `tenant`.
-async fn backfill_record(server: &TestServer, name: &str, tenant: &str) -> serde_json::Value {
+pub(super) async fn backfill_record(server: &TestServer, name: &str, tenant: &str) -> serde_json::Value {
     let reply = server.admin().get("/admin/v1/projections").await;
     let records = reply.body["backfills"].as_array().unwrap();
     let found = records.iter().find(|b| b["projection"] == format!("projector.{name}") && b["tenant"] == tenant);
@@ -113,7 +119,7 @@ async fn deployed_counter_projections_are_built_to_the_exact_truth_under_write_l
     storm(&server, &tenant, 2).await;
     let db = server.database();
     wait_until("version 1's counters equal the truth", Duration::from_secs(60), || async {
-        counters_equal_truth(db, &cache, &tenant, "late", false).await
+        counters_equal_truth(db, &cache, &tenant, ("late", 1), false).await
     })
     .await;
     let record = backfill_record(&server, "late", &tenant).await;
@@ -129,7 +135,7 @@ async fn deployed_counter_projections_are_built_to_the_exact_truth_under_write_l
         let record = backfill_record(&server, "late", &tenant).await;
         record["plugin_version"] == 2
             && record["state"] == "complete"
-            && counters_equal_truth(db, &cache, &tenant, "late", true).await
+            && counters_equal_truth(db, &cache, &tenant, ("late", 2), true).await
     })
     .await;
 }
@@ -156,7 +162,7 @@ async fn concurrent_builds_of_one_space_run_once() {
         .await
         .unwrap();
     assert_eq!(replayed.iter().sum::<u64>(), pairs as u64, "one build, the other waited for it: {replayed:?}");
-    assert!(counters_equal_truth(&db, &cache, &tenant, "follow-counts", true).await);
+    assert!(counters_equal_truth(&db, &cache, &tenant, ("follow-counts", 0), true).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -180,5 +186,5 @@ async fn strand_plugin_deploy_follows_a_projectors_build_to_completion() {
     assert!(output.contains(&format!("projector.cli-late version 1 is built for {tenant}")), "{output}");
     assert!(output.contains("] "), "a progress bar: {output}");
     let cache = redis_cache(&redis_url).await;
-    assert!(cache.built_by(Space { tenant: &tenant, plugin: "cli-late" }).await.unwrap().is_some());
+    assert!(cache.built_by(Space { tenant: &tenant, plugin: "cli-late", version: 1 }).await.unwrap().is_some());
 }

@@ -31,7 +31,7 @@ async fn project(registry: &PluginRegistry, cache: &Cache, tenant: &TenantId, ev
             project_with_retries(registry, projector.clone(), Arc::new(events.to_vec()), RetryPolicy::default())
                 .await
                 .unwrap();
-        let space = Space { tenant: tenant.as_str(), plugin: &projector.name };
+        let space = Space { tenant: tenant.as_str(), plugin: &projector.name, version: projector.version };
         let applied = cache.apply(space, events, &effects, Gate::Built(&projector.sha256)).await.unwrap();
         assert_ne!(applied, Applied::Refused);
     }
@@ -65,7 +65,7 @@ async fn counters_and_lists_equal_the_truth_under_redelivery_reordering_and_repl
     let registry = PluginRegistry::load(runtime, db.clone()).await.unwrap();
     for (backend, cache) in backends().await {
         for projector in registry.projectors(&tenant) {
-            let space = Space { tenant: tenant.as_str(), plugin: &projector.name };
+            let space = Space { tenant: tenant.as_str(), plugin: &projector.name, version: projector.version };
             cache.clear(space).await.unwrap();
             cache.mark_built(space, &projector.sha256).await.unwrap();
         }
@@ -85,10 +85,8 @@ async fn counters_and_lists_equal_the_truth_under_redelivery_reordering_and_repl
             following.entry(*from).or_default().insert((format!("{to:020}"), *at));
             *followers.entry(*to).or_default() += 1;
         }
-        let (lists, counts) = (
-            Space { tenant: tenant.as_str(), plugin: "follow-lists" },
-            Space { tenant: tenant.as_str(), plugin: "follow-counts" },
-        );
+        let (lists, counts) =
+            (Space::bundled(tenant.as_str(), "follow-lists"), Space::bundled(tenant.as_str(), "follow-counts"));
         for user in 1..=11_i64 {
             let listed =
                 cache.descending(&lists.sorted_set("following", [user]), PageStart::Rank(0), 100).await.unwrap();
@@ -117,7 +115,7 @@ fn event(tenant: &str, follower: i64, followee: i64, version: i64, at: i64) -> R
 async fn gates_refuse_live_events_before_completion_and_snapshots_without_the_lock() {
     let tenant = format!("gt{}", std::process::id());
     for (backend, cache) in backends().await {
-        let space = Space { tenant: &tenant, plugin: backend };
+        let space = Space { tenant: &tenant, plugin: backend, version: 1 };
         cache.clear(space).await.unwrap();
         let events = [event(&tenant, 1, 2, 1, 10)];
         let effects = [vec![Effect::CounterAdd((Key { space: "n".into(), ids: vec![] }, 1))]];
@@ -151,7 +149,7 @@ async fn pages_capped_and_guarded_sets_agree_between_backends() {
     let tenant = format!("pg{}", std::process::id());
     let mut results = Vec::new();
     for (backend, cache) in backends().await {
-        let space = Space { tenant: &tenant, plugin: "pages" };
+        let space = Space { tenant: &tenant, plugin: "pages", version: 1 };
         cache.clear(space).await.unwrap();
         cache.mark_built(space, "v").await.unwrap();
         let key = |name: &str| Key { space: name.into(), ids: vec![1] };

@@ -64,7 +64,7 @@ async fn hostile_output_is_refused_whole_and_both_backends_end_equal() {
     for (backend, cache) in backends().await {
         let projection = PluginProjection::new(registry.clone(), "hostile", cache.clone(), db.clone());
         for tenant in [&evil, &acme] {
-            cache.clear(Space { tenant: tenant.as_str(), plugin: "hostile" }).await.unwrap();
+            cache.clear(Space { tenant: tenant.as_str(), plugin: "hostile", version: 1 }).await.unwrap();
         }
         // As the worker does: the batch again without each event the projection refuses (dead-lettered).
         let mut dead = Vec::new();
@@ -83,9 +83,9 @@ async fn hostile_output_is_refused_whole_and_both_backends_end_equal() {
         }
         dead.sort();
         let data = dump(&cache, &[&evil, &acme]).await;
-        let acme_followers = Space { tenant: acme.as_str(), plugin: "hostile" }.counter("followers", [10]);
+        let acme_followers = Space { tenant: acme.as_str(), plugin: "hostile", version: 1 }.counter("followers", [10]);
         assert_eq!(data[&acme_followers], "6", "{backend}: acme's projection is exact");
-        let evil_apart = Space { tenant: evil.as_str(), plugin: "hostile" };
+        let evil_apart = Space { tenant: evil.as_str(), plugin: "hostile", version: 1 };
         assert_eq!(data[&evil_apart.counter("followers", [KINDS_APART])], "2", "{backend}: the counter is one key");
         assert_eq!(data[&evil_apart.value("followers", [KINDS_APART])], "not a number", "{backend}: the value another");
         assert_eq!(data[&evil_apart.counter("followers", [10])], "1", "{backend}: the trapping follow is not counted");
@@ -110,7 +110,7 @@ async fn hostile_output_is_refused_whole_and_both_backends_end_equal() {
 async fn a_batch_that_would_take_a_counter_out_of_range_changes_nothing() {
     let tenant = format!("range{}", std::process::id());
     for (backend, cache) in backends().await {
-        let space = Space { tenant: &tenant, plugin: "range" };
+        let space = Space { tenant: &tenant, plugin: "range", version: 1 };
         cache.clear(space).await.unwrap();
         cache.mark_built(space, "v").await.unwrap();
         let key = |name: &str| Key { space: name.into(), ids: vec![] };
@@ -154,7 +154,7 @@ async fn outbox(db: &Database) -> Vec<OutboxEvent> {
 async fn dump(cache: &Cache, tenants: &[&TenantId]) -> BTreeMap<String, String> {
     let mut data = BTreeMap::new();
     for tenant in tenants {
-        let space = Space { tenant: tenant.as_str(), plugin: "hostile" };
+        let space = Space { tenant: tenant.as_str(), plugin: "hostile", version: 1 };
         for followee in [10, 900, 901, 902, 903, 904] {
             let followers = Key { space: "followers".into(), ids: vec![followee] };
             for kind in [DataKind::Counter, DataKind::Value] {

@@ -8,6 +8,7 @@ mod follower;
 mod hostile;
 mod outages;
 mod reconcile;
+mod shadow;
 mod worker;
 
 use std::path::Path;

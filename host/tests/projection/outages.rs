@@ -17,7 +17,7 @@ async fn while_redis_is_down_writes_go_on_and_reads_fall_back_then_the_caches_ar
     let url = format!("redis://127.0.0.1:{port}/0");
     let server = pipeline(&url).await;
     let cache = redis_cache(&url).await;
-    let space = Space { tenant: &tenant, plugin: "follow-counts" };
+    let space = Space::bundled(&tenant, "follow-counts");
     let caught_up = || async {
         cache.built_by(space).await.is_ok_and(|b| b.is_some())
             && reconcile(server.database(), Some(&cache), 100).await.is_ok_and(|r| r.is_clean())
