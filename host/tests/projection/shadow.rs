@@ -98,8 +98,10 @@ async fn a_shadow_projector_under_writes_is_promoted_without_a_rebuild_and_count
     assert_eq!(promoted.status, 200, "{promoted:?}");
     eprintln!("promote answered and the new space read complete in {took:?}");
     assert_eq!(states(&server, &tenant, "late").await, [(1, "inactive".to_owned()), (2, "active".to_owned())]);
-    assert!(!complete(&cache, &tenant, "late", 1).await, "the old space is retired");
-    assert_eq!(data_keys(&cache, &tenant, "late", 1).await, 0, "and its data dropped");
+    wait_until("the old space is dropped", Duration::from_secs(30), || async {
+        !complete(&cache, &tenant, "late", 1).await && data_keys(&cache, &tenant, "late", 1).await == 0
+    })
+    .await;
     storm(&server, &tenant, 4).await;
     wait_until("version 2 stays exact", Duration::from_secs(60), || async {
         counters_equal_truth(db, &cache, &tenant, ("late", 2), true).await
@@ -114,8 +116,10 @@ async fn a_shadow_projector_under_writes_is_promoted_without_a_rebuild_and_count
         .await;
     assert!(data_keys(&cache, &tenant, "late", 3).await > 0);
     assert_eq!(admin.post(&format!("{path}/abort")).await.status, 204);
-    assert!(!complete(&cache, &tenant, "late", 3).await);
-    assert_eq!(data_keys(&cache, &tenant, "late", 3).await, 0, "the aborted shadow's data is dropped");
+    wait_until("the aborted shadow's data is dropped", Duration::from_secs(30), || async {
+        !complete(&cache, &tenant, "late", 3).await && data_keys(&cache, &tenant, "late", 3).await == 0
+    })
+    .await;
     assert_eq!(admin.get(&format!("{path}/diff")).await.status, 404, "no shadow runs");
     storm(&server, &tenant, 5).await;
     wait_until("version 2 is still exact", Duration::from_secs(60), || async {
