@@ -75,6 +75,10 @@ async fn a_tenant_key_reaches_only_its_own_tenant(backend: Backend) {
     // Another tenant's routes and the platform admin's: 403, and nothing changes.
     let globex_before = server.admin().get("/admin/v1/tenants/globex/plugins").await.body;
     let mut refused = tenant_routes("globex");
+    // The rollout routes too (for acme itself they answer 404: nothing runs).
+    refused.push((Method::POST, "/admin/v1/tenants/globex/plugins/rate-limiter/default/promote".into(), None));
+    refused.push((Method::POST, "/admin/v1/tenants/globex/plugins/projector/late/abort".into(), None));
+    refused.push((Method::GET, "/admin/v1/tenants/globex/plugins/projector/late/diff".into(), None));
     refused.push((Method::GET, "/admin/v1/tenants".into(), None));
     refused.push((Method::POST, "/admin/v1/tenants/acme/keys".into(), Some(json!({"name": "more"}))));
     refused.push((Method::DELETE, "/admin/v1/tenants/acme/keys/ci".into(), None));
