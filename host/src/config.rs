@@ -87,9 +87,6 @@ pub struct Config {
     /// Where `strand relay` and `strand worker` serve `/healthz` and `/metrics` (unset: nowhere; `strand
     /// serve` has them on `listen`).
     pub operations_listen: Option<SocketAddr>,
-    /// `/readyz` fails once the oldest unpublished outbox row is older than this, in milliseconds: the
-    /// relay is down or behind.
-    pub ready_max_relay_lag_ms: u64,
     /// Prefix of every topic Strand publishes to: the default route of a follow is `{prefix}following`.
     pub topic_prefix: String,
     /// How long the relay waits before polling again once the outbox is empty, in milliseconds.
@@ -144,7 +141,6 @@ impl Default for Config {
             workers: true,
             operations_listen: None,
             worker_id: None,
-            ready_max_relay_lag_ms: 30_000,
             topic_prefix: "strand.".to_owned(),
             relay_idle_ms: 100,
             kafka_brokers: None,

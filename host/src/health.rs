@@ -1,6 +1,7 @@
-//! What "ready" means for a node: its database answers, its cache (Redis) answers, its Kafka brokers answer,
-//! and the relay keeps up — the oldest unpublished outbox row is younger than the allowed lag. Each check
-//! has its own deadline, so a hung dependency makes the node unready instead of hanging the probe.
+//! What "ready" means for a node: what it serves with answers — its database, its cache (Redis), its Kafka
+//! brokers. Each check has its own deadline, so a hung dependency makes the node unready instead of hanging
+//! the probe. The pipeline's lag is not here: one stuck outbox row must not take every API node out of
+//! service; it is the metric `strand_outbox_oldest_seconds` (exported by the relays) and an alert rule.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use rdkafka::producer::{BaseProducer, Producer};
 use serde::Serialize;
 
 use crate::cache::Cache;
-use crate::graph::{now_ms, Database};
+use crate::graph::Database;
 
 /// How long one check may take.
 const CHECK_DEADLINE: Duration = Duration::from_secs(2);
@@ -22,14 +23,13 @@ pub struct Readiness {
     cache: Cache,
     /// A client for metadata requests only; `None` without Kafka.
     kafka: Option<Arc<BaseProducer>>,
-    max_relay_lag: Duration,
 }
 
 /// The outcome of every check.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ReadinessReport {
     pub ready: bool,
-    /// By dependency: `database`, `cache`, `kafka` (when configured), `relay`.
+    /// By dependency: `database`, `cache`, `kafka` (when configured).
     pub checks: BTreeMap<&'static str, Check>,
 }
 
@@ -41,24 +41,19 @@ pub struct Check {
 }
 
 impl Readiness {
-    /// `kafka_brokers`: checked when set. `max_relay_lag`: the oldest outbox row's allowed age.
-    pub fn new(
-        db: Database,
-        cache: Cache,
-        kafka_brokers: Option<&str>,
-        max_relay_lag: Duration,
-    ) -> Result<Self, rdkafka::error::KafkaError> {
+    /// `kafka_brokers`: checked when set.
+    pub fn new(db: Database, cache: Cache, kafka_brokers: Option<&str>) -> Result<Self, rdkafka::error::KafkaError> {
         let kafka = match kafka_brokers {
             Some(brokers) => Some(Arc::new(ClientConfig::new().set("bootstrap.servers", brokers).create()?)),
             None => None,
         };
-        Ok(Self { db, cache, kafka, max_relay_lag })
+        Ok(Self { db, cache, kafka })
     }
 
     /// Runs every check at once.
     pub async fn check(&self) -> ReadinessReport {
-        let (database, cache, kafka, relay) = tokio::join!(self.database(), self.cache(), self.kafka(), self.relay());
-        let mut checks = BTreeMap::from([("database", database), ("cache", cache), ("relay", relay)]);
+        let (database, cache, kafka) = tokio::join!(self.database(), self.cache(), self.kafka());
+        let mut checks = BTreeMap::from([("database", database), ("cache", cache)]);
         if let Some(kafka) = kafka {
             checks.insert("kafka", kafka);
         }
@@ -86,26 +81,6 @@ impl Readiness {
             Ok(format!("{} brokers answer", metadata.brokers().len()))
         });
         Some(within(async { fetch.await.map_err(|e| e.to_string())? }).await)
-    }
-
-    /// The oldest unpublished row's age, also exported as `strand_outbox_oldest_seconds`.
-    async fn relay(&self) -> Check {
-        let pool = self.db.reader().clone();
-        let oldest = async move {
-            sqlx::query_scalar::<_, i64>("SELECT created_at FROM outbox ORDER BY id LIMIT 1")
-                .fetch_optional(&pool)
-                .await
-        };
-        let allowed = self.max_relay_lag;
-        within(async {
-            let age = detached(oldest).await?.map_err(|e| e.to_string())?.map_or(0, |at| (now_ms() - at).max(0));
-            metrics::gauge!("strand_outbox_oldest_seconds").set(age as f64 / 1000.0);
-            if age as u128 > allowed.as_millis() {
-                return Err(format!("the oldest unpublished event is {age} ms old (allowed: {allowed:?})"));
-            }
-            Ok(format!("the oldest unpublished event is {age} ms old"))
-        })
-        .await
     }
 }
 

@@ -17,6 +17,34 @@ use utoipa::ToSchema;
 use crate::bus::EmbeddedBus;
 use crate::graph::{now_ms, Database};
 
+/// How often a relay exports the outbox's backlog.
+const EXPORT_EVERY: Duration = Duration::from_secs(5);
+
+/// Exports the age of the oldest unpublished outbox row as `strand_outbox_oldest_seconds` and the row count
+/// as `strand_outbox_rows`, every few seconds, forever: run beside every relay (a standby's figures show a
+/// stuck leader). A failed read is logged and counted; the next one tries again.
+pub async fn export_outbox_backlog(db: Database) -> std::convert::Infallible {
+    let mut ticks = tokio::time::interval(EXPORT_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let read = sqlx::query_as::<_, (i64, Option<i64>)>("SELECT COUNT(*), MIN(created_at) FROM outbox")
+            .fetch_one(db.reader())
+            .await;
+        match read {
+            Ok((rows, oldest)) => {
+                let age_ms = oldest.map_or(0, |at| (now_ms() - at).max(0));
+                metrics::gauge!("strand_outbox_oldest_seconds").set(age_ms as f64 / 1000.0);
+                metrics::gauge!("strand_outbox_rows").set(rows as f64);
+            }
+            Err(error) => {
+                metrics::counter!("strand_outbox_backlog_read_failures_total").increment(1);
+                tracing::warn!(%error, "cannot read the outbox backlog; trying again");
+            }
+        }
+    }
+}
+
 /// How long the broker may take to answer one question.
 const BROKER_DEADLINE: Duration = Duration::from_secs(3);
 

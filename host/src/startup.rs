@@ -97,8 +97,7 @@ impl Server {
         // One cache for the reads and the workers: on the embedded default, it is this process's memory.
         let cache = Cache::connect(config.redis_url.as_deref()).await?;
         observability::recorder();
-        let max_relay_lag = Duration::from_millis(config.ready_max_relay_lag_ms);
-        let readiness = Readiness::new(db.clone(), cache.clone(), config.kafka_brokers.as_deref(), max_relay_lag)?;
+        let readiness = Readiness::new(db.clone(), cache.clone(), config.kafka_brokers.as_deref())?;
         let state = AppState {
             db: db.clone(),
             auth,

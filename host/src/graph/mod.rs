@@ -7,7 +7,9 @@ mod write;
 
 pub use database::{Database, DatabaseError, DatabaseKind};
 pub use read::{counts, list, relationships, Counts, Direction, ListedUser, Page, PageRequest, Position, Relationship};
-pub use write::{now_ms, rfc3339_millis, set_following, FollowChange, OutboxEvent, WriteError, AGGREGATE_TYPE};
+pub use write::{
+    is_lock_conflict, now_ms, rfc3339_millis, set_following, FollowChange, OutboxEvent, WriteError, AGGREGATE_TYPE,
+};
 
 use std::fmt;
 use std::str::FromStr;

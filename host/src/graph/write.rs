@@ -201,7 +201,7 @@ pub fn rfc3339_millis(ms: i64) -> String {
 }
 
 /// Deadlock (MySQL 1213, SQLSTATE 40001), lock wait time-out (1205) or a busy SQLite: safe to retry whole.
-fn is_lock_conflict(error: &sqlx::Error) -> bool {
+pub fn is_lock_conflict(error: &sqlx::Error) -> bool {
     let Some(db_error) = error.as_database_error() else {
         return false;
     };

@@ -18,7 +18,7 @@ use super::runtime::{
 };
 use super::{conformance, PluginKind, BUNDLED};
 use crate::audit::{self, AuditAction, AuditOutcome, AuditRecord};
-use crate::graph::{now_ms, rfc3339_millis, Database, TenantId};
+use crate::graph::{is_lock_conflict, now_ms, rfc3339_millis, Database, TenantId};
 
 /// The one name of a tenant's rate limiter and router (projectors are named freely).
 pub const SINGLETON_NAME: &str = "default";
@@ -490,38 +490,21 @@ impl PluginRegistry {
         })
         .await?;
         let (sha256, size_bytes, created_at) = (hex_sha256(&wasm), wasm.len() as i64, now_ms());
-        let mut tx = self.db.writer().begin().await?;
-        let version: i64 = sqlx::query_scalar(
-            "SELECT COALESCE(MAX(version), 0) + 1 FROM plugins WHERE tenant_id = ? AND kind = ? AND name = ?",
-        )
-        .bind(slot.tenant.as_str())
-        .bind(slot.kind.as_str())
-        .bind(&slot.name)
-        .fetch_one(&mut *tx)
-        .await?;
-        retire(&mut tx, &slot, if staged.is_some() { Retired::Candidate } else { Retired::All }).await?;
         let listed = VersionLimits::from(limits);
         let state = staged.map_or("active", Staged::state);
         let canary = staged.and_then(Staged::percent);
-        sqlx::query(
-            "INSERT INTO plugins (tenant_id, kind, name, version, sha256, wasm, state, created_at, deadline_ms, \
-             memory_bytes, fuel, canary_percent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(slot.tenant.as_str())
-        .bind(slot.kind.as_str())
-        .bind(&slot.name)
-        .bind(version)
-        .bind(&sha256)
-        .bind(wasm)
-        .bind(state)
-        .bind(created_at)
-        .bind(i64::try_from(listed.deadline_ms).unwrap_or(i64::MAX))
-        .bind(i64::try_from(listed.memory_bytes).unwrap_or(i64::MAX))
-        .bind(listed.fuel.map(|fuel| i64::try_from(fuel).unwrap_or(i64::MAX)))
-        .bind(canary.map(i64::from))
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
+        let row = StoredRow { state, canary, listed, sha256: &sha256, created_at };
+        // Another node deploying to the slot at once takes the same next number: the loser retries.
+        let mut attempt = 1;
+        let version = loop {
+            match self.store(&slot, staged, &row, &wasm).await {
+                Err(sqlx::Error::Database(e)) if attempt < DEPLOY_ATTEMPTS && e.is_unique_violation() => {}
+                Err(e) if attempt < DEPLOY_ATTEMPTS && is_lock_conflict(&e) => {}
+                stored => break stored?,
+            }
+            tracing::info!(tenant = %slot.tenant, name = %slot.name, attempt, "a concurrent deploy took the version number; retrying");
+            attempt += 1;
+        };
         let stored = PluginVersion {
             tenant: slot.tenant.to_string(),
             kind: slot.kind.to_string(),
@@ -553,6 +536,47 @@ impl PluginRegistry {
         }
         tracing::info!(tenant = %slot.tenant, kind = %slot.kind, name = %slot.name, version, "plugin deployed");
         Ok((stored, cost))
+    }
+
+    /// Stores `wasm` as the slot's next version in one transaction (retiring what `staged` replaces); its
+    /// number.
+    async fn store(
+        &self,
+        slot: &PluginSlot,
+        staged: Option<Staged>,
+        row: &StoredRow<'_>,
+        wasm: &[u8],
+    ) -> Result<i64, sqlx::Error> {
+        let mut tx = self.db.writer().begin().await?;
+        let version: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(MAX(version), 0) + 1 FROM plugins WHERE tenant_id = ? AND kind = ? AND name = ?",
+        )
+        .bind(slot.tenant.as_str())
+        .bind(slot.kind.as_str())
+        .bind(&slot.name)
+        .fetch_one(&mut *tx)
+        .await?;
+        retire(&mut tx, slot, if staged.is_some() { Retired::Candidate } else { Retired::All }).await?;
+        sqlx::query(
+            "INSERT INTO plugins (tenant_id, kind, name, version, sha256, wasm, state, created_at, deadline_ms, \
+             memory_bytes, fuel, canary_percent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(slot.tenant.as_str())
+        .bind(slot.kind.as_str())
+        .bind(&slot.name)
+        .bind(version)
+        .bind(row.sha256)
+        .bind(wasm)
+        .bind(row.state)
+        .bind(row.created_at)
+        .bind(i64::try_from(row.listed.deadline_ms).unwrap_or(i64::MAX))
+        .bind(i64::try_from(row.listed.memory_bytes).unwrap_or(i64::MAX))
+        .bind(row.listed.fuel.map(|fuel| i64::try_from(fuel).unwrap_or(i64::MAX)))
+        .bind(row.canary.map(i64::from))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(version)
     }
 
     /// Makes a kept version of the slot active again.
@@ -694,6 +718,18 @@ impl PluginRegistry {
             next
         });
     }
+}
+
+/// How often a deploy that lost the race for its version number to another node tries again.
+const DEPLOY_ATTEMPTS: u32 = 5;
+
+/// What a deploy stores beside the component.
+struct StoredRow<'a> {
+    state: &'static str,
+    canary: Option<u8>,
+    listed: VersionLimits,
+    sha256: &'a str,
+    created_at: i64,
 }
 
 /// Which of a slot's versions [`retire`] sets inactive.

@@ -34,6 +34,29 @@ pub struct PluginProjection {
     owner: Arc<str>,
 }
 
+/// A build-lock owner id unique among live builders: the host name (a container's own), the process id
+/// (two containers may both be pid 1), the time it was made, a counter within the process, and random bits
+/// (their failure is logged: the other parts still tell live builders apart).
+fn builder_id() -> String {
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "unknown-host".to_owned());
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let mut nonce = [0_u8; 8];
+    if let Err(error) = getrandom::fill(&mut nonce) {
+        tracing::error!(%error, "no randomness for the build-lock owner id; host, process and time tell it apart");
+    }
+    let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "{}-{}-{}-{made}-{:016x}",
+        host.trim(),
+        std::process::id(),
+        since_epoch.as_nanos(),
+        u64::from_le_bytes(nonce)
+    )
+}
+
 /// Which of a tenant's versions of the projector a batch is applied for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -59,11 +82,7 @@ pub enum PluginProjectionError {
 impl PluginProjection {
     /// `db` holds the truth that spaces are built from.
     pub fn new(registry: Arc<PluginRegistry>, plugin: &str, cache: Cache, db: Database) -> Self {
-        let mut nonce = [0_u8; 8];
-        // Uniqueness only needs to hold among live builders; the process id already gives most of it.
-        let _best_effort = getrandom::fill(&mut nonce);
-        let owner = format!("{}-{}", std::process::id(), u64::from_le_bytes(nonce));
-        Self { registry, plugin: plugin.to_owned(), cache, db, owner: owner.into() }
+        Self { registry, plugin: plugin.to_owned(), cache, db, owner: builder_id().into() }
     }
 
     /// The projector's name.
@@ -336,5 +355,15 @@ impl PluginProjection {
             }
         }
         effects
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn builder_ids_name_the_host_and_process_and_differ() {
+        let (first, second) = (super::builder_id(), super::builder_id());
+        assert_ne!(first, second);
+        assert!(first.contains(&format!("-{}-", std::process::id())), "{first}");
     }
 }

@@ -22,7 +22,7 @@ use tokio::time::{timeout_at, Instant};
 
 use super::checkpoint::{BinlogPosition, Checkpoint};
 use super::outlet::{outbox_event, Outlet, OUTBOX_COLUMNS};
-use super::{Leadership, RelayError, RELAY_LOCK};
+use super::{Lead, Leadership, RelayError, RELAY_LOCK};
 use crate::graph::Database;
 use crate::plugins::OutboxEvent;
 
@@ -60,6 +60,10 @@ pub struct BinlogRelay {
 impl BinlogRelay {
     /// `database_url` is the database's `mysql://` URL; `server_id` is the replica id the relay registers
     /// with (unique among the server's replicas).
+    pub fn db(&self) -> &Database {
+        &self.db
+    }
+
     pub fn new(db: Database, outlet: Outlet, database_url: &str, server_id: u32) -> Result<Self, RelayError> {
         let source = Opts::from_url(database_url)
             .map_err(|e| RelayError::BinlogNotConfigured(format!("cannot use the database URL: {e}")))?;
@@ -74,7 +78,7 @@ impl BinlogRelay {
         let mut leadership: Option<Leadership> = None;
         let mut backoff = FIRST_RETRY;
         loop {
-            if Leadership::keep(&self.db, RELAY_LOCK, &mut leadership).await {
+            if Leadership::keep(&self.db, RELAY_LOCK, &mut leadership).await != Lead::Standby {
                 let began = Instant::now();
                 match self.follow(&mut leadership, shutdown.as_mut()).await {
                     Ok(()) => return Ok(()),

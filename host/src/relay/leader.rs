@@ -8,8 +8,9 @@ use sqlx::{Acquire, AnyConnection, Connection};
 
 use crate::graph::Database;
 
-/// How long the leader's lock check may take before the link is taken for lost.
-const ATTEMPT: Duration = Duration::from_secs(1);
+/// How long the leader's lock check may take before the link is taken for lost (a busy server can take
+/// seconds to answer; a lock dropped too eagerly makes relays flap).
+const ATTEMPT: Duration = Duration::from_secs(5);
 
 /// Holding the relay lock of a database.
 pub struct Leadership {
@@ -39,22 +40,24 @@ impl Leadership {
         let owner = sqlx::query_scalar::<_, Option<i64>>("SELECT IS_USED_LOCK(?) = CONNECTION_ID()")
             .bind(&self.name)
             .fetch_one(&mut self.conn);
-        matches!(tokio::time::timeout(ATTEMPT * 5, owner).await, Ok(Ok(Some(1))))
+        matches!(tokio::time::timeout(ATTEMPT, owner).await, Ok(Ok(Some(1))))
     }
 
-    /// Makes sure `held` is a live lock `name` before a batch, taking it when free: false while another
-    /// relay leads (or the lock cannot be checked), so the caller stands by and asks again later. The
-    /// answer is the gauge `strand_relay_active` (1 on the one relay that publishes).
-    pub async fn keep(db: &Database, name: &str, held: &mut Option<Leadership>) -> bool {
-        let active = Self::check_or_take(db, name, held).await;
-        metrics::gauge!("strand_relay_active").set(if active { 1.0 } else { 0.0 });
-        active
+    /// Makes sure `held` is a live lock `name` before a batch, taking it when free: [`Lead::Standby`]
+    /// while another relay leads (or the lock cannot be checked), so the caller stands by and asks again
+    /// later; [`Lead::Taken`] when this call took it — also when a lock lost since the last call was taken
+    /// again, since another relay may have led in between. The answer is the gauge `strand_relay_active`
+    /// (1 on the one relay that publishes).
+    pub async fn keep(db: &Database, name: &str, held: &mut Option<Leadership>) -> Lead {
+        let lead = Self::check_or_take(db, name, held).await;
+        metrics::gauge!("strand_relay_active").set(if lead == Lead::Standby { 0.0 } else { 1.0 });
+        lead
     }
 
-    async fn check_or_take(db: &Database, name: &str, held: &mut Option<Leadership>) -> bool {
+    async fn check_or_take(db: &Database, name: &str, held: &mut Option<Leadership>) -> Lead {
         if let Some(leadership) = held {
             if leadership.still_held().await {
-                return true;
+                return Lead::Held;
             }
             tracing::error!("lost the relay lock (connection or server lost); standing by");
             *held = None;
@@ -63,15 +66,26 @@ impl Leadership {
             Ok(Some(leadership)) => {
                 tracing::info!("this relay is now the active one");
                 *held = Some(leadership);
-                true
+                Lead::Taken
             }
-            Ok(None) => false,
+            Ok(None) => Lead::Standby,
             Err(e) => {
                 tracing::error!(error = %e, "cannot take the relay lock; retrying");
-                false
+                Lead::Standby
             }
         }
     }
+}
+
+/// Where a relay stands after [`Leadership::keep`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lead {
+    /// Another relay leads, or the lock cannot be checked.
+    Standby,
+    /// This relay led before the call and still does.
+    Held,
+    /// This relay took the lock in this call: what another relay did meanwhile must be accounted for.
+    Taken,
 }
 
 /// The `GET_LOCK` name every relay of a database competes for, whatever its mode.

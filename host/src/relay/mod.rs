@@ -17,7 +17,7 @@ use std::future::Future;
 
 pub use binlog::BinlogRelay;
 pub use checkpoint::{BinlogPosition, Checkpoint};
-pub use leader::{Leadership, RELAY_LOCK};
+pub use leader::{Lead, Leadership, RELAY_LOCK};
 use messages::to_messages;
 pub use outlet::Outlet;
 pub use poll::PollRelay;
@@ -29,14 +29,25 @@ pub enum Relay {
 }
 
 impl Relay {
-    /// Relays until `shutdown`; returns early only with an error that needs an operator.
+    /// Relays until `shutdown`, exporting the outbox's backlog meanwhile; returns early only with an error
+    /// that needs an operator.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), RelayError> {
-        match self {
-            Relay::Poll(relay) => {
-                relay.run(shutdown).await;
-                Ok(())
+        let db = match &self {
+            Relay::Poll(relay) => relay.db().clone(),
+            Relay::Binlog(relay) => relay.db().clone(),
+        };
+        let relaying = async move {
+            match self {
+                Relay::Poll(relay) => {
+                    relay.run(shutdown).await;
+                    Ok(())
+                }
+                Relay::Binlog(relay) => relay.run(shutdown).await,
             }
-            Relay::Binlog(relay) => relay.run(shutdown).await,
+        };
+        tokio::select! {
+            relayed = relaying => relayed,
+            never = crate::lag::export_outbox_backlog(db) => match never {},
         }
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use sqlx::{Acquire, Executor};
 
 use super::outlet::{outbox_event, Outlet, OUTBOX_COLUMNS};
-use super::{Checkpoint, Leadership, RelayError, RELAY_LOCK};
+use super::{Checkpoint, Lead, Leadership, RelayError, RELAY_LOCK};
 use crate::graph::{Database, DatabaseKind};
 
 /// Relays the outbox of one database to the bus.
@@ -29,6 +29,10 @@ pub struct PollRelay {
 impl PollRelay {
     pub fn new(db: Database, outlet: Outlet, idle_wait: Duration) -> Self {
         Self { db, outlet, batch: 256, idle_wait }
+    }
+
+    pub fn db(&self) -> &Database {
+        &self.db
     }
 
     /// Publishes the oldest unpublished outbox rows; returns how many (0: caught up).
@@ -63,8 +67,8 @@ impl PollRelay {
         let mut leadership: Option<Leadership> = None;
         loop {
             if self.db.kind() == DatabaseKind::MySql {
-                let newly = leadership.is_none();
-                if !Leadership::keep(&self.db, RELAY_LOCK, &mut leadership).await {
+                let lead = Leadership::keep(&self.db, RELAY_LOCK, &mut leadership).await;
+                if lead == Lead::Standby {
                     tokio::select! {
                         () = &mut shutdown => return,
                         () = tokio::time::sleep(backoff) => continue,
@@ -72,7 +76,7 @@ impl PollRelay {
                 }
                 // The outbox table is what remains to publish; a binlog checkpoint left from an earlier
                 // binlog-mode relay would be stale once this relay deletes rows.
-                if newly {
+                if lead == Lead::Taken {
                     if let Err(e) = Checkpoint::forget(&self.db).await {
                         tracing::error!(error = %e, "cannot clear the binlog checkpoint; retrying");
                         leadership = None;

@@ -13,6 +13,23 @@ use super::{bundled, deploy, rollback};
 on_every_backend!(deployed_plugins_survive_a_restart);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deploys_racing_on_two_nodes_each_get_their_own_version() {
+    let node_a = TestServer::start(Backend::MariaDb).await;
+    let node_b = node_a.sibling().await;
+    let policy = bundled("rate-limiter", "default");
+    let mut versions = Vec::new();
+    for _ in 0..8 {
+        let race = [&node_a, &node_b].map(|node| deploy(node, "race", "rate-limiter", "default", policy.clone()));
+        for reply in join_all(race).await {
+            assert_eq!(reply.status, 200, "every deploy is answered cleanly: {reply:?}");
+            versions.push(reply.body["plugin"]["version"].as_i64().unwrap());
+        }
+    }
+    versions.sort();
+    assert_eq!(versions, (1..=16).collect::<Vec<_>>(), "one version number each");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_deploy_through_one_node_reaches_the_others() {
     let node_a = TestServer::start_with(Backend::MariaDb, |c| c.refresh_ms = 100).await;
     let node_b = node_a.sibling().await;

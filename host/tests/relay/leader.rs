@@ -6,7 +6,7 @@ use std::time::Duration;
 use strand::bus::{EmbeddedBus, Publisher};
 use strand::graph::{self, Database, UserId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
-use strand::relay::{Leadership, Outlet, PollRelay};
+use strand::relay::{BinlogPosition, Checkpoint, Leadership, Outlet, PollRelay, RELAY_LOCK};
 use strand_test_support::{wait_until, Backend};
 use tokio::sync::oneshot;
 
@@ -74,4 +74,40 @@ async fn a_standby_relay_takes_over_when_the_leader_stops() {
     wait_until("the standby took over and published", Duration::from_secs(30), published(10)).await;
     drop(stop_standby);
     standby.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_poll_relay_that_loses_and_retakes_the_lock_forgets_a_binlog_checkpoint_left_meanwhile() {
+    let database = Backend::MariaDb.fresh_database().await.unwrap();
+    let db = Database::open(&database.url, 8).await.unwrap();
+    let runtime = Arc::new(PluginRuntime::new(Default::default(), None).unwrap());
+    let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await.unwrap());
+    let outlet = Outlet::new(plugins, Publisher::Embedded(EmbeddedBus::new(db.clone())), "strand.".into());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let relay = tokio::spawn(PollRelay::new(db.clone(), outlet, Duration::from_millis(10)).run(async move {
+        let _stop_or_drop = stopped.await;
+    }));
+    let holder = || async {
+        sqlx::query_scalar::<_, Option<i64>>("SELECT IS_USED_LOCK(?)")
+            .bind(RELAY_LOCK)
+            .fetch_one(db.reader())
+            .await
+            .unwrap()
+    };
+    wait_until("the poll relay leads", Duration::from_secs(30), || async { holder().await.is_some() }).await;
+    // While its lock was lost, a binlog relay led and left a checkpoint; then the poll relay retakes the
+    // lock in one check: the checkpoint is stale once it deletes outbox rows, so it must go.
+    let mut conn = db.writer().acquire().await.unwrap();
+    let position = BinlogPosition { file: "mysql-bin.000001".into(), pos: 4 };
+    Checkpoint::save(&mut conn, &position).await.unwrap();
+    drop(conn);
+    let lock_connection = holder().await.unwrap();
+    sqlx::query(&format!("KILL {lock_connection}")).execute(db.writer()).await.unwrap();
+    wait_until("the retaken lock forgets the checkpoint", Duration::from_secs(30), || async {
+        Checkpoint::load(&db).await.unwrap().is_none()
+    })
+    .await;
+    assert_ne!(holder().await, Some(lock_connection), "the lock was taken again on a new connection");
+    drop(stop);
+    relay.await.unwrap();
 }

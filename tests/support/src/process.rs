@@ -17,7 +17,7 @@ impl StrandProcess {
         let child = Command::new(binary)
             .args(args)
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .env("RUST_LOG", "strand=info")
+            .env("STRAND_LOG", "info")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(output.try_clone()?)
