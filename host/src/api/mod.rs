@@ -124,6 +124,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(operations::metrics));
     let (router, mut openapi) =
         OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(api).merge(admin).merge(operations).split_for_parts();
+    admin_refusals_documented(&mut openapi);
     errors_as_problems(&mut openapi);
     let openapi = Arc::new(openapi);
     router
@@ -135,6 +136,30 @@ pub fn router(state: AppState) -> Router {
         .layer(catch_panics())
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// Documents on every admin operation the refusals its extractors give before any handler logic: 400 (a
+/// malformed tenant, slot, parameter or body), 401 (no or a wrong credential) and 403 (`admin_disabled`
+/// without `admin_token`, `forbidden` for another tenant's key).
+fn admin_refusals_documented(openapi: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    let problem = || ContentBuilder::new().schema(Some(Ref::from_schema_name("Problem"))).build();
+    for (path, item) in openapi.paths.paths.iter_mut() {
+        if !path.starts_with("/admin/") {
+            continue;
+        }
+        let operations = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
+        for operation in operations.into_iter().flatten() {
+            for (status, description) in [
+                ("400", "A malformed tenant id, plugin slot, parameter or body"),
+                ("401", "No credential, or not the admin token nor a live tenant key"),
+                ("403", "The admin API is disabled (`admin_disabled`), or the key is another tenant's (`forbidden`)"),
+            ] {
+                let refusal = ResponseBuilder::new().description(description).content("application/json", problem());
+                operation.responses.responses.entry(status.to_owned()).or_insert_with(|| RefOr::T(refusal.build()));
+            }
+        }
+    }
 }
 
 /// Documents every error answer as what it is, `application/problem+json` (the handlers' annotations name

@@ -28,7 +28,7 @@ pub struct TargetParams {
 
 /// Follow `toUserId`. Answers a bare `true` once the caller follows them (also on a repeat).
 #[utoipa::path(post, path = "/api/v1/relation/follow", tag = "seed", params(TargetParams),
-    responses((status = 200, body = bool), (status = 400, body = Problem), (status = 401, body = Problem),
+    responses((status = 200, body = bool, content_type = "application/json"), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 422, body = Problem), (status = 429, body = Problem)),
     security(("bearer" = [])))]
 pub async fn follow(
@@ -41,7 +41,7 @@ pub async fn follow(
 
 /// Unfollow `toUserId`. Answers a bare `true` once the caller no longer follows them.
 #[utoipa::path(post, path = "/api/v1/relation/unfollow", tag = "seed", params(TargetParams),
-    responses((status = 200, body = bool), (status = 400, body = Problem), (status = 401, body = Problem),
+    responses((status = 200, body = bool, content_type = "application/json"), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 422, body = Problem), (status = 429, body = Problem)),
     security(("bearer" = [])))]
 pub async fn unfollow(

@@ -65,7 +65,8 @@ async fn set_following(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct UserIdsParams {
-    /// Comma-separated user ids, 1 to 100.
+    /// Comma-separated user ids, 1 to 100 (spaces around them are allowed).
+    #[param(pattern = r"^[1-9][0-9]{0,17}(,[1-9][0-9]{0,17}){0,99}$")]
     pub user_ids: String,
 }
 
