@@ -1,5 +1,5 @@
 //! What "ready" means for a node: what it serves with answers — its database, its cache (Redis), its Kafka
-//! brokers. Each check has its own deadline, so a hung dependency makes the node unready instead of hanging
+//! brokers — and its background tasks (relay, workers, refresh) run. Each check has its own deadline, so a hung dependency makes the node unready instead of hanging
 //! the probe. The pipeline's lag is not here: one stuck outbox row must not take every API node out of
 //! service; it is the metric `strand_outbox_oldest_seconds` (exported by the relays) and an alert rule.
 
@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::cache::Cache;
 use crate::graph::Database;
+use crate::tasks::Tasks;
 
 /// How long one check may take.
 const CHECK_DEADLINE: Duration = Duration::from_secs(2);
@@ -23,13 +24,16 @@ pub struct Readiness {
     cache: Cache,
     /// A client for metadata requests only; `None` without Kafka.
     kafka: Option<Arc<BaseProducer>>,
+    /// The node's supervised background tasks (relay, workers, refresh).
+    tasks: Tasks,
 }
 
 /// The outcome of every check.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ReadinessReport {
     pub ready: bool,
-    /// By dependency: `database`, `cache`, `kafka` (when configured).
+    /// By dependency: `database`, `cache`, `kafka` (when configured), `tasks` (the node's relay, workers
+    /// and refresh: all running).
     pub checks: BTreeMap<&'static str, Check>,
 }
 
@@ -42,22 +46,36 @@ pub struct Check {
 
 impl Readiness {
     /// `kafka_brokers`: checked when set.
-    pub fn new(db: Database, cache: Cache, kafka_brokers: Option<&str>) -> Result<Self, rdkafka::error::KafkaError> {
+    pub fn new(
+        db: Database,
+        cache: Cache,
+        kafka_brokers: Option<&str>,
+        tasks: Tasks,
+    ) -> Result<Self, rdkafka::error::KafkaError> {
         let kafka = match kafka_brokers {
             Some(brokers) => Some(Arc::new(ClientConfig::new().set("bootstrap.servers", brokers).create()?)),
             None => None,
         };
-        Ok(Self { db, cache, kafka })
+        Ok(Self { db, cache, kafka, tasks })
     }
 
     /// Runs every check at once.
     pub async fn check(&self) -> ReadinessReport {
         let (database, cache, kafka) = tokio::join!(self.database(), self.cache(), self.kafka());
-        let mut checks = BTreeMap::from([("database", database), ("cache", cache)]);
+        let mut checks = BTreeMap::from([("database", database), ("cache", cache), ("tasks", self.tasks_check())]);
         if let Some(kafka) = kafka {
             checks.insert("kafka", kafka);
         }
         ReadinessReport { ready: checks.values().all(|c| c.ok), checks }
+    }
+
+    fn tasks_check(&self) -> Check {
+        let down = self.tasks.down();
+        if down.is_empty() {
+            return Check { ok: true, detail: "all running".to_owned() };
+        }
+        let listed: Vec<String> = down.iter().map(|(task, why)| format!("{task} is down: {why}")).collect();
+        Check { ok: false, detail: listed.join("; ") }
     }
 
     async fn database(&self) -> Check {

@@ -20,6 +20,7 @@ pub mod projection;
 pub mod ratelimit;
 pub mod relay;
 pub mod startup;
+pub mod tasks;
 pub mod tenant_jwt;
 pub mod tenant_keys;
 pub mod tenants;

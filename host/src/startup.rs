@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use axum::Router;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState, AuthSetupError, Authenticator};
 use crate::bus::{EmbeddedBus, KafkaBus, KafkaSettings, Publisher};
@@ -23,11 +23,12 @@ use crate::lag::LagProbe;
 use crate::observability;
 use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
 use crate::projection::{
-    rebuild_follower, rebuild_projector, reconcile, supervise_new_projectors, until, CachedReads, PluginProjection,
-    Projection, RebuildError, ReconcileError, Report, SourceError, Worker, WorkerFactory,
+    rebuild_follower, rebuild_projector, reconcile, supervise_new_projectors, supervise_worker, CachedReads,
+    PluginProjection, Projection, RebuildError, ReconcileError, Report, SourceError, Worker, WorkerFactory,
 };
 use crate::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
 use crate::relay::{BinlogRelay, Checkpoint, Outlet, PollRelay, Relay, RelayError};
+use crate::tasks::Tasks;
 use crate::tenants::TenantSettings;
 
 /// Why the server could not start.
@@ -78,8 +79,10 @@ pub struct Server {
     plugins: Arc<PluginRegistry>,
     tenants: Arc<TenantSettings>,
     refresh_every: Duration,
-    relay: Option<Relay>,
+    relay: Option<RestartableRelay>,
     projections: Option<Projections>,
+    /// The relay, workers and refresh, supervised; `/readyz` reports those that are down.
+    tasks: Tasks,
 }
 
 impl Server {
@@ -97,7 +100,8 @@ impl Server {
         // One cache for the reads and the workers: on the embedded default, it is this process's memory.
         let cache = Cache::connect(config.redis_url.as_deref()).await?;
         observability::recorder();
-        let readiness = Readiness::new(db.clone(), cache.clone(), config.kafka_brokers.as_deref())?;
+        let tasks = Tasks::default();
+        let readiness = Readiness::new(db.clone(), cache.clone(), config.kafka_brokers.as_deref(), tasks.clone())?;
         let state = AppState {
             db: db.clone(),
             auth,
@@ -116,12 +120,22 @@ impl Server {
             .await
             .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
         let refresh_every = config.refresh_every();
-        let relay = relay(config, &db, &plugins)?;
+        let relay = RestartableRelay::new(config, &db, &plugins)?;
         let projections = match config.workers {
             true => Some(Projections::build(config, &db, &plugins, Some(cache)).await?),
             false => None,
         };
-        Ok(Self { listener, router: api::router(state), db, plugins, tenants, refresh_every, relay, projections })
+        Ok(Self {
+            listener,
+            router: api::router(state),
+            db,
+            plugins,
+            tenants,
+            refresh_every,
+            relay,
+            projections,
+            tasks,
+        })
     }
 
     /// The address actually bound (differs from the configured one when its port is 0).
@@ -137,26 +151,17 @@ impl Server {
     /// Serves until `shutdown` completes, then drains in-flight requests and closes the database.
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
         tracing::info!(addr = %self.local_addr()?, database = ?self.db.kind(), "strand is serving");
-        let refresher = tokio::spawn(refresh_from_database(self.plugins, self.tenants, self.refresh_every));
-        let (stop, stop_signal) = watch::channel(());
-        let mut background = Vec::new();
+        supervise_refresh(&self.tasks, self.plugins, self.tenants, self.refresh_every);
         if let Some(relay) = self.relay {
-            let stopped = until(stop_signal.clone());
-            // An error that needs an operator was logged; the API keeps serving (rows wait in the outbox).
-            background.push(tokio::spawn(async move { drop(relay.run(stopped).await) }));
+            // Down, it is restarted; the API keeps serving meanwhile (rows wait in the outbox).
+            relay.supervise(&self.tasks);
         }
         if let Some(projections) = self.projections {
-            background.extend(projections.spawn(&stop_signal));
+            projections.supervise(&self.tasks);
         }
         let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
-        refresher.abort();
         // The relay and the workers finish the batch in hand, commit what they did, then stop.
-        drop(stop);
-        for task in background {
-            if let Err(e) = task.await {
-                tracing::error!(error = %e, "a background task failed");
-            }
-        }
+        self.tasks.shutdown().await;
         self.db.close().await;
         served
     }
@@ -191,6 +196,47 @@ pub async fn run_relay(
     result
 }
 
+/// A relay that can be built again after it ended (its first build checked the configuration at start).
+struct RestartableRelay {
+    config: Config,
+    db: Database,
+    plugins: Arc<PluginRegistry>,
+    first: Option<Relay>,
+}
+
+impl RestartableRelay {
+    fn new(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> Result<Option<Self>, StartupError> {
+        let Some(first) = relay(config, db, plugins)? else { return Ok(None) };
+        Ok(Some(Self { config: config.clone(), db: db.clone(), plugins: plugins.clone(), first: Some(first) }))
+    }
+
+    fn supervise(mut self, tasks: &Tasks) {
+        tasks.spawn("relay", move |stop: CancellationToken| {
+            let built = match self.first.take() {
+                Some(relay) => Ok(Some(relay)),
+                None => relay(&self.config, &self.db, &self.plugins),
+            };
+            async move {
+                let relay = built.map_err(|e| e.to_string())?.ok_or("the relay is off")?;
+                relay.run(stop.cancelled_owned()).await.map_err(|e| e.to_string())
+            }
+        });
+    }
+}
+
+/// Keeps the plugins and tenant settings in line with the database, as a supervised task.
+fn supervise_refresh(tasks: &Tasks, plugins: Arc<PluginRegistry>, tenants: Arc<TenantSettings>, every: Duration) {
+    tasks.spawn("refresh", move |stop: CancellationToken| {
+        let refresh = refresh_from_database(plugins.clone(), tenants.clone(), every);
+        async move {
+            tokio::select! {
+                () = stop.cancelled() => Ok(()),
+                () = refresh => Err("the refresh loop ended".to_owned()),
+            }
+        }
+    });
+}
+
 /// The relay `strand serve` and `strand relay` run, from the configuration: to Kafka when brokers are
 /// configured, else to the embedded bus; `None` when the relay is off.
 pub fn relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> Result<Option<Relay>, StartupError> {
@@ -222,16 +268,11 @@ pub async fn run_workers(config: &Config, shutdown: impl Future<Output = ()>) ->
             None
         }
     };
-    let (stop, stop_signal) = watch::channel(());
-    let tasks = Projections::build(config, &db, &plugins, cache).await?.spawn(&stop_signal);
+    let tasks = Tasks::default();
+    Projections::build(config, &db, &plugins, cache).await?.supervise(&tasks);
     tracing::info!(tasks = tasks.len(), "projection workers are running");
     shutdown.await;
-    drop(stop);
-    for task in tasks {
-        if let Err(e) = task.await {
-            tracing::error!(error = %e, "a projection worker failed");
-        }
-    }
+    tasks.shutdown().await;
     refresher.abort();
     db.close().await;
     Ok(())
@@ -242,12 +283,12 @@ pub async fn run_workers(config: &Config, shutdown: impl Future<Output = ()>) ->
 /// projector plugin (bundled or deployed) for every tenant — those deployed later are started by a
 /// supervisor.
 pub struct Projections {
-    workers: Vec<Worker>,
+    factory: WorkerFactory,
+    workers: Vec<(Projection, Worker)>,
     supervisor: Option<Supervisor>,
 }
 
 struct Supervisor {
-    factory: WorkerFactory,
     plugins: Arc<PluginRegistry>,
     cache: Cache,
     running: BTreeSet<String>,
@@ -272,27 +313,31 @@ impl Projections {
             worker_id: config.worker_id.clone(),
             dead_letters,
         };
-        let mut workers = vec![factory.worker(Projection::Follower(db.clone())).await?];
-        let Some(cache) = cache else { return Ok(Self { workers, supervisor: None }) };
+        let follower = Projection::Follower(db.clone());
+        let mut workers = vec![(follower.clone(), factory.worker(follower).await?)];
+        let Some(cache) = cache else { return Ok(Self { factory, workers, supervisor: None }) };
         let running = plugins.projector_names();
         for name in &running {
-            let projection = PluginProjection::new(plugins.clone(), name, cache.clone(), db.clone());
-            workers.push(factory.worker(Projection::Plugin(projection)).await?);
+            let projection =
+                Projection::Plugin(PluginProjection::new(plugins.clone(), name, cache.clone(), db.clone()));
+            workers.push((projection.clone(), factory.worker(projection).await?));
         }
         let every = config.refresh_every();
-        let supervisor = Supervisor { factory, plugins: plugins.clone(), cache, running, every };
-        Ok(Self { workers, supervisor: Some(supervisor) })
+        let supervisor = Supervisor { plugins: plugins.clone(), cache, running, every };
+        Ok(Self { factory, workers, supervisor: Some(supervisor) })
     }
 
-    /// Starts every worker (and the supervisor); they stop when the sender of `stop` is dropped.
-    pub fn spawn(self, stop: &watch::Receiver<()>) -> Vec<JoinHandle<()>> {
-        let mut tasks: Vec<JoinHandle<()>> =
-            self.workers.into_iter().map(|worker| tokio::spawn(worker.run(until(stop.clone())))).collect();
-        if let Some(s) = self.supervisor {
-            let supervise = supervise_new_projectors(s.factory, s.plugins, s.cache, s.running, s.every, stop.clone());
-            tasks.push(tokio::spawn(supervise));
+    /// Runs every worker (and the supervisor of projectors deployed later) as supervised tasks.
+    pub fn supervise(self, tasks: &Tasks) {
+        for (projection, worker) in self.workers {
+            supervise_worker(tasks, &self.factory, projection, Some(worker));
         }
-        tasks
+        let Some(s) = self.supervisor else { return };
+        let (factory, running, spawner) = (self.factory, Arc::new(std::sync::Mutex::new(s.running)), tasks.clone());
+        tasks.spawn("projector-supervisor", move |stop: CancellationToken| {
+            let (plugins, cache, every) = (s.plugins.clone(), s.cache.clone(), s.every);
+            supervise_new_projectors(factory.clone(), plugins, cache, running.clone(), every, (spawner.clone(), stop))
+        });
     }
 }
 

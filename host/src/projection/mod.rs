@@ -29,5 +29,5 @@ pub use plugin::{PluginProjection, PluginProjectionError};
 pub use rebuild::{rebuild_follower, rebuild_projector, RebuildError};
 pub use reconcile::{reconcile, ReconcileError, Report};
 pub use source::{EventSource, Received, SourceError};
-pub use supervisor::{supervise_new_projectors, until, WorkerFactory};
+pub use supervisor::{supervise_new_projectors, supervise_worker, WorkerFactory};
 pub use worker::{Projection, Worker};

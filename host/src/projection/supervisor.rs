@@ -1,13 +1,13 @@
 //! Projection workers as a deployment runs them: how one is built (its bus, consumer name and dead-letter
 //! topic), and a supervisor that starts a worker for each projector deployed after start-up. A new worker
 //! builds its spaces from the truth before it applies events (`build.rs`); the other projections keep
-//! running meanwhile.
+//! running meanwhile. Every worker runs as a supervised task (`crate::tasks`): restarted if it ends.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::plugin::PluginProjection;
 use super::source::{EventSource, SourceError};
@@ -16,6 +16,7 @@ use crate::bus::Publisher;
 use crate::cache::Cache;
 use crate::graph::Database;
 use crate::plugins::PluginRegistry;
+use crate::tasks::Tasks;
 
 /// Builds the workers of one deployment.
 #[derive(Clone)]
@@ -47,47 +48,49 @@ impl WorkerFactory {
     }
 }
 
-/// Starts projectors deployed after start-up, checking every `every`; `running` are the names that already
-/// have workers. Ends (with the workers it started) when `stopped` does.
+/// Supervises `projection`'s worker as a task named after it: `first` (built at start-up, so that its
+/// configuration errors stop the start) on the first run, a new one from `factory` on each restart.
+pub fn supervise_worker(tasks: &Tasks, factory: &WorkerFactory, projection: Projection, first: Option<Worker>) {
+    let (factory, mut first) = (factory.clone(), first);
+    tasks.spawn(projection.name(), move |stop: CancellationToken| {
+        let (factory, projection, first) = (factory.clone(), projection.clone(), first.take());
+        async move {
+            let worker = match first {
+                Some(worker) => worker,
+                None => factory.worker(projection).await.map_err(|e| e.to_string())?,
+            };
+            worker.run(stop.cancelled_owned()).await;
+            Ok(())
+        }
+    });
+}
+
+/// Starts a supervised worker for each projector deployed after start-up, checking every `every`;
+/// `running` are the names that already have workers (kept across restarts of this task). Returns when
+/// `stop` is cancelled.
 pub async fn supervise_new_projectors(
     factory: WorkerFactory,
     plugins: Arc<PluginRegistry>,
     cache: Cache,
-    mut running: BTreeSet<String>,
+    running: Arc<Mutex<BTreeSet<String>>>,
     every: Duration,
-    stopped: watch::Receiver<()>,
-) {
-    let mut started = Vec::new();
+    (tasks, stop): (Tasks, CancellationToken),
+) -> Result<(), String> {
     let mut ticks = tokio::time::interval(every);
-    let mut stop = stopped.clone();
     loop {
         tokio::select! {
-            _ = stop.changed() => break,
+            () = stop.cancelled() => return Ok(()),
             _ = ticks.tick() => {}
         }
         for name in plugins.projector_names() {
-            if running.contains(&name) {
+            if running.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&name) {
                 continue;
             }
-            let projection = PluginProjection::new(plugins.clone(), &name, cache.clone(), factory.db.clone());
-            match factory.worker(Projection::Plugin(projection)).await {
-                Ok(worker) => {
-                    tracing::info!(projector = %name, "a new projector is starting");
-                    started.push(tokio::spawn(worker.run(until(stopped.clone()))));
-                    running.insert(name);
-                }
-                Err(error) => tracing::error!(projector = %name, %error, "cannot start a new projector; retrying"),
-            }
+            let projection =
+                Projection::Plugin(PluginProjection::new(plugins.clone(), &name, cache.clone(), factory.db.clone()));
+            tracing::info!(projector = %name, "a new projector is starting");
+            supervise_worker(&tasks, &factory, projection, None);
+            running.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name);
         }
     }
-    for task in started {
-        if let Err(e) = task.await {
-            tracing::error!(error = %e, "a projection worker failed");
-        }
-    }
-}
-
-/// Completes when the sender of `signal` is dropped.
-pub async fn until(mut signal: watch::Receiver<()>) {
-    let _sender_dropped = signal.changed().await;
 }

@@ -24,6 +24,7 @@ const LAST_RETRY: Duration = Duration::from_secs(10);
 const SWEEP: Duration = Duration::from_secs(2);
 
 /// What a worker keeps up to date.
+#[derive(Clone)]
 pub enum Projection {
     /// The host's `follower` table.
     Follower(Database),

@@ -1,9 +1,11 @@
-//! Liveness, readiness (each dependency checked, a lagging relay makes a node unready) and Prometheus
-//! metrics (requests by route template, plugin calls and rate-limit decisions by tenant).
+//! Liveness, readiness (each dependency checked, a stopped background task makes a node unready, a lagging
+//! outbox does not) and Prometheus metrics (requests by route template, plugin calls and rate-limit
+//! decisions by tenant, the relay's backlog, supervised tasks).
 
 use std::time::Duration;
 
 use strand::config::RelayMode;
+use strand::relay::{BinlogPosition, Checkpoint};
 use strand_test_support::{wait_until, Backend, TestServer};
 
 async fn metrics(server: &TestServer) -> String {
@@ -69,4 +71,62 @@ async fn metrics_count_requests_by_route_plugin_calls_and_rate_limit_decisions()
         assert!(text.contains(&line), "{line} missing from:\n{text}");
     }
     assert!(!text.contains("/v1/me/following/2"), "user ids are not label values");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_task_that_stops_makes_its_node_unready_within_seconds() {
+    let mut server = TestServer::start(Backend::MariaDb).await;
+    // A checkpoint naming a binlog file the server never had: the binlog relay stops with an operator error.
+    let mut conn = server.database().writer().acquire().await.unwrap();
+    let gone = BinlogPosition { file: "mysql-bin.999999".into(), pos: 4 };
+    Checkpoint::save(&mut conn, &gone).await.unwrap();
+    drop(conn);
+    server.config.relay = RelayMode::Binlog;
+    let server = server.restart().await;
+    wait_until("the stopped relay shows in /readyz", Duration::from_secs(30), || async {
+        let reply = server.anonymous().get("/readyz").await;
+        reply.status == 503 && reply.body["detail"].as_str().is_some_and(|d| d.contains("relay is down"))
+    })
+    .await;
+    let text = metrics(&server).await;
+    assert!(text.contains(r#"strand_task_up{task="relay"} 0"#), "{text}");
+    assert!(text.contains(r#"strand_task_restarts_total{task="relay"}"#), "{text}");
+    assert!(server.anonymous().get("/healthz").await.status == 200, "the process itself is alive");
+}
+
+/// The shipped alert rules pass their `promtool` tests, and every metric they and the Grafana dashboard
+/// name is one the code exports (a renamed metric would silently blind an alert).
+#[test]
+fn alert_rules_pass_promtool_and_name_only_exported_metrics() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let tested = std::process::Command::new("promtool")
+        .args(["test", "rules", "strand-alerts.test.yml"])
+        .current_dir(root.join("ops/prometheus"))
+        .output()
+        .expect("promtool (Debian package prometheus; .ci/run installs it)");
+    assert!(
+        tested.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&tested.stdout),
+        String::from_utf8_lossy(&tested.stderr)
+    );
+    let mut source = String::new();
+    let mut dirs = vec![root.join("host/src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+            match entry.path() {
+                path if path.is_dir() => dirs.push(path),
+                path => source.push_str(&std::fs::read_to_string(path).unwrap_or_default()),
+            }
+        }
+    }
+    for file in ["ops/prometheus/strand-alerts.yml", "ops/grafana/strand-dashboard.json"] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        for (at, _) in text.match_indices("strand_") {
+            let name: String =
+                text[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>();
+            let exported = name.strip_suffix("_bucket").unwrap_or(&name);
+            assert!(source.contains(&format!("\"{exported}\"")), "{file} names {name}, which the code does not export");
+        }
+    }
 }

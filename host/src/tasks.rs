@@ -1,0 +1,164 @@
+//! The background tasks of a process — the relay, the projection workers, the supervisor of projectors
+//! deployed later, the refresh of plugins and settings — under one supervisor, so none can die unnoticed.
+//!
+//! Policy: every task is **restarted with backoff** (1 s, doubling to 60 s, back to 1 s after a run of a
+//! minute). Each one is safe to start again: the relay resumes from the outbox and its checkpoint, a worker
+//! from its committed offsets, the refresh and the projector supervisor from the database. A task that ends
+//! without being asked to — an error, a panic, or simply returning — is logged with its cause, counted in
+//! `strand_task_restarts_total{task}`, shown by `strand_task_up{task}` = 0 and by `/readyz` (check `tasks`)
+//! until it has run for [`HEALTHY_RUN`] again; an error that needs an operator (a purged binlog) keeps it
+//! down, loudly. `strand relay` and `strand worker` run their relay or workers the same way; `strand relay`
+//! alone exits non-zero on an operator error, so its orchestrator sees it.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const LAST_BACKOFF: Duration = Duration::from_secs(60);
+/// How long a restarted task runs before it counts as up again (and its backoff starts over).
+pub const HEALTHY_RUN: Duration = Duration::from_secs(60);
+
+/// The supervised tasks of this process; cloned handles spawn into the same set.
+#[derive(Clone, Default)]
+pub struct Tasks {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    set: Mutex<JoinSet<()>>,
+    stop: CancellationToken,
+    states: Mutex<BTreeMap<String, TaskState>>,
+}
+
+#[derive(Debug, Clone)]
+enum TaskState {
+    /// Running since then (restarted after a failure when `restarted`).
+    Running {
+        since: Instant,
+        restarted: bool,
+    },
+    Down {
+        reason: String,
+    },
+}
+
+impl Tasks {
+    /// Runs `start(stop)` as the task `name`, again after each unexpected end (see the module's policy).
+    /// `stop` is cancelled at shutdown: the task should then finish what it has in hand and return.
+    pub fn spawn<F>(&self, name: impl Into<String>, mut start: impl FnMut(CancellationToken) -> F + Send + 'static)
+    where
+        F: Future<Output = Result<(), String>> + Send + 'static,
+    {
+        let (name, inner) = (name.into(), self.inner.clone());
+        let mut set = inner.set.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let supervised = inner.clone();
+        set.spawn(async move {
+            let inner = supervised;
+            let mut backoff = FIRST_BACKOFF;
+            let mut restarted = false;
+            loop {
+                inner.set_state(&name, TaskState::Running { since: Instant::now(), restarted });
+                metrics::gauge!("strand_task_up", "task" => name.clone()).set(1.0);
+                let started = Instant::now();
+                // Its own tokio task, so that a panic ends only this run.
+                let ended = tokio::spawn(start(inner.stop.child_token())).await;
+                if inner.stop.is_cancelled() {
+                    return;
+                }
+                let reason = match ended {
+                    Ok(Ok(())) => "it returned without being asked to stop".to_owned(),
+                    Ok(Err(error)) => error,
+                    Err(join) => format!("it panicked: {join}"),
+                };
+                backoff = if started.elapsed() >= HEALTHY_RUN { FIRST_BACKOFF } else { backoff };
+                tracing::error!(task = %name, %reason, restart_in = ?backoff, "a background task stopped; restarting it");
+                metrics::counter!("strand_task_restarts_total", "task" => name.clone()).increment(1);
+                metrics::gauge!("strand_task_up", "task" => name.clone()).set(0.0);
+                inner.set_state(&name, TaskState::Down { reason });
+                tokio::select! {
+                    () = inner.stop.cancelled() => return,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(LAST_BACKOFF);
+                restarted = true;
+            }
+        });
+    }
+
+    /// The tasks that are down (or restarted less than [`HEALTHY_RUN`] ago), with why; empty when all run.
+    pub fn down(&self) -> Vec<(String, String)> {
+        let states = self.inner.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        states
+            .iter()
+            .filter_map(|(name, state)| match state {
+                TaskState::Down { reason } => Some((name.clone(), reason.clone())),
+                TaskState::Running { since, restarted: true } if since.elapsed() < HEALTHY_RUN => {
+                    Some((name.clone(), "restarted after a failure; not yet running for a minute".to_owned()))
+                }
+                TaskState::Running { .. } => None,
+            })
+            .collect()
+    }
+
+    /// How many tasks are supervised.
+    pub fn len(&self) -> usize {
+        self.inner.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Asks every task to stop and waits for all of them (each finishes the batch in hand).
+    pub async fn shutdown(&self) {
+        self.inner.stop.cancel();
+        let mut set = std::mem::take(&mut *self.inner.set.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        while let Some(ended) = set.join_next().await {
+            if let Err(error) = ended {
+                tracing::error!(%error, "a supervised task did not stop cleanly");
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn set_state(&self, name: &str, state: TaskState) {
+        self.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.to_owned(), state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failing_task_is_down_and_restarted_and_shutdown_stops_it() {
+        let tasks = Tasks::default();
+        let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counted = runs.clone();
+        tasks.spawn("flaky", move |_stop| {
+            let run = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async move {
+                if run == 0 {
+                    return Err("injected".to_owned());
+                }
+                std::future::pending::<()>().await;
+                Ok(())
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while runs.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+            assert!(Instant::now() < deadline, "restarted within its backoff");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let down = tasks.down();
+        assert_eq!(down.len(), 1, "a restarted task counts as down until it has run a while: {down:?}");
+        tasks.shutdown().await;
+    }
+}
