@@ -50,7 +50,7 @@ enum TaskState {
 
 impl Tasks {
     /// Runs `start(stop)` as the task `name`, again after each unexpected end (see the module's policy).
-    /// `stop` is cancelled at shutdown: the task should then finish what it has in hand and return.
+    /// `stop` is cancelled at shutdown: the task must then finish what it has in hand and return.
     pub fn spawn<F>(&self, name: impl Into<String>, mut start: impl FnMut(CancellationToken) -> F + Send + 'static)
     where
         F: Future<Output = Result<(), String>> + Send + 'static,
@@ -142,13 +142,13 @@ mod tests {
         let tasks = Tasks::default();
         let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
         let counted = runs.clone();
-        tasks.spawn("flaky", move |_stop| {
+        tasks.spawn("flaky", move |stop: CancellationToken| {
             let run = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             async move {
                 if run == 0 {
                     return Err("injected".to_owned());
                 }
-                std::future::pending::<()>().await;
+                stop.cancelled().await;
                 Ok(())
             }
         });
