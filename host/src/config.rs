@@ -97,6 +97,9 @@ pub struct Config {
     pub kafka_partitions: i32,
     /// Replication factor of topics the relay creates.
     pub kafka_replication: i32,
+    /// librdkafka properties for every Kafka client (e.g. `security.protocol`, `sasl.mechanism`,
+    /// `ssl.ca.location`); a value `env:NAME` is read from the environment variable `NAME`.
+    pub kafka_options: std::collections::BTreeMap<String, String>,
 }
 
 /// How the outbox reaches the bus.
@@ -146,6 +149,7 @@ impl Default for Config {
             kafka_brokers: None,
             kafka_partitions: 3,
             kafka_replication: 1,
+            kafka_options: Default::default(),
         }
     }
 }
@@ -191,6 +195,14 @@ impl Config {
             memory_bytes: self.plugin_max_memory_bytes,
             fuel: (self.plugin_max_fuel > 0).then_some(self.plugin_max_fuel),
         }
+    }
+
+    /// The Kafka cluster every client of this process uses, if one is configured.
+    pub fn kafka(&self) -> Result<Option<crate::bus::KafkaConnection>, crate::bus::KafkaOptionsError> {
+        self.kafka_brokers
+            .as_deref()
+            .map(|brokers| crate::bus::KafkaConnection::new(brokers, &self.kafka_options))
+            .transpose()
     }
 
     /// True when the database is the embedded SQLite file rather than a server.
@@ -262,6 +274,19 @@ mod tests {
             jail.create_file("strand.toml", &documented.join("\n"))?;
             let config = Config::load(Path::new("strand.toml")).expect("every documented key loads");
             assert_eq!(config.admin_token.as_deref(), Some("change-me"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn kafka_options_are_a_table_of_librdkafka_properties() {
+        figment::Jail::expect_with(|jail| {
+            let file = "kafka_brokers = \"k:9093\"\n[kafka_options]\n\"security.protocol\" = \"SASL_SSL\"\n";
+            jail.create_file("strand.toml", file)?;
+            let config = Config::load(Path::new("strand.toml")).expect("config loads");
+            assert_eq!(config.kafka_options.get("security.protocol").map(String::as_str), Some("SASL_SSL"));
+            let connection = config.kafka().expect("resolved").expect("configured");
+            assert_eq!(connection.client_config().get("security.protocol"), Some("SASL_SSL"));
             Ok(())
         });
     }

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, Producer};
 use serde::Serialize;
 
+use crate::bus::KafkaConnection;
 use crate::cache::Cache;
 use crate::graph::Database;
 use crate::tasks::Tasks;
@@ -45,15 +45,15 @@ pub struct Check {
 }
 
 impl Readiness {
-    /// `kafka_brokers`: checked when set.
+    /// `kafka`: checked when set.
     pub fn new(
         db: Database,
         cache: Cache,
-        kafka_brokers: Option<&str>,
+        kafka: Option<&KafkaConnection>,
         tasks: Tasks,
     ) -> Result<Self, rdkafka::error::KafkaError> {
-        let kafka = match kafka_brokers {
-            Some(brokers) => Some(Arc::new(ClientConfig::new().set("bootstrap.servers", brokers).create()?)),
+        let kafka = match kafka {
+            Some(kafka) => Some(Arc::new(kafka.client_config().create()?)),
             None => None,
         };
         Ok(Self { db, cache, kafka, tasks })

@@ -7,14 +7,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::bus::EmbeddedBus;
+use crate::bus::{EmbeddedBus, KafkaConnection};
 use crate::graph::{now_ms, Database};
 
 /// How often a relay exports the outbox's backlog.
@@ -96,14 +95,14 @@ pub struct LagProbe {
     db: Database,
     prefix: String,
     /// `None`: the embedded bus in the database.
-    brokers: Option<String>,
+    kafka: Option<KafkaConnection>,
     /// One client per consumer group, kept: the admin page asks every few seconds.
     groups: Mutex<HashMap<String, Arc<BaseConsumer>>>,
 }
 
 impl LagProbe {
-    pub fn new(db: Database, prefix: String, brokers: Option<String>) -> Self {
-        Self { db, prefix, brokers, groups: Mutex::default() }
+    pub fn new(db: Database, prefix: String, kafka: Option<KafkaConnection>) -> Self {
+        Self { db, prefix, kafka, groups: Mutex::default() }
     }
 
     /// The relay's backlog and that of each of `projections` (named as their workers are).
@@ -112,11 +111,11 @@ impl LagProbe {
             sqlx::query_as("SELECT COUNT(*), MIN(created_at) FROM outbox").fetch_one(self.db.reader()).await?;
         let relay = RelayLag { outbox_rows, oldest_ms: oldest.map_or(0, |at| (now_ms() - at).max(0)) };
         let topic = format!("{}following", self.prefix);
-        let consumers = match &self.brokers {
-            Some(brokers) => {
+        let consumers = match &self.kafka {
+            Some(kafka) => {
                 let groups = projections
                     .into_iter()
-                    .map(|projection| Ok((self.group_client(brokers, &projection)?, projection)))
+                    .map(|projection| Ok((self.group_client(kafka, &projection)?, projection)))
                     .collect::<Result<Vec<_>, KafkaError>>()?;
                 tokio::task::spawn_blocking(move || kafka_lag(&topic, groups)).await??
             }
@@ -125,19 +124,14 @@ impl LagProbe {
         Ok(PipelineLag { relay, consumers })
     }
 
-    fn group_client(&self, brokers: &str, projection: &str) -> Result<Arc<BaseConsumer>, KafkaError> {
+    fn group_client(&self, kafka: &KafkaConnection, projection: &str) -> Result<Arc<BaseConsumer>, KafkaError> {
         let group = format!("{}{projection}", self.prefix);
         let mut groups = self.groups.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(client) = groups.get(&group) {
             return Ok(client.clone());
         }
-        let client: Arc<BaseConsumer> = Arc::new(
-            ClientConfig::new()
-                .set("bootstrap.servers", brokers)
-                .set("group.id", &group)
-                .set("enable.auto.commit", "false")
-                .create()?,
-        );
+        let client: Arc<BaseConsumer> =
+            Arc::new(kafka.client_config().set("group.id", &group).set("enable.auto.commit", "false").create()?);
         groups.insert(group, client.clone());
         Ok(client)
     }

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState, AuthSetupError, Authenticator};
-use crate::bus::{EmbeddedBus, KafkaBus, KafkaSettings, Publisher};
+use crate::bus::{EmbeddedBus, KafkaBus, KafkaConnection, KafkaOptionsError, KafkaSettings, Publisher};
 use crate::cache::{Cache, CacheError, RedisCache};
 use crate::config::{Config, RelayMode};
 use crate::graph::{Database, DatabaseError, DatabaseKind};
@@ -48,8 +48,10 @@ pub enum StartupError {
     Redis(#[from] redis::RedisError),
     #[error("cannot connect to the cache: {0}")]
     Cache(#[from] CacheError),
-    #[error("cannot set up the Kafka producer: {0}")]
+    #[error("cannot set up a Kafka client: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
+    #[error(transparent)]
+    KafkaOptions(#[from] KafkaOptionsError),
     #[error("cannot start a projection worker: {0}")]
     Worker(#[from] SourceError),
     #[error("cannot rebuild: {0}")]
@@ -101,7 +103,8 @@ impl Server {
         let cache = Cache::connect(config.redis_url.as_deref()).await?;
         observability::recorder();
         let tasks = Tasks::default();
-        let readiness = Readiness::new(db.clone(), cache.clone(), config.kafka_brokers.as_deref(), tasks.clone())?;
+        let kafka = config.kafka()?;
+        let readiness = Readiness::new(db.clone(), cache.clone(), kafka.as_ref(), tasks.clone())?;
         let state = AppState {
             db: db.clone(),
             auth,
@@ -111,7 +114,7 @@ impl Server {
             reads: Arc::new(CachedReads::new(cache.clone())),
             cache: cache.clone(),
             readiness: Arc::new(readiness),
-            lag: Arc::new(LagProbe::new(db.clone(), config.topic_prefix.clone(), config.kafka_brokers.clone())),
+            lag: Arc::new(LagProbe::new(db.clone(), config.topic_prefix.clone(), kafka)),
             admin_token: config.admin_token.as_deref().map(Arc::from),
             max_body_bytes: config.max_body_bytes,
             max_plugin_bytes: config.max_plugin_bytes,
@@ -243,8 +246,8 @@ pub fn relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> R
     if config.relay == RelayMode::Off {
         return Ok(None);
     }
-    let publisher = match &config.kafka_brokers {
-        Some(brokers) => Publisher::Kafka(Arc::new(kafka_bus(config, brokers)?)),
+    let publisher = match config.kafka()? {
+        Some(kafka) => Publisher::Kafka(Arc::new(kafka_bus(config, kafka)?)),
         None => Publisher::Embedded(EmbeddedBus::new(db.clone())),
     };
     let outlet = Outlet::new(plugins.clone(), publisher, config.topic_prefix.clone());
@@ -302,14 +305,15 @@ impl Projections {
         plugins: &Arc<PluginRegistry>,
         cache: Option<Cache>,
     ) -> Result<Self, StartupError> {
-        let dead_letters = match &config.kafka_brokers {
-            Some(brokers) => Publisher::Kafka(Arc::new(kafka_bus(config, brokers)?)),
+        let kafka = config.kafka()?;
+        let dead_letters = match &kafka {
+            Some(kafka) => Publisher::Kafka(Arc::new(kafka_bus(config, kafka.clone())?)),
             None => Publisher::Embedded(EmbeddedBus::new(db.clone())),
         };
         let factory = WorkerFactory {
             db: db.clone(),
             prefix: config.topic_prefix.clone(),
-            brokers: config.kafka_brokers.clone(),
+            kafka,
             worker_id: config.worker_id.clone(),
             dead_letters,
         };
@@ -341,9 +345,9 @@ impl Projections {
     }
 }
 
-fn kafka_bus(config: &Config, brokers: &str) -> Result<KafkaBus, StartupError> {
+fn kafka_bus(config: &Config, connection: KafkaConnection) -> Result<KafkaBus, StartupError> {
     Ok(KafkaBus::connect(KafkaSettings {
-        brokers: brokers.to_owned(),
+        connection,
         partitions: config.kafka_partitions,
         replication: config.kafka_replication,
     })?)

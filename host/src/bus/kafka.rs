@@ -8,13 +8,12 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use tokio::sync::Mutex;
 
-use super::Message;
+use super::{KafkaConnection, Message};
 
 /// How long a message may wait for its acknowledgement before the batch fails (and is retried whole).
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -22,7 +21,7 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Where and how topics are created.
 #[derive(Debug, Clone)]
 pub struct KafkaSettings {
-    pub brokers: String,
+    pub connection: KafkaConnection,
     pub partitions: i32,
     pub replication: i32,
 }
@@ -40,13 +39,14 @@ pub struct KafkaBus {
 impl KafkaBus {
     pub fn connect(settings: KafkaSettings) -> Result<Self, KafkaError> {
         let producer = ArcSwap::from_pointee(Self::producer(&settings)?);
-        let admin = ClientConfig::new().set("bootstrap.servers", &settings.brokers).create()?;
+        let admin = settings.connection.client_config().create()?;
         Ok(Self { producer, admin, settings, known_topics: Mutex::default() })
     }
 
     fn producer(settings: &KafkaSettings) -> Result<FutureProducer, KafkaError> {
-        ClientConfig::new()
-            .set("bootstrap.servers", &settings.brokers)
+        settings
+            .connection
+            .client_config()
             .set("enable.idempotence", "true")
             .set("acks", "all")
             .set("message.timeout.ms", DELIVERY_TIMEOUT.as_millis().to_string())

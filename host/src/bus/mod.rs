@@ -34,9 +34,11 @@ pub enum PublishError {
 
 mod embedded;
 mod kafka;
+mod kafka_client;
 
 pub use embedded::{Delivered, EmbeddedBus};
 pub use kafka::{KafkaBus, KafkaSettings};
+pub use kafka_client::{KafkaConnection, KafkaOptionsError};
 
 use serde::{Deserialize, Serialize};
 

@@ -5,13 +5,12 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::FutureExt;
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{ClientContext, Message as _, Offset, TopicPartitionList};
 
-use crate::bus::{EmbeddedBus, Message};
+use crate::bus::{EmbeddedBus, KafkaConnection, Message};
 
 /// An event read from the bus, with where it came from (what a commit moves past).
 #[derive(Debug, Clone)]
@@ -52,13 +51,17 @@ impl EventSource {
     /// a new group starts from the beginning of the topic). With an `instance` name the membership is static:
     /// a restarted process with the same name takes its partitions back at once, instead of waiting for its
     /// dead predecessor to time out and the group to rebalance.
-    pub fn kafka(brokers: &str, group: &str, topic: &str, instance: Option<&str>) -> Result<Self, SourceError> {
-        let mut config = ClientConfig::new();
+    pub fn kafka(
+        kafka: &KafkaConnection,
+        group: &str,
+        topic: &str,
+        instance: Option<&str>,
+    ) -> Result<Self, SourceError> {
+        let mut config = kafka.client_config();
         if let Some(instance) = instance {
             config.set("group.instance.id", instance);
         }
         let consumer: StreamConsumer<GroupMember> = config
-            .set("bootstrap.servers", brokers)
             .set("group.id", group)
             .set("enable.auto.commit", "false")
             .set("auto.offset.reset", "earliest")

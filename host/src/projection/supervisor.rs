@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::plugin::PluginProjection;
 use super::source::{EventSource, SourceError};
 use super::worker::{Projection, Worker};
-use crate::bus::Publisher;
+use crate::bus::{KafkaConnection, Publisher};
 use crate::cache::Cache;
 use crate::graph::Database;
 use crate::plugins::PluginRegistry;
@@ -24,8 +24,8 @@ pub struct WorkerFactory {
     pub db: Database,
     /// Topic prefix (`strand.`): events come from `{prefix}following`.
     pub prefix: String,
-    /// Kafka brokers; `None`: the embedded bus.
-    pub brokers: Option<String>,
+    /// The Kafka cluster; `None`: the embedded bus.
+    pub kafka: Option<KafkaConnection>,
     /// This process's stable name in its consumer groups (Kafka static membership), if it has one.
     pub worker_id: Option<String>,
     pub dead_letters: Publisher,
@@ -36,10 +36,10 @@ impl WorkerFactory {
     pub async fn worker(&self, projection: Projection) -> Result<Worker, SourceError> {
         let name = projection.name();
         let topic = format!("{}following", self.prefix);
-        let source = match &self.brokers {
-            Some(brokers) => {
+        let source = match &self.kafka {
+            Some(kafka) => {
                 let group = format!("{}{name}", self.prefix);
-                EventSource::kafka(brokers, &group, &topic, self.worker_id.as_deref())?
+                EventSource::kafka(kafka, &group, &topic, self.worker_id.as_deref())?
             }
             None => EventSource::embedded(crate::bus::EmbeddedBus::new(self.db.clone()), &name, &topic).await?,
         };

@@ -130,3 +130,18 @@ fn alert_rules_pass_promtool_and_name_only_exported_metrics() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_kafka_property_stops_the_start_with_its_name() {
+    let database = Backend::Sqlite.fresh_database().await.unwrap();
+    let config = strand::config::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        database_url: database.url.clone(),
+        jwt_hs256_secret: Some("a-test-secret-long-enough-for-hs256".to_owned()),
+        kafka_brokers: Some("127.0.0.1:9".to_owned()),
+        kafka_options: [("ssl.bogus".to_owned(), "1".to_owned())].into(),
+        ..Default::default()
+    };
+    let refused = strand::startup::Server::build(&config).await.err().expect("the start is refused").to_string();
+    assert!(refused.contains("ssl.bogus"), "{refused}");
+}
