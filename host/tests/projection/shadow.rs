@@ -156,7 +156,13 @@ async fn a_shadow_that_traps_is_rolled_back_by_the_host_and_its_data_dropped() {
         states(&server, &tenant, "trapped").await == [(1, "active".to_owned()), (2, "inactive".to_owned())]
     })
     .await;
-    let audit = admin.get(&format!("/admin/v1/audit?tenant={tenant}")).await;
+    // Recorded right after the abort it describes.
+    let audit_path = format!("/admin/v1/audit?tenant={tenant}");
+    wait_until("the rollback is in the audit log", Duration::from_secs(30), || async {
+        admin.get(&audit_path).await.body["entries"][0]["action"] == "automatic_rollback"
+    })
+    .await;
+    let audit = admin.get(&audit_path).await;
     let entry = &audit.body["entries"][0];
     assert_eq!(
         (entry["action"].as_str(), entry["actor"].as_str()),
