@@ -11,7 +11,6 @@
 //! `cargo bench -p strand --bench mixed_load` (`MIXED_LOAD_SECONDS` per phase, default 10;
 //! `MIXED_LOAD_CONCURRENCY`, default 64; `MIXED_LOAD_TENANTS`, default 100). Figures are printed.
 
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +18,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use strand::plugins::{PluginKind, BUNDLED};
 use strand_test_support::{
-    free_port, token, unique_server_id, Backend, Kafka, Redis, StrandProcess, ADMIN_TOKEN, TEST_SECRET,
+    free_port, token, unique_server_id, Backend, Kafka, Redis, StrandCommand, ADMIN_TOKEN, TEST_SECRET,
 };
 
 const USERS: u64 = 2000;
@@ -37,23 +36,20 @@ async fn main() {
     let kafka = Kafka::shared().expect("a broker");
     let port = free_port().expect("a port");
     let dir = tempfile::tempdir().expect("a directory");
-    let env = [
-        ("STRAND_DATABASE_URL", database.url.clone()),
-        ("STRAND_REDIS_URL", Redis::shared().expect("Redis").url()),
-        ("STRAND_KAFKA_BROKERS", kafka.brokers()),
-        ("STRAND_TOPIC_PREFIX", kafka.unique_prefix()),
-        ("STRAND_RELAY", "binlog".to_owned()),
-        ("STRAND_RELAY_SERVER_ID", unique_server_id().to_string()),
-        ("STRAND_LISTEN", format!("127.0.0.1:{port}")),
-        ("STRAND_JWT_HS256_SECRET", TEST_SECRET.to_owned()),
-        ("STRAND_ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
-        ("STRAND_DATABASE_MAX_CONNECTIONS", "32".to_owned()),
+    let command = StrandCommand::new(env!("CARGO_BIN_EXE_strand"), &database.url)
+        .set("redis_url", Redis::shared().expect("Redis").url())
+        .set("kafka_brokers", kafka.brokers())
+        .set("topic_prefix", kafka.unique_prefix())
+        .set("relay", "binlog")
+        .set("relay_server_id", unique_server_id())
+        .set("listen", format!("127.0.0.1:{port}"))
+        .set("jwt_hs256_secret", TEST_SECRET)
+        .set("admin_token", ADMIN_TOKEN)
+        .set("database_max_connections", 32)
         // Compiled afresh: what a node deploying these plugins for the first time holds.
-        ("STRAND_PLUGIN_CACHE_DIR", dir.path().join("plugin-cache").display().to_string()),
-        ("STRAND_LOG", "warn".to_owned()),
-    ];
-    let binary = Path::new(env!("CARGO_BIN_EXE_strand"));
-    let server = StrandProcess::spawn(binary, &["serve"], &env, dir.path().join("strand.log")).expect("strand starts");
+        .set("plugin_cache_dir", dir.path().join("plugin-cache").display())
+        .set("log", "warn");
+    let server = command.spawn(&["serve"], dir.path().join("strand.log")).expect("strand starts");
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::builder().pool_max_idle_per_host(256).build().expect("a client");
     let deadline = Instant::now() + Duration::from_secs(60);

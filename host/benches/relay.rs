@@ -28,7 +28,7 @@ async fn follows(db: &Database, tenant: &TenantId, first: i64, count: i64) {
 }
 
 async fn outbox(db: &Database) -> i64 {
-    sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(db.reader()).await.expect("count")
+    strand_test_support::outbox_rows(db).await.expect("count")
 }
 
 /// Polls until the outbox is empty (a benchmark measures, so it polls tightly instead of by condition).

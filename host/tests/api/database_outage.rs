@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use strand::config::RelayMode;
-use strand_test_support::{wait_until, Backend, MariaDb, TestServer};
+use strand_test_support::{outbox_rows, wait_until, Backend, MariaDb, TestServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn while_the_database_is_down_requests_get_503_and_service_resumes_without_a_restart() {
@@ -41,10 +41,7 @@ async fn while_the_database_is_down_requests_get_503_and_service_resumes_without
     assert_eq!(client.put("/v1/me/following/3").await.status, 200, "the same process writes again");
     assert_eq!(client.get("/v1/users/1/counts").await.body["followings"], 2);
     wait_until("the relay published what was committed", Duration::from_secs(60), || async {
-        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM outbox")
-            .fetch_one(server.database().reader())
-            .await
-            .is_ok_and(|n| n == 0)
+        outbox_rows(server.database()).await.is_ok_and(|n| n == 0)
     })
     .await;
 }

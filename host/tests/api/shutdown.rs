@@ -2,28 +2,23 @@
 //! and the workers finish their batch, and exits 0 — every write it acknowledged is in the database with
 //! its event (published or still in the outbox), and no request got a 5xx.
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
 use strand::graph::Database;
-use strand_test_support::{token, wait_until, StrandProcess, TEST_SECRET};
+use strand_test_support::{outbox_rows, token, wait_until, StrandCommand, TEST_SECRET};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_drains_in_flight_writes_and_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let database_url = format!("sqlite://{}?mode=rwc", dir.path().join("strand.db").display());
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let env = [
-        ("STRAND_DATABASE_URL", database_url.clone()),
-        ("STRAND_LISTEN", format!("127.0.0.1:{port}")),
-        ("STRAND_JWT_HS256_SECRET", TEST_SECRET.to_owned()),
-        ("STRAND_PLUGIN_CACHE_DIR", std::env::temp_dir().join("strand-test-plugin-cache").display().to_string()),
-    ];
-    let binary = Path::new(env!("CARGO_BIN_EXE_strand"));
-    let mut serve = StrandProcess::spawn(binary, &["serve"], &env, dir.path().join("serve.log")).unwrap();
+    let command = StrandCommand::new(env!("CARGO_BIN_EXE_strand"), &database_url)
+        .set("listen", format!("127.0.0.1:{port}"))
+        .set("jwt_hs256_secret", TEST_SECRET);
+    let mut serve = command.spawn(&["serve"], dir.path().join("serve.log")).unwrap();
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     wait_until("the server answers", Duration::from_secs(60), || async {
@@ -89,7 +84,7 @@ async fn sigterm_drains_in_flight_writes_and_loses_nothing_acknowledged() {
     // Every change has its event: published to the bus, or still in the outbox for the next start.
     let changes: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM following").fetch_one(db_for_wait.reader()).await.unwrap();
-    let pending: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(db_for_wait.reader()).await.unwrap();
+    let pending = outbox_rows(&db_for_wait).await.unwrap();
     let published: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bus_log WHERE topic = 'strand.following'")
         .fetch_one(db_for_wait.reader())
         .await

@@ -5,19 +5,20 @@
 mod faults;
 mod scale_out;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use strand::cache::{Cache, RedisCache};
 use strand::graph::Database;
 use strand::projection::{reconcile, Report};
 use strand_test_support::{
-    free_port, unique_server_id, Backend, Kafka, Redis, StrandProcess, TestDatabase, ADMIN_TOKEN, TEST_SECRET,
+    free_port, outbox_rows, unique_server_id, Backend, Kafka, Redis, StrandCommand, StrandProcess, TestDatabase,
+    ADMIN_TOKEN, TEST_SECRET,
 };
 
 /// The settings every process of one deployment shares, and where their logs go.
 pub struct Deployment {
-    env: Vec<(&'static str, String)>,
+    command: StrandCommand,
     dir: tempfile::TempDir,
     database: TestDatabase,
     redis_url: String,
@@ -28,47 +29,41 @@ impl Deployment {
         let database = Backend::MariaDb.fresh_database().await.unwrap();
         let redis_url = Redis::shared().unwrap().url();
         let kafka = Kafka::shared().unwrap();
-        let env = vec![
-            ("STRAND_DATABASE_URL", database.url.clone()),
-            ("STRAND_REDIS_URL", redis_url.clone()),
-            ("STRAND_KAFKA_BROKERS", kafka.brokers()),
-            ("STRAND_TOPIC_PREFIX", kafka.unique_prefix()),
-            ("STRAND_RELAY_SERVER_ID", unique_server_id().to_string()),
-            ("STRAND_JWT_HS256_SECRET", TEST_SECRET.to_owned()),
-            ("STRAND_ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
-            ("STRAND_REFRESH_MS", "200".to_owned()),
-            ("STRAND_PLUGIN_CACHE_DIR", std::env::temp_dir().join("strand-test-plugin-cache").display().to_string()),
-        ];
-        Self { env, dir: tempfile::tempdir().unwrap(), database, redis_url }
+        let command = StrandCommand::new(env!("CARGO_BIN_EXE_strand"), &database.url)
+            .set("redis_url", &redis_url)
+            .set("kafka_brokers", kafka.brokers())
+            .set("topic_prefix", kafka.unique_prefix())
+            .set("relay_server_id", unique_server_id())
+            .set("jwt_hs256_secret", TEST_SECRET)
+            .set("admin_token", ADMIN_TOKEN)
+            .set("refresh_ms", 200);
+        Self { command, dir: tempfile::tempdir().unwrap(), database, redis_url }
     }
 
     /// An API node on `port` (no relay, no workers: they run as processes of their own).
     pub fn api(&self, name: &str, port: u16) -> StrandProcess {
-        let own = [
-            ("STRAND_LISTEN", format!("127.0.0.1:{port}")),
-            ("STRAND_RELAY", "off".to_owned()),
-            ("STRAND_WORKERS", "false".to_owned()),
-        ];
-        self.start(name, &["serve"], &own)
+        let node = self.command.clone().set("listen", format!("127.0.0.1:{port}")).set("relay", "off");
+        self.start(name, &["serve"], node.set("workers", false))
     }
 
     /// A binlog relay, with `/metrics` on `port`.
     pub fn relay(&self, name: &str, port: u16) -> StrandProcess {
-        self.start(name, &["relay", "--mode", "binlog"], &[("STRAND_OPERATIONS_LISTEN", format!("127.0.0.1:{port}"))])
+        let relay = self.command.clone().set("operations_listen", format!("127.0.0.1:{port}"));
+        self.start(name, &["relay", "--mode", "binlog"], relay)
     }
 
     /// The projection workers, with `/metrics` on `port`; with a `worker_id`, a static member of its
     /// consumer groups, which a restarted worker of the same id reclaims at once.
     pub fn worker(&self, name: &str, port: u16, worker_id: Option<&str>) -> StrandProcess {
-        let mut own = vec![("STRAND_OPERATIONS_LISTEN", format!("127.0.0.1:{port}"))];
-        own.extend(worker_id.map(|id| ("STRAND_WORKER_ID", id.to_owned())));
-        self.start(name, &["worker"], &own)
+        let mut worker = self.command.clone().set("operations_listen", format!("127.0.0.1:{port}"));
+        if let Some(id) = worker_id {
+            worker = worker.set("worker_id", id);
+        }
+        self.start(name, &["worker"], worker)
     }
 
-    fn start(&self, name: &str, args: &[&str], own: &[(&'static str, String)]) -> StrandProcess {
-        let env: Vec<(&str, String)> = self.env.iter().chain(own).cloned().collect();
-        let binary = Path::new(env!("CARGO_BIN_EXE_strand"));
-        StrandProcess::spawn(binary, args, &env, self.log(name)).expect("strand starts")
+    fn start(&self, name: &str, args: &[&str], command: StrandCommand) -> StrandProcess {
+        command.spawn(args, self.log(name)).expect("strand starts")
     }
 
     fn log(&self, name: &str) -> PathBuf {
@@ -90,12 +85,9 @@ impl Deployment {
     pub async fn settled(&self, limit: Duration) -> Result<Report, String> {
         let cache = Cache::Redis(RedisCache::connect(&self.redis_url).await.unwrap());
         let db = Database::open(&self.database.url, 4).await.unwrap();
-        let outbox = || async {
-            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM outbox").fetch_one(db.reader()).await.unwrap()
-        };
         let settled = tokio::time::timeout(limit, async {
             loop {
-                if outbox().await == 0 {
+                if outbox_rows(&db).await.unwrap() == 0 {
                     if let Ok(report) = reconcile(&db, Some(&cache), 1000).await {
                         if report.is_clean() {
                             return report;
@@ -107,9 +99,11 @@ impl Deployment {
         });
         match settled.await {
             Ok(report) => Ok(report),
-            Err(_) => {
-                Err(format!("{} outbox rows; {}", outbox().await, reconcile(&db, Some(&cache), 1000).await.unwrap()))
-            }
+            Err(_) => Err(format!(
+                "{} outbox rows; {}",
+                outbox_rows(&db).await.unwrap(),
+                reconcile(&db, Some(&cache), 1000).await.unwrap()
+            )),
         }
     }
 }

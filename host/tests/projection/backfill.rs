@@ -13,7 +13,7 @@ use strand::config::RelayMode;
 use strand::graph::Database;
 use strand::plugins::{PluginRegistry, PluginRuntime, BUNDLED};
 use strand::projection::{build, EventSource, PluginProjection, Projection, Rebuild, Worker};
-use strand_test_support::{test_plugin, wait_until, Backend, Redis, TestServer};
+use strand_test_support::{outbox_rows, test_plugin, wait_until, Backend, Redis, TestServer};
 use tokio::sync::oneshot;
 
 use super::{pipeline, redis_cache, storm};
@@ -59,8 +59,8 @@ async fn a_new_counter_projection_is_built_to_the_exact_truth_under_write_load()
     .await;
     let db = server.database().clone();
     storm(&server, &tenant, 0).await;
-    let outbox = || async { sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM outbox").fetch_one(db.reader()).await };
-    wait_until("the history is on the bus", Duration::from_secs(30), || async { outbox().await.unwrap() == 0 }).await;
+    wait_until("the history is on the bus", Duration::from_secs(30), || async { outbox_rows(&db).await.unwrap() == 0 })
+        .await;
     // Retention: the bus no longer has the oldest half of the history.
     sqlx::query("DELETE FROM bus_log WHERE topic = 'strand.following' AND seq <= (SELECT MAX(seq) / 2 FROM bus_log)")
         .execute(db.writer())

@@ -8,18 +8,13 @@ use std::time::Duration;
 use futures::future::join_all;
 use strand::config::RelayMode;
 use strand::projection::reconcile;
-use strand_test_support::{wait_until, Backend, Redis, StrandProcess, TestServer};
+use strand_test_support::{wait_until, Backend, Redis, StrandCommand, StrandProcess, TestServer};
 
 use super::redis_cache;
 
 fn worker_process(database_url: &str, redis_url: &str, log: &Path) -> StrandProcess {
-    let env = [
-        ("STRAND_DATABASE_URL", database_url.to_owned()),
-        ("STRAND_REDIS_URL", redis_url.to_owned()),
-        ("STRAND_PLUGIN_CACHE_DIR", std::env::temp_dir().join("strand-test-plugin-cache").display().to_string()),
-    ];
-    let binary = Path::new(env!("CARGO_BIN_EXE_strand"));
-    StrandProcess::spawn(binary, &["worker"], &env, log.to_owned()).expect("strand worker starts")
+    let command = StrandCommand::new(env!("CARGO_BIN_EXE_strand"), database_url).set("redis_url", redis_url);
+    command.spawn(&["worker"], log.to_owned()).expect("strand worker starts")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -11,13 +11,12 @@ mod reconcile;
 mod shadow;
 mod worker;
 
-use std::path::Path;
 use std::time::Duration;
 
 use futures::future::join_all;
 use strand::cache::{Cache, RedisCache};
 use strand::config::RelayMode;
-use strand_test_support::{wait_until, Backend, StrandProcess, TestServer, ADMIN_TOKEN};
+use strand_test_support::{wait_until, Backend, StrandCommand, TestServer, ADMIN_TOKEN};
 
 /// Users 1..=6 of `tenant` following and unfollowing each other concurrently over HTTP.
 pub async fn storm(server: &TestServer, tenant: &str, round: i64) {
@@ -42,14 +41,10 @@ pub async fn storm(server: &TestServer, tenant: &str, round: i64) {
 /// Runs `strand <args>` against the server's database and Redis (with the test admin token) until it exits; its exit code and output.
 pub async fn strand_command(args: &[&str], database_url: &str, redis_url: &str) -> (i32, String) {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let env = [
-        ("STRAND_DATABASE_URL", database_url.to_owned()),
-        ("STRAND_REDIS_URL", redis_url.to_owned()),
-        ("STRAND_PLUGIN_CACHE_DIR", std::env::temp_dir().join("strand-test-plugin-cache").display().to_string()),
-        ("STRAND_ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
-    ];
-    let binary = Path::new(env!("CARGO_BIN_EXE_strand"));
-    let mut process = StrandProcess::spawn(binary, args, &env, log.path().to_owned()).unwrap();
+    let command = StrandCommand::new(env!("CARGO_BIN_EXE_strand"), database_url)
+        .set("redis_url", redis_url)
+        .set("admin_token", ADMIN_TOKEN);
+    let mut process = command.spawn(args, log.path().to_owned()).unwrap();
     let mut status = None;
     wait_until("the command exits", Duration::from_secs(60), || {
         status = process.exited();

@@ -17,7 +17,8 @@ use strand::startup;
 use strand_test_support::{unique_server_id, wait_until, Backend, MariaDb, TestServer};
 use tokio::sync::oneshot;
 
-use super::{bus, concurrent_writers, outbox_insert, outbox_rows};
+use super::{bus, concurrent_writers, outbox_insert};
+use strand_test_support::outbox_rows;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_committed_row_is_published_once_in_commit_order() {
@@ -48,7 +49,7 @@ async fn every_committed_row_is_published_once_in_commit_order() {
     })
     .await;
     wait_until("published rows leave the outbox", Duration::from_secs(30), || async {
-        outbox_rows(server.database()).await == 0
+        outbox_rows(server.database()).await.unwrap() == 0
     })
     .await;
 

@@ -13,27 +13,23 @@ use strand::bus::EmbeddedBus;
 use strand::config::RelayMode;
 use strand::graph::{self, Database, TenantId, UserId};
 use strand_test_support::{
-    free_port, unique_server_id, wait_until, Backend, Kafka, Received, StrandProcess, TestServer,
+    free_port, unique_server_id, wait_until, Backend, Kafka, Received, StrandCommand, StrandProcess, TestServer,
 };
 
-use super::outbox_rows;
+use strand_test_support::outbox_rows;
 
 /// Most rows one relay batch publishes (`BATCH` in the binlog relay): what one kill can make repeat.
 const MOST_IN_FLIGHT: usize = 512;
 
 /// `strand relay --mode binlog` on `url`, publishing to `brokers` (or the embedded bus) under `prefix`.
 fn relay_process(url: &str, brokers: Option<&str>, prefix: &str, log: &Path) -> StrandProcess {
-    let mut env = vec![
-        ("STRAND_DATABASE_URL", url.to_owned()),
-        ("STRAND_RELAY_SERVER_ID", unique_server_id().to_string()),
-        ("STRAND_TOPIC_PREFIX", prefix.to_owned()),
-        ("STRAND_PLUGIN_CACHE_DIR", std::env::temp_dir().join("strand-test-plugin-cache").display().to_string()),
-    ];
+    let mut command = StrandCommand::new(env!("CARGO_BIN_EXE_strand"), url)
+        .set("relay_server_id", unique_server_id())
+        .set("topic_prefix", prefix);
     if let Some(brokers) = brokers {
-        env.push(("STRAND_KAFKA_BROKERS", brokers.to_owned()));
+        command = command.set("kafka_brokers", brokers);
     }
-    let binary = Path::new(env!("CARGO_BIN_EXE_strand"));
-    StrandProcess::spawn(binary, &["relay", "--mode", "binlog"], &env, log.to_owned()).expect("strand relay starts")
+    command.spawn(&["relay", "--mode", "binlog"], log.to_owned()).expect("strand relay starts")
 }
 
 /// A small deterministic generator, seeded per run and printed, so a failing run can be replayed.
@@ -134,8 +130,10 @@ async fn a_relay_killed_at_random_points_loses_nothing() {
     }
     let committed: HashSet<String> = writes.await.unwrap().into_iter().collect();
     let relay = relay_process(&database.url, Some(&kafka.brokers()), &prefix, &log);
-    wait_until("the last relay publishes the rest", Duration::from_secs(90), || async { outbox_rows(&db).await == 0 })
-        .await;
+    wait_until("the last relay publishes the rest", Duration::from_secs(90), || async {
+        outbox_rows(&db).await.unwrap() == 0
+    })
+    .await;
 
     let received = read_all(kafka, format!("{prefix}following"), &committed).await;
     let repeats = check_delivery(&received, &committed);
@@ -160,7 +158,7 @@ async fn follows_continue_while_the_broker_is_down_and_the_relay_catches_up() {
         client.follow(target).await;
     }
     wait_until("published while the broker is up", Duration::from_secs(60), || async {
-        outbox_rows(server.database()).await == 0
+        outbox_rows(server.database()).await.unwrap() == 0
     })
     .await;
 
@@ -168,10 +166,10 @@ async fn follows_continue_while_the_broker_is_down_and_the_relay_catches_up() {
     for target in 5..=9 {
         assert_eq!(client.follow(target).await["changed"], true, "follows succeed with the broker down");
     }
-    assert!(outbox_rows(server.database()).await > 0, "the relay waits for the broker, keeping the rows");
+    assert!(outbox_rows(server.database()).await.unwrap() > 0, "the relay waits for the broker, keeping the rows");
     let broker: &'static Kafka = Box::leak(Box::new(Kafka::persistent(store.path(), port).unwrap()));
     wait_until("the relay catches up once the broker is back", Duration::from_secs(120), || async {
-        outbox_rows(server.database()).await == 0
+        outbox_rows(server.database()).await.unwrap() == 0
     })
     .await;
 
@@ -193,13 +191,14 @@ async fn of_two_relays_one_publishes_and_the_other_takes_over_when_it_is_killed(
     wait_until("the first relay leads", Duration::from_secs(30), || async { active(&first) }).await;
     let second = relay_process(&database.url, None, "strand.", &log("second.log"));
     let before: HashSet<String> = storm(&db, 4, 30, Duration::from_millis(1)).await.into_iter().collect();
-    wait_until("the leader publishes", Duration::from_secs(60), || async { outbox_rows(&db).await == 0 }).await;
+    wait_until("the leader publishes", Duration::from_secs(60), || async { outbox_rows(&db).await.unwrap() == 0 })
+        .await;
     assert!(!active(&second), "the second relay stands by while the first leads");
 
     first.kill();
     let after: HashSet<String> = storm(&db, 4, 30, Duration::from_millis(1)).await.into_iter().collect();
     wait_until("the standby takes over and publishes", Duration::from_secs(60), || async {
-        outbox_rows(&db).await == 0
+        outbox_rows(&db).await.unwrap() == 0
     })
     .await;
     assert!(active(&second), "the second relay leads now");

@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use serde_json::Value;
 use strand::config::RelayMode;
-use strand_test_support::{on_every_backend, wait_until, Backend, Kafka, TestServer};
+use strand_test_support::{on_every_backend, outbox_rows, wait_until, Backend, Kafka, TestServer};
 
 on_every_backend!(follows_reach_kafka_keyed_and_in_order_per_key);
 
@@ -40,11 +40,10 @@ async fn relayed_to_kafka(backend: Backend, mode: RelayMode) {
         }
     });
     join_all(writers).await;
-    let outbox = || async {
-        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM outbox").fetch_one(server.database().reader()).await.unwrap()
-    };
-    wait_until("the relay published and deleted every row", Duration::from_secs(60), || async { outbox().await == 0 })
-        .await;
+    wait_until("the relay published and deleted every row", Duration::from_secs(60), || async {
+        outbox_rows(server.database()).await.unwrap() == 0
+    })
+    .await;
 
     let topic = format!("{prefix}following");
     let received =

@@ -18,11 +18,6 @@ async fn bus(db: &Database, topic: &str) -> Vec<Delivered> {
     EmbeddedBus::new(db.clone()).read(topic, 0, 100_000).await.expect("reading the bus")
 }
 
-/// Rows still in the outbox: 0 once the relay has published (and removed) everything.
-async fn outbox_rows(db: &Database) -> i64 {
-    sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(db.reader()).await.unwrap()
-}
-
 /// 8 users following and unfollowing concurrently over HTTP; returns how many calls changed something
 /// (each committed one outbox row).
 async fn concurrent_writers(server: &TestServer) -> usize {

@@ -11,7 +11,7 @@ mod watched;
 
 pub use kafka::{Kafka, Received};
 pub use mariadb::MariaDb;
-pub use process::StrandProcess;
+pub use process::{plugin_cache_dir, StrandCommand, StrandProcess};
 pub use redis::Redis;
 pub use server::{token, unique_server_id, ApiClient, Reply, TestServer, ADMIN_TOKEN, TEST_SECRET};
 pub use test_plugins::test_plugin;
@@ -92,4 +92,9 @@ macro_rules! on_every_backend {
             }
         }
     )*};
+}
+
+/// Rows still in the outbox: 0 once the relay has published (and deleted) everything.
+pub async fn outbox_rows(db: &strand::graph::Database) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(db.reader()).await
 }

@@ -4,6 +4,42 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+/// Where every test's plugins are compiled once per machine (in-process servers and child processes alike).
+pub fn plugin_cache_dir() -> PathBuf {
+    std::env::temp_dir().join("strand-test-plugin-cache")
+}
+
+/// A `strand` command being configured: on `database_url`, with the shared plugin cache, plus the test's
+/// own settings (`set("redis_url", …)` becomes `STRAND_REDIS_URL`).
+#[derive(Debug, Clone)]
+pub struct StrandCommand {
+    binary: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl StrandCommand {
+    /// `binary` is the test crate's `env!("CARGO_BIN_EXE_strand")`.
+    pub fn new(binary: &str, database_url: &str) -> Self {
+        let env = vec![
+            ("STRAND_DATABASE_URL".to_owned(), database_url.to_owned()),
+            ("STRAND_PLUGIN_CACHE_DIR".to_owned(), plugin_cache_dir().display().to_string()),
+        ];
+        Self { binary: PathBuf::from(binary), env }
+    }
+
+    /// Sets the configuration key `key` (as in `config.toml`) through its `STRAND_` variable.
+    pub fn set(mut self, key: &str, value: impl ToString) -> Self {
+        self.env.push((format!("STRAND_{}", key.to_ascii_uppercase()), value.to_string()));
+        self
+    }
+
+    /// Runs `strand args…`, its output going to `log`.
+    pub fn spawn(&self, args: &[&str], log: PathBuf) -> anyhow::Result<StrandProcess> {
+        let env: Vec<(&str, String)> = self.env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        StrandProcess::spawn(&self.binary, args, &env, log)
+    }
+}
+
 /// A running `strand` process; killed when dropped.
 pub struct StrandProcess {
     child: Child,
@@ -16,8 +52,9 @@ impl StrandProcess {
         let output = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
         let child = Command::new(binary)
             .args(args)
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            // A default the test's own `STRAND_LOG` overrides.
             .env("STRAND_LOG", "info")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(output.try_clone()?)

@@ -52,7 +52,7 @@ impl TestServer {
             jwt_hs256_secret: Some(TEST_SECRET.to_owned()),
             admin_token: Some(ADMIN_TOKEN.to_owned()),
             // Shared by every test server: each component is compiled once per machine, not per test.
-            plugin_cache_dir: Some(std::env::temp_dir().join("strand-test-plugin-cache")),
+            plugin_cache_dir: Some(crate::plugin_cache_dir()),
             // The outbox is part of what the write-path tests check: only relay tests turn the relay on.
             relay: RelayMode::Off,
             workers: false,
