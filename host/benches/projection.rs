@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use strand::cache::{Cache, RedisCache, Space};
 use strand::config::RelayMode;
-use strand::graph::{self, Database, OutboxEvent, TenantId, UserId};
+use strand::graph::{self, Database, EventType, OutboxEvent, TenantId, UserId};
 use strand::plugins::{PluginKind, PluginRegistry, PluginRuntime, PluginSlot, Staged, BUNDLED};
 use strand::projection::{spaces, PluginProjection};
 use strand_test_support::{Backend, Redis, TestServer};
@@ -30,7 +30,7 @@ fn events(tenant: &str) -> Vec<OutboxEvent> {
             let (from, to) = (1 + i % 1000, 1001 + i / 1000);
             OutboxEvent {
                 event_id: format!("{tenant}:{from}:{to}:1"),
-                event_type: "follow".into(),
+                event_type: EventType::Follow,
                 tenant: tenant.into(),
                 from,
                 to,

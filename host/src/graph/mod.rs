@@ -2,13 +2,16 @@
 //! reads served straight from it. Everything else in Strand is derived from what this module commits.
 
 mod database;
+mod event_id;
 mod read;
 mod write;
 
 pub use database::{Database, DatabaseError, DatabaseKind};
+pub use event_id::EventId;
 pub use read::{counts, list, relationships, Counts, Direction, ListedUser, Page, PageRequest, Position, Relationship};
 pub use write::{
-    is_lock_conflict, now_ms, rfc3339_millis, set_following, FollowChange, OutboxEvent, WriteError, AGGREGATE_TYPE,
+    is_lock_conflict, now_ms, rfc3339_millis, set_following, EventType, FollowChange, OutboxEvent, WriteError,
+    AGGREGATE_TYPE,
 };
 
 use std::fmt;

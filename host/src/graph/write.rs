@@ -12,7 +12,7 @@ use chrono::{DateTime, SecondsFormat};
 use serde::Serialize;
 use sqlx::{Any, Row, Transaction};
 
-use super::{Database, DatabaseKind, TenantId, UserId};
+use super::{Database, DatabaseKind, EventId, TenantId, UserId};
 
 /// The aggregate type of follow events; the relay's default topic is derived from it (`strand.following`).
 pub const AGGREGATE_TYPE: &str = "following";
@@ -31,14 +31,31 @@ pub struct FollowChange {
     pub version: i64,
 }
 
+/// What a change did to its pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventType {
+    Follow,
+    Unfollow,
+}
+
+impl EventType {
+    /// As the outbox's `event_type` column and the bus's `event-type` header spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Follow => "follow",
+            EventType::Unfollow => "unfollow",
+        }
+    }
+}
+
 /// The event written to the outbox on every real change; consumers dedupe and order by it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct OutboxEvent {
-    /// `tenant:from:to:version`: a pair's version only grows, so this names one change forever.
+    /// [`EventId`]: `tenant:from:to:version`, one change forever.
     pub event_id: String,
-    /// `follow` or `unfollow`.
     #[serde(rename = "type")]
-    pub event_type: String,
+    pub event_type: EventType,
     pub tenant: String,
     pub from: i64,
     pub to: i64,
@@ -153,8 +170,8 @@ async fn try_set_following(
     .execute(&mut *tx)
     .await?;
     let event = OutboxEvent {
-        event_id: format!("{tenant}:{from}:{to}:{version}"),
-        event_type: if follow { "follow" } else { "unfollow" }.to_owned(),
+        event_id: EventId { tenant: tenant.as_str(), from: from.get(), to: to.get(), version }.to_string(),
+        event_type: if follow { EventType::Follow } else { EventType::Unfollow },
         tenant: tenant.to_string(),
         from: from.get(),
         to: to.get(),
@@ -175,7 +192,7 @@ async fn insert_outbox(tx: &mut Transaction<'static, Any>, event: &OutboxEvent, 
     .bind(&event.tenant)
     .bind(AGGREGATE_TYPE)
     .bind(format!("{}:{}", event.from, event.to))
-    .bind(&event.event_type)
+    .bind(event.event_type.as_str())
     // One user's actions share a key, so the bus keeps them in order.
     .bind(format!("{}:{}", event.tenant, event.from))
     .bind(payload)

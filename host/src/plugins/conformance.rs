@@ -4,6 +4,7 @@
 
 use super::bindings::{Action, OutboxEvent, RelationEvent, WriteRequest};
 use super::runtime::{CallCost, PluginError, PluginLimits, PluginRuntime, PreparedPlugin};
+use crate::graph::EventId;
 
 /// Write requests covering both actions and several users.
 pub fn sample_requests() -> Vec<WriteRequest> {
@@ -22,7 +23,7 @@ pub fn sample_requests() -> Vec<WriteRequest> {
 pub fn sample_events() -> Vec<RelationEvent> {
     (1..=8)
         .map(|i| RelationEvent {
-            event_id: format!("conformance:{i}:{}:{i}", i + 100),
+            event_id: EventId { tenant: "conformance", from: i, to: i + 100, version: i }.to_string(),
             tenant: "conformance".into(),
             action: if i % 2 == 0 { Action::Unfollow } else { Action::Follow },
             follower: i,

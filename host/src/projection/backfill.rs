@@ -12,7 +12,7 @@ use sqlx::Row;
 use std::sync::Arc;
 
 use super::plugin::{PluginProjection, PluginProjectionError};
-use crate::graph::TenantId;
+use crate::graph::{EventId, TenantId};
 use crate::plugins::{Action, ActivePlugin, RelationEvent};
 
 /// Pairs per page.
@@ -54,7 +54,7 @@ pub async fn backfill<F: Future<Output = ()>>(
                     (row.try_get(0)?, row.try_get(1)?, row.try_get(3)?);
                 let active = row.try_get::<i64, _>(2)? == 1;
                 Ok(RelationEvent {
-                    event_id: format!("{tenant}:{follower}:{followee}:{version}"),
+                    event_id: EventId { tenant: tenant.as_str(), from: follower, to: followee, version }.to_string(),
                     tenant: tenant.to_string(),
                     action: if active { Action::Follow } else { Action::Unfollow },
                     follower,

@@ -3,7 +3,7 @@
 
 use chrono::DateTime;
 
-use crate::graph::OutboxEvent;
+use crate::graph::{EventId, EventType, OutboxEvent};
 use crate::plugins::{Action, RelationEvent};
 
 /// Why an event cannot be projected (a poison event: retrying will not help).
@@ -17,11 +17,14 @@ pub struct Unprojectable {
 /// The projector's view of `event`.
 pub fn relation_event(event: &OutboxEvent) -> Result<RelationEvent, Unprojectable> {
     let poison = |detail: String| Unprojectable { event_id: event.event_id.clone(), detail };
-    let action = match event.event_type.as_str() {
-        "follow" => Action::Follow,
-        "unfollow" => Action::Unfollow,
-        other => return Err(poison(format!("unknown event type {other:?}"))),
+    let action = match event.event_type {
+        EventType::Follow => Action::Follow,
+        EventType::Unfollow => Action::Unfollow,
     };
+    let named = EventId { tenant: &event.tenant, from: event.from, to: event.to, version: event.version };
+    if EventId::parse(&event.event_id) != Some(named) {
+        return Err(poison(format!("its id does not name its own change ({named})")));
+    }
     let occurred_at_ms = DateTime::parse_from_rfc3339(&event.occurred_at)
         .map_err(|e| poison(format!("occurred_at {:?}: {e}", event.occurred_at)))?
         .timestamp_millis();
@@ -34,4 +37,25 @@ pub fn relation_event(event: &OutboxEvent) -> Result<RelationEvent, Unprojectabl
         version: event.version,
         occurred_at_ms,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_whose_id_names_another_change_is_poison() {
+        let event = OutboxEvent {
+            event_id: "acme:1:2:3".into(),
+            event_type: EventType::Follow,
+            tenant: "acme".into(),
+            from: 1,
+            to: 2,
+            version: 3,
+            occurred_at: "2026-12-01T00:00:00.000Z".into(),
+        };
+        assert_eq!(relation_event(&event).unwrap().event_id, "acme:1:2:3");
+        let replayed_as_another = OutboxEvent { version: 4, ..event };
+        assert!(relation_event(&replayed_as_another).unwrap_err().detail.contains("acme:1:2:4"));
+    }
 }
