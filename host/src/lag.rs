@@ -13,7 +13,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::bus::{EmbeddedBus, KafkaConnection};
+use crate::bus::{EmbeddedBus, KafkaConnection, Topology};
 use crate::graph::{now_ms, Database};
 
 /// How often a relay exports the outbox's backlog.
@@ -93,7 +93,7 @@ pub enum LagError {
 /// Where the projections read from, as the workers are configured.
 pub struct LagProbe {
     db: Database,
-    prefix: String,
+    topology: Topology,
     /// `None`: the embedded bus in the database.
     kafka: Option<KafkaConnection>,
     /// One client per consumer group, kept: the admin page asks every few seconds.
@@ -101,8 +101,8 @@ pub struct LagProbe {
 }
 
 impl LagProbe {
-    pub fn new(db: Database, prefix: String, kafka: Option<KafkaConnection>) -> Self {
-        Self { db, prefix, kafka, groups: Mutex::default() }
+    pub fn new(db: Database, topology: Topology, kafka: Option<KafkaConnection>) -> Self {
+        Self { db, topology, kafka, groups: Mutex::default() }
     }
 
     /// The relay's backlog and that of each of `projections` (named as their workers are).
@@ -110,7 +110,7 @@ impl LagProbe {
         let (outbox_rows, oldest): (i64, Option<i64>) =
             sqlx::query_as("SELECT COUNT(*), MIN(created_at) FROM outbox").fetch_one(self.db.reader()).await?;
         let relay = RelayLag { outbox_rows, oldest_ms: oldest.map_or(0, |at| (now_ms() - at).max(0)) };
-        let topic = format!("{}following", self.prefix);
+        let topic = self.topology.events_topic();
         let consumers = match &self.kafka {
             Some(kafka) => {
                 let groups = projections
@@ -125,7 +125,7 @@ impl LagProbe {
     }
 
     fn group_client(&self, kafka: &KafkaConnection, projection: &str) -> Result<Arc<BaseConsumer>, KafkaError> {
-        let group = format!("{}{projection}", self.prefix);
+        let group = self.topology.consumer_group(projection);
         let mut groups = self.groups.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(client) = groups.get(&group) {
             return Ok(client.clone());

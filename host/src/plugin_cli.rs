@@ -10,6 +10,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use strand::bus::Topology;
 use strand::config::Config;
 use strand::plugins::{
     sample_events, sample_outbox_events, sample_requests, CallCost, PluginKind, PluginRuntime, PreparedPlugin,
@@ -191,7 +192,7 @@ async fn follow_build(config: &Config, admin: &AdminArgs, slot: &SlotArgs, versi
     }
     let version = version.context("the admin API did not say which version it deployed")?;
     let url = format!("{}/admin/v1/projections", server_url(config, admin));
-    let projection = format!("projector.{}", slot.name);
+    let projection = Topology::projector_projection(&slot.name);
     let asked = Instant::now();
     loop {
         let progress = admin_call(config, reqwest::Client::new().get(&url)).await?;

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState, AuthSetupError, Authenticator};
-use crate::bus::{EmbeddedBus, KafkaBus, KafkaConnection, KafkaOptionsError, KafkaSettings, Publisher};
+use crate::bus::{EmbeddedBus, KafkaBus, KafkaConnection, KafkaOptionsError, KafkaSettings, Publisher, Topology};
 use crate::cache::{Cache, CacheError, RedisCache};
 use crate::config::{Config, RelayMode};
 use crate::graph::{Database, DatabaseError, DatabaseKind};
@@ -114,7 +114,7 @@ impl Server {
             reads: Arc::new(CachedReads::new(cache.clone())),
             cache: cache.clone(),
             readiness: Arc::new(readiness),
-            lag: Arc::new(LagProbe::new(db.clone(), config.topic_prefix.clone(), kafka)),
+            lag: Arc::new(LagProbe::new(db.clone(), Topology::new(&config.topic_prefix), kafka)),
             admin_token: config.admin_token.as_deref().map(Arc::from),
             max_body_bytes: config.max_body_bytes,
             max_plugin_bytes: config.max_plugin_bytes,
@@ -312,7 +312,7 @@ impl Projections {
         };
         let factory = WorkerFactory {
             db: db.clone(),
-            prefix: config.topic_prefix.clone(),
+            topology: Topology::new(&config.topic_prefix),
             kafka,
             worker_id: config.worker_id.clone(),
             dead_letters,

@@ -17,6 +17,7 @@ use super::params::{ApiJson as Json, ApiPath as Path, ApiQuery as Query};
 use super::problem::{ApiError, Problem};
 use super::AppState;
 use crate::audit::{self, AuditAction, AuditOutcome, AuditPage, AuditQuery, AuditRecord};
+use crate::bus::Topology;
 use crate::cache::Space;
 use crate::graph::TenantId;
 use crate::lag::{LagError, PipelineLag};
@@ -26,7 +27,6 @@ use crate::plugins::{
 };
 use crate::projection::progress::{self, BackfillProgress};
 use crate::projection::spaces::{self, SpaceDiff};
-use crate::projection::Projection;
 use crate::tenant_jwt::{JwtKeyInfo, JwtKeySpec, TenantJwtError};
 use crate::tenant_keys::{self, IssuedKey, TenantKey, TenantKeyError};
 use crate::tenants::TenantConfig;
@@ -527,7 +527,7 @@ pub async fn lag(State(state): State<AppState>, operator: Operator) -> Result<ax
         // A tenant's team sees the projections its events go through.
         Some(own) => state.plugins.projectors(own).iter().map(|p| p.name.clone()).collect(),
     };
-    projections.extend(projectors.iter().map(|name| Projection::projector_name(name)));
+    projections.extend(projectors.iter().map(|name| Topology::projector_projection(name)));
     Ok(axum::Json(state.lag.measure(projections).await?))
 }
 

@@ -35,10 +35,12 @@ pub enum PublishError {
 mod embedded;
 mod kafka;
 mod kafka_client;
+mod topology;
 
 pub use embedded::{Delivered, EmbeddedBus};
 pub use kafka::{KafkaBus, KafkaSettings};
 pub use kafka_client::{KafkaConnection, KafkaOptionsError};
+pub use topology::Topology;
 
 use serde::{Deserialize, Serialize};
 

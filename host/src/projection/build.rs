@@ -14,6 +14,7 @@ use std::time::Duration;
 use super::backfill::backfill;
 use super::plugin::{PluginProjection, PluginProjectionError};
 use super::progress;
+use crate::bus::Topology;
 use crate::graph::{Database, TenantId};
 use crate::plugins::ActivePlugin;
 
@@ -67,7 +68,7 @@ async fn fill(
     plugin: &Arc<ActivePlugin>,
     report: &mut impl FnMut(u64, u64),
 ) -> Result<u64, PluginProjectionError> {
-    let (db, name) = (projection.db(), format!("projector.{}", projection.plugin()));
+    let (db, name) = (projection.db(), Topology::projector_projection(projection.plugin()));
     let record = |done, total, state| progress::record(db, &name, tenant, plugin.version, (done, total), state);
     tracing::info!(projection = %name, %tenant, version = plugin.version, "building from the truth");
     let space = projection.space(tenant, plugin.version);

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::plugin::PluginProjection;
 use super::source::{EventSource, SourceError};
 use super::worker::{Projection, Worker};
-use crate::bus::{KafkaConnection, Publisher};
+use crate::bus::{KafkaConnection, Publisher, Topology};
 use crate::cache::Cache;
 use crate::graph::Database;
 use crate::plugins::PluginRegistry;
@@ -22,8 +22,8 @@ use crate::tasks::Tasks;
 #[derive(Clone)]
 pub struct WorkerFactory {
     pub db: Database,
-    /// Topic prefix (`strand.`): events come from `{prefix}following`.
-    pub prefix: String,
+    /// The names of topics and groups.
+    pub topology: Topology,
     /// The Kafka cluster; `None`: the embedded bus.
     pub kafka: Option<KafkaConnection>,
     /// This process's stable name in its consumer groups (Kafka static membership), if it has one.
@@ -35,15 +35,15 @@ impl WorkerFactory {
     /// A worker for `projection`: a consumer group / subscriber named after it, and its dead-letter topic.
     pub async fn worker(&self, projection: Projection) -> Result<Worker, SourceError> {
         let name = projection.name();
-        let topic = format!("{}following", self.prefix);
+        let topic = self.topology.events_topic();
         let source = match &self.kafka {
             Some(kafka) => {
-                let group = format!("{}{name}", self.prefix);
+                let group = self.topology.consumer_group(&name);
                 EventSource::kafka(kafka, &group, &topic, self.worker_id.as_deref())?
             }
             None => EventSource::embedded(crate::bus::EmbeddedBus::new(self.db.clone()), &name, &topic).await?,
         };
-        let dead_letter_topic = format!("{}dead-letter.{name}", self.prefix);
+        let dead_letter_topic = self.topology.dead_letter_topic(&name);
         Ok(Worker::new(source, projection, self.dead_letters.clone(), dead_letter_topic))
     }
 }

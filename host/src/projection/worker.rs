@@ -10,7 +10,7 @@ use super::build::build_stale;
 use super::follower::{self, FollowerError};
 use super::plugin::{PluginProjection, PluginProjectionError};
 use super::source::{EventSource, Received};
-use crate::bus::{Message, Publisher};
+use crate::bus::{Message, Publisher, Topology};
 use crate::graph::{Database, OutboxEvent};
 use crate::observability::seconds_since;
 
@@ -37,13 +37,8 @@ impl Projection {
     pub fn name(&self) -> String {
         match self {
             Projection::Follower(_) => "follower".to_owned(),
-            Projection::Plugin(plugin) => Self::projector_name(plugin.plugin()),
+            Projection::Plugin(plugin) => Topology::projector_projection(plugin.plugin()),
         }
-    }
-
-    /// The name of the projection that runs projector plugin `plugin`.
-    pub fn projector_name(plugin: &str) -> String {
-        format!("projector.{plugin}")
     }
 
     async fn apply(&self, events: &[OutboxEvent]) -> Result<(), ApplyError> {
