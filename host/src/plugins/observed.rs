@@ -31,6 +31,10 @@ pub async fn observed<R: Send + 'static>(
     if outcome == "invalid_output" {
         count_invalid_output(tenant, plugin, "call");
     }
+    if let Err(PluginError::Trap(trap)) = &result {
+        // With the wasm backtrace; per call, so at debug (`STRAND_LOG=strand=debug`): the outcome is counted.
+        tracing::debug!(tenant, plugin = %plugin.name, version = plugin.version, trap = ?trap, "plugin trapped");
+    }
     result
 }
 

@@ -80,8 +80,9 @@ pub enum PluginError {
     Timeout(Duration),
     #[error("the plugin ran out of fuel ({0} units)")]
     OutOfFuel(u64),
-    #[error("the plugin trapped: {0}")]
-    Trap(String),
+    /// The trap as wasmtime reports it, with its wasm backtrace (`{:?}` shows it in logs).
+    #[error("the plugin trapped: {0:#}")]
+    Trap(#[source] wasmtime::Error),
     #[error("the plugin returned an invalid result: {0}")]
     InvalidOutput(String),
     #[error("the plugin host failed: {0}")]
@@ -304,7 +305,7 @@ impl PluginRuntime {
             Err(e) => Err(match e.downcast_ref::<Trap>() {
                 Some(Trap::Interrupt) => PluginError::Timeout(limits.deadline),
                 Some(Trap::OutOfFuel) => PluginError::OutOfFuel(fuel.unwrap_or_default()),
-                _ => PluginError::Trap(format!("{e:#}")),
+                _ => PluginError::Trap(e),
             }),
         }
     }
