@@ -250,7 +250,7 @@ pub fn relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> R
         Some(kafka) => Publisher::Kafka(Arc::new(kafka_bus(config, kafka)?)),
         None => Publisher::Embedded(EmbeddedBus::new(db.clone())),
     };
-    let outlet = Outlet::new(plugins.clone(), publisher, config.topic_prefix.clone());
+    let outlet = Outlet::new(plugins.clone(), publisher, Topology::new(&config.topic_prefix));
     Ok(Some(match config.relay {
         RelayMode::Binlog if db.kind() != DatabaseKind::MySql => return Err(StartupError::BinlogNeedsMySql),
         RelayMode::Binlog => {

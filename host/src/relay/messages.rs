@@ -2,7 +2,7 @@
 //! rely on: `event-id`, `tenant`, `event-type`, `version`, `router-version` (then the router's own).
 
 use super::RelayError;
-use crate::bus::Message;
+use crate::bus::{Message, Topology};
 use crate::graph::OutboxEvent as EventPayload;
 use crate::plugins::{Destination, OutboxEvent};
 
@@ -11,7 +11,7 @@ pub fn to_messages(
     event: &OutboxEvent,
     destinations: &[Destination],
     router_version: i64,
-    topic_prefix: &str,
+    topology: &Topology,
 ) -> Result<Vec<Message>, RelayError> {
     let payload: EventPayload = serde_json::from_str(&event.payload)
         .map_err(|e| RelayError::CorruptOutbox { id: event.id, detail: e.to_string() })?;
@@ -27,7 +27,7 @@ pub fn to_messages(
             ];
             headers.extend(destination.headers.iter().cloned());
             Message {
-                topic: format!("{topic_prefix}{}", destination.topic),
+                topic: topology.topic(&destination.topic),
                 key: destination.key.clone(),
                 headers,
                 payload: event.payload.clone(),

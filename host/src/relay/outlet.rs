@@ -9,7 +9,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
 use super::{to_messages, RelayError};
-use crate::bus::{Message, Publisher};
+use crate::bus::{Message, Publisher, Topology};
 use crate::graph::TenantId;
 use crate::observability::seconds_since;
 use crate::plugins::{route_or_default, OutboxEvent, PluginRegistry};
@@ -18,12 +18,12 @@ use crate::plugins::{route_or_default, OutboxEvent, PluginRegistry};
 pub struct Outlet {
     plugins: Arc<PluginRegistry>,
     publisher: Publisher,
-    topic_prefix: String,
+    topology: Topology,
 }
 
 impl Outlet {
-    pub fn new(plugins: Arc<PluginRegistry>, publisher: Publisher, topic_prefix: String) -> Self {
-        Self { plugins, publisher, topic_prefix }
+    pub fn new(plugins: Arc<PluginRegistry>, publisher: Publisher, topology: Topology) -> Self {
+        Self { plugins, publisher, topology }
     }
 
     /// Publishes `events` (in outbox order) and deletes their rows within `tx`. Into the embedded bus the
@@ -70,7 +70,7 @@ impl Outlet {
             let routed = route_or_default(&self.plugins, &tenant_id, batch.clone()).await?;
             for ((event, destinations), version) in batch.iter().zip(&routed.destinations).zip(&routed.router_versions)
             {
-                messages.extend(to_messages(event, destinations, *version, &self.topic_prefix)?);
+                messages.extend(to_messages(event, destinations, *version, &self.topology)?);
             }
         }
         Ok(messages)

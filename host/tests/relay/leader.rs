@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use strand::bus::{EmbeddedBus, Publisher};
+use strand::bus::{EmbeddedBus, Publisher, Topology};
 use strand::graph::{self, Database, UserId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
 use strand::relay::{BinlogPosition, Checkpoint, Leadership, Outlet, PollRelay, RELAY_LOCK};
@@ -34,7 +34,7 @@ async fn a_standby_relay_takes_over_when_the_leader_stops() {
     let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await.unwrap());
     let bus = EmbeddedBus::new(db.clone());
     let relay = || {
-        let outlet = Outlet::new(plugins.clone(), Publisher::Embedded(bus.clone()), "strand.".into());
+        let outlet = Outlet::new(plugins.clone(), Publisher::Embedded(bus.clone()), Topology::new("strand."));
         PollRelay::new(db.clone(), outlet, Duration::from_millis(10))
     };
     let start = |relay: PollRelay| {
@@ -82,7 +82,7 @@ async fn a_poll_relay_that_loses_and_retakes_the_lock_forgets_a_binlog_checkpoin
     let db = Database::open(&database.url, 8).await.unwrap();
     let runtime = Arc::new(PluginRuntime::new(Default::default(), None).unwrap());
     let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await.unwrap());
-    let outlet = Outlet::new(plugins, Publisher::Embedded(EmbeddedBus::new(db.clone())), "strand.".into());
+    let outlet = Outlet::new(plugins, Publisher::Embedded(EmbeddedBus::new(db.clone())), Topology::new("strand."));
     let (stop, stopped) = oneshot::channel::<()>();
     let relay = tokio::spawn(PollRelay::new(db.clone(), outlet, Duration::from_millis(10)).run(async move {
         let _stop_or_drop = stopped.await;
