@@ -128,11 +128,20 @@ impl PluginProjection {
     /// Whether `plugin`'s space of `tenant` is still to be kept, by the plugin set in the database now (a
     /// build that outlived its version drops what it built).
     pub(super) async fn still_live(&self, tenant: &TenantId, plugin: &ActivePlugin) -> bool {
-        if let Err(error) = self.registry.refresh().await {
-            tracing::warn!(%error, "cannot refresh the plugin set; keeping the space");
-            return true;
+        // Unable to tell, the space is kept.
+        !self.refresh_plugins().await || self.registry.live_versions(&self.slot(tenant)).contains(&plugin.version)
+    }
+
+    /// Reads the plugin set from the database again; false (logged) when it cannot, and the one in hand
+    /// goes on.
+    async fn refresh_plugins(&self) -> bool {
+        match self.registry.refresh().await {
+            Ok(_) => true,
+            Err(error) => {
+                tracing::warn!(%error, "cannot refresh the plugin set; going on with the one in hand");
+                false
+            }
         }
-        self.registry.live_versions(&self.slot(tenant)).contains(&plugin.version)
     }
 
     /// The tenants that deployed a version of this projector (they may have no pairs yet).
@@ -199,9 +208,7 @@ impl PluginProjection {
         {
             if !refreshed {
                 refreshed = true;
-                if let Err(error) = self.registry.refresh().await {
-                    tracing::warn!(%error, "cannot refresh the plugin set; building with the one in hand");
-                }
+                self.refresh_plugins().await;
                 match self.version_for(tenant, role) {
                     None => return Ok(()),
                     Some(now) if now.sha256 != plugin.sha256 => {
