@@ -101,12 +101,15 @@ pub enum TenantJwtError {
 pub struct TenantJwtKeys {
     db: Database,
     verifiers: ArcSwap<HashMap<TenantId, Arc<[TenantVerifier]>>>,
+    /// One refresh at a time, from its read to its store: one that read before a change cannot store after
+    /// the refresh that follows the change.
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 impl TenantJwtKeys {
     /// None yet: [`TenantJwtKeys::refresh`] reads them.
     pub fn new(db: Database) -> Self {
-        Self { db, verifiers: ArcSwap::from_pointee(HashMap::new()) }
+        Self { db, verifiers: ArcSwap::from_pointee(HashMap::new()), refreshing: Default::default() }
     }
 
     /// `tenant`'s keys, if it registered any (then only they verify its tokens).
@@ -116,6 +119,7 @@ impl TenantJwtKeys {
 
     /// Re-reads every tenant's keys: how a key registered through another node reaches this one.
     pub async fn refresh(&self) -> Result<(), sqlx::Error> {
+        let _one_at_a_time = self.refreshing.lock().await;
         let rows = sqlx::query(
             "SELECT tenant_id, kid, algorithm, key_material, issuer, audience FROM tenant_jwt_keys ORDER BY tenant_id, kid",
         )

@@ -39,12 +39,15 @@ pub struct TenantSettings {
     db: Database,
     cache: ArcSwap<HashMap<TenantId, TenantConfig>>,
     jwt_keys: Arc<TenantJwtKeys>,
+    /// Held by a refresh from its read to its store and by a change from its write to its store, so a
+    /// refresh that read the table before a change cannot put the old settings back over it.
+    changes: tokio::sync::Mutex<()>,
 }
 
 impl TenantSettings {
     pub async fn load(db: Database) -> Result<Self, sqlx::Error> {
         let jwt_keys = Arc::new(TenantJwtKeys::new(db.clone()));
-        let settings = Self { db, cache: ArcSwap::from_pointee(HashMap::new()), jwt_keys };
+        let settings = Self { db, cache: ArcSwap::from_pointee(HashMap::new()), jwt_keys, changes: Default::default() };
         settings.refresh().await?;
         Ok(settings)
     }
@@ -57,6 +60,7 @@ impl TenantSettings {
     /// Re-reads every tenant's settings and JWT keys: how changes made through another node reach this one.
     pub async fn refresh(&self) -> Result<(), sqlx::Error> {
         self.jwt_keys.refresh().await?;
+        let _change = self.changes.lock().await;
         let rows = sqlx::query("SELECT tenant_id, rate_limit_fail_closed, allow_pinned_versions FROM tenant_settings")
             .fetch_all(self.db.reader())
             .await?;
@@ -82,6 +86,7 @@ impl TenantSettings {
     }
 
     pub async fn set(&self, tenant: &TenantId, config: TenantConfig) -> Result<(), sqlx::Error> {
+        let _change = self.changes.lock().await;
         let mut tx = self.db.writer().begin().await?;
         sqlx::query("DELETE FROM tenant_settings WHERE tenant_id = ?").bind(tenant.as_str()).execute(&mut *tx).await?;
         sqlx::query(
