@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use strand::api::Caller;
 use strand::graph::{Database, TenantId, UserId};
-use strand::plugins::{Action, PluginKind, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent, Staged, BUNDLED};
+use strand::plugins::{
+    Action, PluginKind, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent, Singleton, Staged, BUNDLED,
+};
 use strand::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
 use strand::tenants::TenantSettings;
 use strand_test_support::{Backend, Redis};
@@ -127,7 +129,7 @@ async fn main() {
     let rounds = 1_000_000;
     let started = Instant::now();
     for user in 0..rounds {
-        black_box(registry.choose(&tenant, PluginKind::RateLimiter, &user.to_string(), None));
+        black_box(registry.choose(&tenant, Singleton::RateLimiter, &user.to_string(), None));
     }
     println!("canary choice alone: {:.0} ns", started.elapsed().as_secs_f64() * 1e9 / rounds as f64);
 }

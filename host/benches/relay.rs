@@ -10,10 +10,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use strand::app;
 use strand::config::{Config, RelayMode};
 use strand::graph::{self, Database, TenantId, UserId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
-use strand::startup;
 use strand_test_support::{unique_server_id, Backend, Kafka};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -40,7 +40,7 @@ async fn until_published(db: &Database) {
 
 /// Starts the configured relay; it stops when the returned sender is dropped.
 async fn start(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> (oneshot::Sender<()>, JoinHandle<()>) {
-    let relay = startup::relay(config, db, plugins).expect("a relay").expect("relay on");
+    let relay = app::relay(config, db, plugins).expect("a relay").expect("relay on");
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         relay

@@ -1,5 +1,9 @@
 //! One typed configuration, read from `config.toml` and overridden by `STRAND_<KEY>` environment variables.
 //!
+//! The file may group related keys in sections (see [`SECTIONS`]): `[kafka] brokers = …` is the key
+//! `kafka_brokers`, overridden by `STRAND_KAFKA_BROKERS`; `[relay] mode` is the key `relay`. Each key is
+//! set once, flat or in its section.
+//!
 //! Every key is optional: with nothing configured Strand runs on the embedded default (an SQLite file in the
 //! working directory and a development JWT secret kept beside it), so a newcomer's first command serves.
 
@@ -162,7 +166,11 @@ pub struct ConfigError(#[from] Box<figment::Error>);
 impl Config {
     /// Loads `file` (skipped when absent) and then `STRAND_*` variables, which win.
     pub fn load(file: &Path) -> Result<Self, ConfigError> {
-        Figment::new().merge(Toml::file(file)).merge(StrandEnv).extract_lossy().map_err(|e| ConfigError(Box::new(e)))
+        Figment::new()
+            .merge(Sectioned(Toml::file(file)))
+            .merge(StrandEnv)
+            .extract_lossy()
+            .map_err(|e| ConfigError(Box::new(e)))
     }
 
     /// How often a node re-reads plugins and tenant settings (and looks for new projectors); at least 100 ms.
@@ -208,6 +216,46 @@ impl Config {
     /// True when the database is the embedded SQLite file rather than a server.
     pub fn is_embedded(&self) -> bool {
         self.database_url.starts_with("sqlite:")
+    }
+}
+
+/// The sections a configuration file may group keys in; each is the prefix of its keys.
+pub const SECTIONS: [&str; 7] = ["database", "jwt", "redis", "plugin", "rollout", "relay", "kafka"];
+
+/// A file's sections read as the flat keys they stand for: `[kafka] brokers` is `kafka_brokers`, `[relay]
+/// mode` is `relay`. A key set both flat and in its section is an error naming it.
+struct Sectioned<P>(P);
+
+impl<P: Provider> Provider for Sectioned<P> {
+    fn metadata(&self) -> Metadata {
+        self.0.metadata()
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        let mut profiles = self.0.data()?;
+        for dict in profiles.values_mut() {
+            let mut flat = Dict::new();
+            for (key, value) in std::mem::take(dict) {
+                let entries = match value {
+                    Value::Dict(_, section) if SECTIONS.contains(&key.as_str()) => section
+                        .into_iter()
+                        .map(|(name, value)| match (key.as_str(), name.as_str()) {
+                            ("relay", "mode") => ("relay".to_owned(), value),
+                            _ => (format!("{key}_{name}"), value),
+                        })
+                        .collect(),
+                    value => vec![(key, value)],
+                };
+                for (key, value) in entries {
+                    if flat.contains_key(&key) {
+                        return Err(figment::Error::from(format!("`{key}` is set twice: flat and in its section")));
+                    }
+                    flat.insert(key, value);
+                }
+            }
+            *dict = flat;
+        }
+        Ok(profiles)
     }
 }
 
@@ -261,11 +309,14 @@ mod tests {
 
     #[test]
     fn every_key_the_shipped_config_toml_documents_is_known_and_parses() {
+        let is_key = |key: &str| key.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+        // `# key = value` lines, and the `# [section]` headers they belong to.
         let documented: Vec<&str> = include_str!("../../config.toml")
             .lines()
             .filter_map(|line| line.strip_prefix("# "))
             .filter(|line| {
-                line.split_once(" = ").is_some_and(|(key, _)| key.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+                line.split_once(" = ").is_some_and(|(key, _)| is_key(key))
+                    || line.strip_prefix('[').and_then(|l| l.strip_suffix(']')).is_some_and(|s| SECTIONS.contains(&s))
             })
             .map(|line| line.split("  #").next().unwrap_or(line))
             .collect();
@@ -287,6 +338,32 @@ mod tests {
             assert_eq!(config.kafka_options.get("security.protocol").map(String::as_str), Some("SASL_SSL"));
             let connection = config.kafka().expect("resolved").expect("configured");
             assert_eq!(connection.client_config().get("security.protocol"), Some("SASL_SSL"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn sections_stand_for_their_flat_keys_and_env_still_overrides() {
+        figment::Jail::expect_with(|jail| {
+            let file = "listen = \"127.0.0.1:9000\"\n[relay]\nmode = \"off\"\nidle_ms = 7\n\
+                        [kafka]\nbrokers = \"k:9093\"\npartitions = 6\n[kafka.options]\n\"security.protocol\" = \"SSL\"\n";
+            jail.create_file("strand.toml", file)?;
+            jail.set_env("STRAND_KAFKA_PARTITIONS", "12");
+            let config = Config::load(Path::new("strand.toml")).expect("config loads");
+            assert_eq!((config.relay, config.relay_idle_ms), (RelayMode::Off, 7));
+            assert_eq!(config.kafka_brokers.as_deref(), Some("k:9093"));
+            assert_eq!(config.kafka_partitions, 12, "the environment wins over a section");
+            assert_eq!(config.kafka_options.get("security.protocol").map(String::as_str), Some("SSL"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_key_set_flat_and_in_its_section_is_refused_by_name() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("strand.toml", "kafka_brokers = \"a:1\"\n[kafka]\nbrokers = \"b:2\"\n")?;
+            let error = Config::load(Path::new("strand.toml")).expect_err("refused").to_string();
+            assert!(error.contains("kafka_brokers"), "{error}");
             Ok(())
         });
     }

@@ -4,9 +4,10 @@
 //! [`ratelimit`] asks the tenant's policy plugin and charges its token bucket, [`graph`] commits the truth
 //! (the `following` row and its outbox event in one transaction) and serves reads from it, [`plugins`] runs
 //! the tenants' WebAssembly plugins, [`relay`] publishes the outbox to the bus, [`projection`] turns the
-//! bus's events into derived data in the [`cache`], [`startup`] wires them into a server.
+//! bus's events into derived data in the [`cache`], [`app`] wires them into the `strand` commands.
 
 pub mod api;
+pub mod app;
 pub mod audit;
 pub mod bus;
 pub mod cache;
@@ -19,7 +20,6 @@ pub mod plugins;
 pub mod projection;
 pub mod ratelimit;
 pub mod relay;
-pub mod startup;
 pub mod tasks;
 pub mod tenant_jwt;
 pub mod tenant_keys;

@@ -50,3 +50,19 @@ pub fn seconds_since(timestamp: &str) -> Option<f64> {
     let at = chrono::DateTime::parse_from_rfc3339(timestamp).ok()?;
     Some((chrono::Utc::now() - at.to_utc()).num_microseconds()? as f64 / 1e6)
 }
+
+/// `error` and its causes, outermost first, as one log field: "cannot read the bus: Kafka failed: …".
+pub fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let shown = cause.to_string();
+        // A wrapper that prints its cause already (`…: {0}`) is not repeated.
+        if !text.ends_with(&shown) {
+            text.push_str(": ");
+            text.push_str(&shown);
+        }
+        next = cause.source();
+    }
+    text
+}

@@ -53,7 +53,7 @@ impl Tasks {
     /// `stop` is cancelled at shutdown: the task must then finish what it has in hand and return.
     pub fn spawn<F>(&self, name: impl Into<String>, mut start: impl FnMut(CancellationToken) -> F + Send + 'static)
     where
-        F: Future<Output = Result<(), String>> + Send + 'static,
+        F: Future<Output = anyhow::Result<()>> + Send + 'static,
     {
         let (name, inner) = (name.into(), self.inner.clone());
         let mut set = inner.set.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -73,7 +73,8 @@ impl Tasks {
                 }
                 let reason = match ended {
                     Ok(Ok(())) => "it returned without being asked to stop".to_owned(),
-                    Ok(Err(error)) => error,
+                    // The whole chain of causes, e.g. the relay's error and the database's beneath it.
+                    Ok(Err(error)) => format!("{error:#}"),
                     Err(join) => format!("it panicked: {join}"),
                 };
                 backoff = if started.elapsed() >= HEALTHY_RUN { FIRST_BACKOFF } else { backoff };
@@ -146,7 +147,7 @@ mod tests {
             let run = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             async move {
                 if run == 0 {
-                    return Err("injected".to_owned());
+                    anyhow::bail!("injected");
                 }
                 stop.cancelled().await;
                 Ok(())

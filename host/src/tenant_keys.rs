@@ -4,7 +4,7 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use utoipa::ToSchema;
 
@@ -15,7 +15,7 @@ use crate::plugins::hex_sha256;
 pub const KEY_PREFIX: &str = "stk_";
 
 /// A key as listed: never its secret.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct TenantKey {
     pub tenant: String,
     pub name: String,
@@ -25,7 +25,7 @@ pub struct TenantKey {
 }
 
 /// A key just created, with the secret this one answer shows.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct IssuedKey {
     #[serde(flatten)]
     pub key: TenantKey,

@@ -23,7 +23,7 @@ use crate::graph::TenantId;
 use crate::lag::{LagError, PipelineLag};
 use crate::plugins::{
     hex_sha256, PluginError, PluginKind, PluginSlot, PluginVersion, RegistryError, RequestedLimits, RolloutRates,
-    Staged,
+    Staged, VersionState,
 };
 use crate::projection::progress::{self, BackfillProgress};
 use crate::projection::spaces::{self, SpaceDiff};
@@ -203,8 +203,8 @@ impl From<RegistryError> for ApiError {
             RegistryError::Rejected(PluginError::WrongWorld { .. }) => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "wrong_world", detail)
             }
-            RegistryError::Rejected(PluginError::Host(_)) => {
-                tracing::error!(error = %detail, "plugin host failure during a deploy");
+            RegistryError::Rejected(host @ PluginError::Host { .. }) => {
+                tracing::error!(error = %crate::observability::causes(&host), "plugin host failure during a deploy");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "plugin_host_error", detail)
             }
             RegistryError::Rejected(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "conformance_failed", detail),
@@ -213,7 +213,7 @@ impl From<RegistryError> for ApiError {
 }
 
 /// A new version, and what its conformance run cost.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct DeployResponse {
     pub plugin: PluginVersion,
     pub conformance_micros: u64,
@@ -337,7 +337,7 @@ pub async fn abort(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RollbackRequest {
     pub version: i64,
 }
@@ -418,7 +418,7 @@ pub async fn diff(
     Ok(axum::Json(compared.map_err(unavailable)?))
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PluginList {
     pub plugins: Vec<PluginVersion>,
     /// The tenant's running canaries and shadows, with their failure rates as this node saw them.
@@ -426,14 +426,14 @@ pub struct PluginList {
 }
 
 /// A canary or shadow beside its slot's active version.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RunningRollout {
-    pub kind: String,
+    pub kind: PluginKind,
     pub name: String,
     pub active_version: i64,
     pub candidate_version: i64,
     /// `canary` or `shadow`.
-    pub mode: String,
+    pub mode: VersionState,
     /// A canary's percent of the traffic; `null` for a shadow (every event, no reads).
     pub canary_percent: Option<u8>,
     /// Calls and failures of both versions in the current window, in this process (`null`: none yet here;
@@ -456,10 +456,10 @@ pub async fn list(
         .rollouts(&tenant)
         .into_iter()
         .map(|(slot, candidate)| RunningRollout {
-            kind: slot.kind.to_string(),
+            kind: slot.kind,
             active_version: state.plugins.active(&tenant, slot.kind, &slot.name).map_or(0, |p| p.version),
             candidate_version: candidate.plugin.version,
-            mode: candidate.staged.state().to_owned(),
+            mode: candidate.staged.state(),
             canary_percent: candidate.staged.percent(),
             rates: state.plugins.rollout_rates(&slot),
             name: slot.name,
@@ -468,7 +468,7 @@ pub async fn list(
     Ok(axum::Json(PluginList { plugins: state.plugins.versions(&tenant).await?, rollouts }))
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ProjectionList {
     /// Backfills of projectors deployed at runtime, by projection and tenant.
     pub backfills: Vec<BackfillProgress>,
@@ -582,7 +582,7 @@ impl From<TenantKeyError> for ApiError {
     }
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct KeyRequest {
     /// What the key is for, e.g. `ci` (a-z, 0-9, -; unique per tenant).
     pub name: String,
@@ -614,7 +614,7 @@ pub async fn create_key(
     Ok((StatusCode::CREATED, axum::Json(issued)))
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct KeyList {
     pub keys: Vec<TenantKey>,
 }

@@ -1,7 +1,7 @@
 //! The HTTP API: routes, authentication, parameters and problem+json errors, and the OpenAPI document
 //! generated from the handlers themselves (so it cannot miss a route).
 
-mod admin;
+pub mod admin;
 mod admin_page;
 mod auth;
 mod operations;

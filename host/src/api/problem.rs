@@ -3,25 +3,29 @@
 //! Handlers return [`ApiError`]; this is the one place where failures become status codes, so a client can
 //! switch on `code` without parsing prose, and a database failure never leaks its SQL to the caller.
 
+use std::borrow::Cow;
+
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::graph::WriteError;
 
-/// The body of every error response.
-#[derive(Debug, Serialize, ToSchema)]
+/// The body of every error response (also read back by the `strand` CLI).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Problem {
     /// `urn:strand:problem:{code}`.
     #[serde(rename = "type")]
     pub problem_type: String,
     /// A short summary of the kind of problem.
-    pub title: &'static str,
+    #[schema(value_type = String)]
+    pub title: Cow<'static, str>,
     pub status: u16,
     /// Stable, machine-readable reason, e.g. `self_follow`, `invalid_token`.
-    pub code: &'static str,
+    #[schema(value_type = String)]
+    pub code: Cow<'static, str>,
     /// What went wrong in this request.
     pub detail: String,
 }
@@ -168,9 +172,9 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let problem = Problem {
             problem_type: format!("urn:strand:problem:{}", self.code),
-            title: self.status.canonical_reason().unwrap_or("Error"),
+            title: Cow::Borrowed(self.status.canonical_reason().unwrap_or("Error")),
             status: self.status.as_u16(),
-            code: self.code,
+            code: Cow::Borrowed(self.code),
             detail: self.detail,
         };
         let mut response = (self.status, axum::Json(problem)).into_response();

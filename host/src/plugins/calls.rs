@@ -81,7 +81,7 @@ impl PluginRuntime {
 }
 
 fn mismatch(plugin: &PreparedPlugin, wanted: &str) -> PluginError {
-    PluginError::Host(format!("called a {} plugin as a {wanted}", plugin.kind()))
+    PluginError::host("calling the plugin", format!("called a {} plugin as a {wanted}", plugin.kind()))
 }
 
 fn invalid(detail: impl Into<String>) -> PluginError {

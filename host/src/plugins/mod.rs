@@ -22,7 +22,7 @@ pub use observed::{count_invalid_output, observed};
 pub use policy::{project_with_retries, route_or_default, ProjectionFailed, RetryPolicy, Routed};
 pub use registry::{
     blocking, ActivePlugin, Candidate, Chosen, PluginRegistry, PluginSlot, PluginVersion, RegistryError, Staged,
-    VersionLimits, SINGLETON_NAME,
+    VersionLimits, VersionState, SINGLETON_NAME,
 };
 pub use rollout::{RolloutRates, Tally};
 pub use runtime::{
@@ -34,7 +34,10 @@ use std::fmt;
 use std::str::FromStr;
 
 /// The three things a plugin can be, one WIT world each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum PluginKind {
     RateLimiter,
     Router,
@@ -56,6 +59,22 @@ impl PluginKind {
     /// Rate limiters and routers: one per tenant. Projectors: as many as the tenant deploys, each named.
     pub fn is_singleton(self) -> bool {
         self != PluginKind::Projector
+    }
+}
+
+/// The kinds a tenant always has exactly one of: its deployed version, else the bundled one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Singleton {
+    RateLimiter,
+    Router,
+}
+
+impl Singleton {
+    pub fn kind(self) -> PluginKind {
+        match self {
+            Singleton::RateLimiter => PluginKind::RateLimiter,
+            Singleton::Router => PluginKind::Router,
+        }
     }
 }
 

@@ -35,6 +35,11 @@ pub async fn observed<R: Send + 'static>(
         // With the wasm backtrace; per call, so at debug (`STRAND_LOG=strand=debug`): the outcome is counted.
         tracing::debug!(tenant, plugin = %plugin.name, version = plugin.version, trap = ?trap, "plugin trapped");
     }
+    if let Err(host @ PluginError::Host { .. }) = &result {
+        // Not the plugin's doing: an operator's concern, with its cause.
+        let error = crate::observability::causes(host);
+        tracing::error!(tenant, plugin = %plugin.name, version = plugin.version, %error, "the plugin host failed");
+    }
     result
 }
 

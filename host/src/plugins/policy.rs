@@ -10,7 +10,7 @@ use super::bindings::{Destination, Effect, OutboxEvent, RelationEvent};
 use super::observed::observed;
 use super::registry::{ActivePlugin, Chosen, PluginRegistry};
 use super::runtime::PluginError;
-use super::PluginKind;
+use super::Singleton;
 use crate::graph::TenantId;
 
 /// Destinations for a batch, and which router produced them.
@@ -33,8 +33,7 @@ pub async fn route_or_default(
     tenant: &TenantId,
     events: Vec<OutboxEvent>,
 ) -> Result<Routed, PluginError> {
-    let chosen: Vec<Chosen> =
-        events.iter().map(|e| registry.choose(tenant, PluginKind::Router, &e.key, None)).collect();
+    let chosen: Vec<Chosen> = events.iter().map(|e| registry.choose(tenant, Singleton::Router, &e.key, None)).collect();
     let (by_canary, by_stable): (Vec<usize>, Vec<usize>) = (0..events.len()).partition(|&i| chosen[i].by_canary);
     let mut routed = Routed {
         destinations: vec![Vec::new(); events.len()],
@@ -45,7 +44,7 @@ pub async fn route_or_default(
         let Some(&first) = group.first() else { continue };
         let batch: Vec<OutboxEvent> = group.iter().map(|&i| events[i].clone()).collect();
         let (destinations, version, fell_back) = route_group(registry, tenant, &chosen[first].plugin, batch).await?;
-        registry.record_outcome(tenant, PluginKind::Router, &chosen[first], fell_back.is_some()).await;
+        registry.record_outcome(tenant, Singleton::Router, &chosen[first], fell_back.is_some()).await;
         for (i, destinations) in group.into_iter().zip(destinations) {
             routed.destinations[i] = destinations;
             routed.router_versions[i] = version;

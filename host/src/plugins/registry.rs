@@ -9,14 +9,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
 use super::rollout::{traffic_share, RollbackPolicy, RolloutHealth, RolloutRates, Tally};
 use super::runtime::{
     hex_sha256, CallCost, LimitRefused, PluginError, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
 };
-use super::{conformance, PluginKind, BUNDLED};
+use super::{conformance, PluginKind, Singleton, BUNDLED};
 use crate::audit::{self, AuditAction, AuditOutcome, AuditRecord};
 use crate::graph::{is_lock_conflict, now_ms, rfc3339_millis, Database, TenantId};
 
@@ -63,25 +63,58 @@ pub struct ActivePlugin {
 }
 
 /// A stored version, as the admin API lists it.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PluginVersion {
     pub tenant: String,
-    pub kind: String,
+    pub kind: PluginKind,
     pub name: String,
     pub version: i64,
     pub sha256: String,
     pub size_bytes: i64,
-    /// `active`, `canary` (beside the active one, for `canary_percent` of the traffic), `shadow` (a
-    /// projector fed every event into a space of its own beside the active one, serving no reads) or
-    /// `inactive`.
-    pub state: String,
+    pub state: VersionState,
     pub created_at: String,
     pub limits: VersionLimits,
     pub canary_percent: Option<u8>,
 }
 
+/// Where a stored version stands (`plugins.state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VersionState {
+    /// Serves the slot.
+    Active,
+    /// Beside the active one, for `canary_percent` of the traffic.
+    Canary,
+    /// A projector fed every event into a space of its own beside the active one, serving no reads.
+    Shadow,
+    /// Kept for a rollback.
+    Inactive,
+}
+
+impl VersionState {
+    const ALL: [VersionState; 4] = [Self::Active, Self::Canary, Self::Shadow, Self::Inactive];
+
+    /// Its name in the `plugins` table and the admin API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Canary => "canary",
+            Self::Shadow => "shadow",
+            Self::Inactive => "inactive",
+        }
+    }
+
+    /// The state stored in a `plugins` row; an unknown one is a decode error of that row.
+    fn decode(stored: &str) -> Result<Self, sqlx::Error> {
+        Self::ALL
+            .into_iter()
+            .find(|state| state.as_str() == stored)
+            .ok_or_else(|| sqlx::Error::Decode(format!("unknown plugin state {stored:?}").into()))
+    }
+}
+
 /// The limits a version was deployed with, as listed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct VersionLimits {
     pub deadline_ms: u64,
     pub memory_bytes: u64,
@@ -136,11 +169,11 @@ pub enum Staged {
 }
 
 impl Staged {
-    /// The `plugins.state` of such a version.
-    pub fn state(self) -> &'static str {
+    /// The state of such a version.
+    pub fn state(self) -> VersionState {
         match self {
-            Staged::Canary(_) => "canary",
-            Staged::Shadow => "shadow",
+            Staged::Canary(_) => VersionState::Canary,
+            Staged::Shadow => VersionState::Shadow,
         }
     }
 
@@ -173,6 +206,9 @@ pub struct PluginRegistry {
     runtime: Arc<PluginRuntime>,
     db: Database,
     bundled: Vec<Arc<ActivePlugin>>,
+    /// The bundled rate limiter and router, found at load: a tenant without its own always has these.
+    default_rate_limiter: Arc<ActivePlugin>,
+    default_router: Arc<ActivePlugin>,
     deployed: ArcSwap<Deployed>,
     candidates: ArcSwap<HashMap<PluginSlot, Candidate>>,
     health: RolloutHealth,
@@ -210,10 +246,18 @@ impl PluginRegistry {
                 .collect::<Result<Vec<_>, PluginError>>()
         })
         .await?;
+        let bundled_singleton = |kind: PluginKind| {
+            let found = bundled.iter().find(|b| b.kind == kind && b.name == SINGLETON_NAME).cloned();
+            found.ok_or_else(|| PluginError::host("loading the bundled plugins", format!("no bundled {kind}")))
+        };
+        let (default_rate_limiter, default_router) =
+            (bundled_singleton(PluginKind::RateLimiter)?, bundled_singleton(PluginKind::Router)?);
         let registry = Self {
             runtime,
             db,
             bundled,
+            default_rate_limiter,
+            default_router,
             deployed: ArcSwap::from_pointee(Deployed::new()),
             candidates: ArcSwap::from_pointee(HashMap::new()),
             health: RolloutHealth::new(policy),
@@ -241,10 +285,10 @@ impl PluginRegistry {
             let (tenant, kind, name): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
             let (version, state, percent): (i64, String, Option<i64>) =
                 (row.try_get(3)?, row.try_get(4)?, row.try_get(5)?);
-            let staged = match state.as_str() {
-                "canary" => Some(Staged::Canary(percent.and_then(|p| u8::try_from(p).ok()).unwrap_or(0))),
-                "shadow" => Some(Staged::Shadow),
-                _ => None,
+            let staged = match VersionState::decode(&state)? {
+                VersionState::Canary => Some(Staged::Canary(percent.and_then(|p| u8::try_from(p).ok()).unwrap_or(0))),
+                VersionState::Shadow => Some(Staged::Shadow),
+                VersionState::Active | VersionState::Inactive => None,
             };
             let (Ok(tenant), Ok(kind)) = (tenant.parse(), kind.parse()) else {
                 tracing::error!(%tenant, %kind, version, "ignoring an unreadable plugins row");
@@ -292,10 +336,12 @@ impl PluginRegistry {
     /// The version serving `tenant`'s `kind` traffic of `key` (a user for policies, a message key for
     /// routers): the canary for its share while one runs — or for test traffic `pinned` to its version,
     /// also at 0% — else the active version.
-    pub fn choose(&self, tenant: &TenantId, kind: PluginKind, key: &str, pinned: Option<i64>) -> Chosen {
-        let stable = self.active(tenant, kind, SINGLETON_NAME).expect("a bundled rate limiter and router");
-
-        let slot = PluginSlot { tenant: tenant.clone(), kind, name: SINGLETON_NAME.to_owned() };
+    pub fn choose(&self, tenant: &TenantId, kind: Singleton, key: &str, pinned: Option<i64>) -> Chosen {
+        let slot = PluginSlot { tenant: tenant.clone(), kind: kind.kind(), name: SINGLETON_NAME.to_owned() };
+        let stable = self.deployed.load().get(&slot).cloned().unwrap_or_else(|| match kind {
+            Singleton::RateLimiter => self.default_rate_limiter.clone(),
+            Singleton::Router => self.default_router.clone(),
+        });
         let candidates = self.candidates.load();
         let Some(canary) = candidates.get(&slot) else {
             return Chosen { plugin: stable, rollout: None, by_canary: false };
@@ -307,9 +353,9 @@ impl PluginRegistry {
     }
 
     /// Counts how a call chosen by [`PluginRegistry::choose`] ended (see [`PluginRegistry::record_calls`]).
-    pub async fn record_outcome(&self, tenant: &TenantId, kind: PluginKind, chosen: &Chosen, failed: bool) {
+    pub async fn record_outcome(&self, tenant: &TenantId, kind: Singleton, chosen: &Chosen, failed: bool) {
         let Some(canary_version) = chosen.rollout else { return };
-        let slot = PluginSlot { tenant: tenant.clone(), kind, name: SINGLETON_NAME.to_owned() };
+        let slot = PluginSlot { tenant: tenant.clone(), kind: kind.kind(), name: SINGLETON_NAME.to_owned() };
         self.record_calls(&slot, canary_version, chosen.by_canary, Tally { calls: 1, failures: u64::from(failed) })
             .await;
     }
@@ -442,7 +488,7 @@ impl PluginRegistry {
 
     /// The bundled router: the fallback when a tenant's router fails.
     pub fn default_router(&self) -> Arc<ActivePlugin> {
-        self.bundled(PluginKind::Router, SINGLETON_NAME).expect("a bundled router")
+        self.default_router.clone()
     }
 
     fn bundled(&self, kind: PluginKind, name: &str) -> Option<Arc<ActivePlugin>> {
@@ -491,7 +537,7 @@ impl PluginRegistry {
         .await?;
         let (sha256, size_bytes, created_at) = (hex_sha256(&wasm), wasm.len() as i64, now_ms());
         let listed = VersionLimits::from(limits);
-        let state = staged.map_or("active", Staged::state);
+        let state = staged.map_or(VersionState::Active, Staged::state);
         let canary = staged.and_then(Staged::percent);
         let row = StoredRow { state, canary, listed, sha256: &sha256, created_at };
         // Another node deploying to the slot at once takes the same next number: the loser retries.
@@ -507,12 +553,12 @@ impl PluginRegistry {
         };
         let stored = PluginVersion {
             tenant: slot.tenant.to_string(),
-            kind: slot.kind.to_string(),
+            kind: slot.kind,
             name: slot.name.clone(),
             version,
             sha256: sha256.clone(),
             size_bytes,
-            state: state.to_owned(),
+            state,
             created_at: rfc3339_millis(created_at),
             limits: listed,
             canary_percent: canary,
@@ -567,7 +613,7 @@ impl PluginRegistry {
         .bind(version)
         .bind(row.sha256)
         .bind(wasm)
-        .bind(row.state)
+        .bind(row.state.as_str())
         .bind(row.created_at)
         .bind(i64::try_from(row.listed.deadline_ms).unwrap_or(i64::MAX))
         .bind(i64::try_from(row.listed.memory_bytes).unwrap_or(i64::MAX))
@@ -680,7 +726,7 @@ impl PluginRegistry {
         let listed = self.versions(&slot.tenant).await?;
         listed
             .into_iter()
-            .find(|v| v.kind == slot.kind.as_str() && v.name == slot.name && v.version == version)
+            .find(|v| v.kind == slot.kind && v.name == slot.name && v.version == version)
             .ok_or_else(|| RegistryError::NoSuchVersion { kind: slot.kind, name: slot.name.clone(), version })
     }
 
@@ -697,12 +743,15 @@ impl PluginRegistry {
             .map(|row| {
                 Ok(PluginVersion {
                     tenant: tenant.to_string(),
-                    kind: row.try_get(0)?,
+                    kind: row
+                        .try_get::<String, _>(0)?
+                        .parse()
+                        .map_err(|unknown: String| sqlx::Error::Decode(unknown.into()))?,
                     name: row.try_get(1)?,
                     version: row.try_get(2)?,
                     sha256: row.try_get(3)?,
                     size_bytes: row.try_get(4)?,
-                    state: row.try_get(5)?,
+                    state: VersionState::decode(&row.try_get::<String, _>(5)?)?,
                     created_at: rfc3339_millis(row.try_get(6)?),
                     limits: stored_limits(&self.runtime, row, 7)?.into(),
                     canary_percent: row.try_get::<Option<i64>, _>(10)?.and_then(|p| u8::try_from(p).ok()),
@@ -725,7 +774,7 @@ const DEPLOY_ATTEMPTS: u32 = 5;
 
 /// What a deploy stores beside the component.
 struct StoredRow<'a> {
-    state: &'static str,
+    state: VersionState,
     canary: Option<u8>,
     listed: VersionLimits,
     sha256: &'a str,
@@ -798,5 +847,7 @@ fn stored_limits(runtime: &PluginRuntime, row: &sqlx::any::AnyRow, first: usize)
 pub async fn blocking<R: Send + 'static>(
     work: impl FnOnce() -> Result<R, PluginError> + Send + 'static,
 ) -> Result<R, PluginError> {
-    tokio::task::spawn_blocking(work).await.map_err(|e| PluginError::Host(format!("plugin worker: {e}")))?
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| PluginError::host("running the plugin on a blocking thread", e))?
 }

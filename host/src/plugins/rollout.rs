@@ -38,7 +38,7 @@ impl Default for RollbackPolicy {
 }
 
 /// Calls and how many of them failed (trap, timeout, out of fuel, invalid output).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct Tally {
     pub calls: u64,
     pub failures: u64,
@@ -67,7 +67,7 @@ struct Window {
 }
 
 /// A running rollout's calls in the current window, as one process saw them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct RolloutRates {
     pub candidate_version: i64,
     pub candidate: Tally,

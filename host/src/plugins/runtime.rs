@@ -85,8 +85,16 @@ pub enum PluginError {
     Trap(#[source] wasmtime::Error),
     #[error("the plugin returned an invalid result: {0}")]
     InvalidOutput(String),
-    #[error("the plugin host failed: {0}")]
-    Host(String),
+    /// The host, not the plugin, failed: its cause is kept (logged with the whole chain).
+    #[error("the plugin host failed: {doing}")]
+    Host { doing: &'static str, source: Box<dyn std::error::Error + Send + Sync> },
+}
+
+impl PluginError {
+    /// The host failed while `doing` something.
+    pub fn host(doing: &'static str, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self::Host { doing, source: source.into() }
+    }
 }
 
 /// What a call cost.
@@ -164,7 +172,7 @@ impl PluginRuntime {
             .total_tables(2 * POOLED_INSTANCES)
             .max_memory_size(maxima.memory_bytes);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config).map_err(|e| PluginError::Host(format!("wasmtime engine: {e:#}")))?;
+        let engine = Engine::new(&config).map_err(|e| PluginError::host("creating the wasmtime engine", e))?;
         let mut hasher = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let engine_hash = format!("{:016x}", hasher.finish());
@@ -178,7 +186,7 @@ impl PluginRuntime {
                     ticker_engine.increment_epoch();
                 }
             })
-            .map_err(|e| PluginError::Host(format!("epoch thread: {e}")))?;
+            .map_err(|e| PluginError::host("starting the epoch thread", e))?;
         Ok(Self { engine, limits, maxima, cache_dir, engine_hash, ticking })
     }
 
@@ -231,7 +239,9 @@ impl PluginRuntime {
         let component = self.compile(wasm)?;
         let mut linker = Linker::<PluginState>::new(&self.engine);
         // Rust's std makes even a pure plugin import WASI; those imports trap if ever called.
-        linker.define_unknown_imports_as_traps(&component).map_err(|e| PluginError::Host(format!("{e:#}")))?;
+        linker
+            .define_unknown_imports_as_traps(&component)
+            .map_err(|e| PluginError::host("linking unknown imports as traps", e))?;
         let instance_pre = linker
             .instantiate_pre(&component)
             .map_err(|e| PluginError::WrongWorld { kind, detail: format!("{e:#}") })?;
@@ -291,7 +301,7 @@ impl PluginRuntime {
         // With metering on (a platform maximum of fuel), a version without fuel of its own gets the maximum.
         let fuel = self.maxima.fuel.map(|maximum| limits.fuel.unwrap_or(maximum));
         if let Some(fuel) = fuel {
-            store.set_fuel(fuel).map_err(|e| PluginError::Host(format!("{e:#}")))?;
+            store.set_fuel(fuel).map_err(|e| PluginError::host("setting the fuel", e))?;
         }
         let ticks = limits.deadline.as_micros().div_ceil(EPOCH_TICK.as_micros()) as u64 + 1;
         store.set_epoch_deadline(ticks);

@@ -11,15 +11,13 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::backfill::backfill;
-use super::plugin::{PluginProjection, PluginProjectionError};
-use super::progress;
+use super::backfill::Snapshot;
+use super::progress::{self, BackfillState};
+use super::projector::{PluginProjectionError, Projector, LOCK_TTL};
 use crate::bus::Topology;
 use crate::graph::{Database, TenantId};
 use crate::plugins::ActivePlugin;
 
-/// How long a build lock outlives its holder's last page: a crashed builder's lock frees itself.
-pub const LOCK_TTL: Duration = Duration::from_secs(10);
 /// How often a process waiting for another's build checks it.
 const LOCK_WAIT: Duration = Duration::from_millis(200);
 
@@ -35,8 +33,8 @@ pub enum Rebuild {
 /// Makes `tenant`'s space of `projection` complete for `plugin`, reporting `(done, total)` pairs per page;
 /// returns how many pairs this call replayed (0 when the space was already complete or another process
 /// built it).
-pub async fn build(
-    projection: &PluginProjection,
+pub(super) async fn build(
+    projection: &Projector,
     tenant: &TenantId,
     plugin: &Arc<ActivePlugin>,
     when: Rebuild,
@@ -63,7 +61,7 @@ pub async fn build(
 
 /// Clears, backfills and marks the space, holding its build lock.
 async fn fill(
-    projection: &PluginProjection,
+    projection: &Projector,
     tenant: &TenantId,
     plugin: &Arc<ActivePlugin>,
     report: &mut impl FnMut(u64, u64),
@@ -72,17 +70,22 @@ async fn fill(
     let record = |done, total, state| progress::record(db, &name, tenant, plugin.version, (done, total), state);
     tracing::info!(projection = %name, %tenant, version = plugin.version, "building from the truth");
     let space = projection.space(tenant, plugin.version);
-    record(0, 0, "backfilling").await?;
+    record(0, 0, BackfillState::Backfilling).await?;
     projection.cache().clear(space).await?;
-    let replayed = backfill(projection, tenant, plugin, |done, total| {
-        report(done, total);
-        async move {
-            if let Err(error) = record(done, total, "backfilling").await {
-                tracing::warn!(%error, "cannot record backfill progress; the backfill goes on");
-            }
+    let mut snapshot = Snapshot::start(projection.db(), tenant).await?;
+    let mut replayed = 0;
+    loop {
+        let pairs = snapshot.next_page().await?;
+        if pairs.is_empty() {
+            break;
         }
-    })
-    .await?;
+        replayed += pairs.len() as u64;
+        projection.apply_snapshot(tenant, plugin, pairs).await?;
+        report(replayed, snapshot.total);
+        if let Err(error) = record(replayed, snapshot.total, BackfillState::Backfilling).await {
+            tracing::warn!(%error, "cannot record backfill progress; the backfill goes on");
+        }
+    }
     if !projection.still_live(tenant, plugin).await {
         // Promoted over, aborted or replaced while it was built: nothing will read or feed it.
         projection.cache().clear(space).await?;
@@ -90,7 +93,7 @@ async fn fill(
         return Ok(replayed);
     }
     projection.cache().mark_built(space, &plugin.sha256).await?;
-    record(replayed, replayed, "complete").await?;
+    record(replayed, replayed, BackfillState::Complete).await?;
     tracing::info!(projection = %name, %tenant, version = plugin.version, replayed, "built");
     Ok(replayed)
 }
@@ -99,7 +102,7 @@ async fn fill(
 /// truth's tenants and those that deployed it (a new version or shadow was deployed, a tenant is new, the
 /// in-process cache is empty after a restart), so that reads use it before the tenant's next write, and a
 /// deploy's build shows in the admin API even for a tenant with no pairs yet.
-pub async fn build_stale(projection: &PluginProjection) -> Result<(), PluginProjectionError> {
+pub(super) async fn build_stale(projection: &Projector) -> Result<(), PluginProjectionError> {
     let mut tenants = BTreeSet::new();
     for tenant in truth_tenants(projection.db()).await? {
         match tenant.parse::<TenantId>() {

@@ -1,13 +1,13 @@
 //! Backfill progress in the database (`projection_backfill`), so the admin API of any node shows what the
 //! worker process running a backfill has done.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
 use crate::graph::{now_ms, Database, DatabaseKind, TenantId};
 
 /// One projector's backfill for one tenant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BackfillProgress {
     pub projection: String,
     pub tenant: String,
@@ -16,8 +16,34 @@ pub struct BackfillProgress {
     /// Pairs replayed so far, of `total` when the backfill started.
     pub done: i64,
     pub total: i64,
-    /// `backfilling`, or `complete` once the projector follows the bus.
-    pub state: String,
+    pub state: BackfillState,
+}
+
+/// Where a backfill stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BackfillState {
+    /// Replaying the truth into the space.
+    Backfilling,
+    /// Built: the projector follows the bus.
+    Complete,
+}
+
+impl BackfillState {
+    /// Its name in `projection_backfill.state` and the admin API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Backfilling => "backfilling",
+            Self::Complete => "complete",
+        }
+    }
+
+    fn decode(stored: &str) -> Result<Self, sqlx::Error> {
+        [Self::Backfilling, Self::Complete]
+            .into_iter()
+            .find(|state| state.as_str() == stored)
+            .ok_or_else(|| sqlx::Error::Decode(format!("unknown backfill state {stored:?}").into()))
+    }
 }
 
 /// Records where `projection`'s backfill of `tenant` with `plugin_version` stands.
@@ -27,7 +53,7 @@ pub async fn record(
     tenant: &TenantId,
     plugin_version: i64,
     (done, total): (u64, u64),
-    state: &str,
+    state: BackfillState,
 ) -> Result<(), sqlx::Error> {
     let upsert = match db.kind() {
         DatabaseKind::MySql => {
@@ -48,7 +74,7 @@ pub async fn record(
         .bind(plugin_version)
         .bind(done as i64)
         .bind(total as i64)
-        .bind(state)
+        .bind(state.as_str())
         .bind(now_ms())
         .execute(db.writer())
         .await?;
@@ -71,7 +97,7 @@ pub async fn all(db: &Database) -> Result<Vec<BackfillProgress>, sqlx::Error> {
             plugin_version: row.try_get(2)?,
             done: row.try_get(3)?,
             total: row.try_get(4)?,
-            state: row.try_get(5)?,
+            state: BackfillState::decode(&row.try_get::<String, _>(5)?)?,
         })
     })
     .collect()

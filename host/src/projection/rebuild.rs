@@ -3,8 +3,9 @@
 //! ones are gated out). A projector's space of every tenant that uses it is built again (`build.rs`): under
 //! its build lock, the workers wait for each tenant's new space, then go on where they were.
 
-use super::build::{build, truth_tenants, Rebuild};
-use super::plugin::{PluginProjection, PluginProjectionError};
+use super::build::{truth_tenants, Rebuild};
+use super::plugin::PluginProjection;
+use super::projector::PluginProjectionError;
 use crate::graph::{Database, TenantId};
 
 /// Why a rebuild stopped; running it again is safe.
@@ -43,9 +44,9 @@ pub async fn rebuild_projector(
     for tenant in truth_tenants(projection.db()).await? {
         let tenant_id: TenantId = tenant.parse().map_err(|_| RebuildError::Tenant(tenant.clone()))?;
         let Some(plugin) = projection.active(&tenant_id) else { continue };
-        replayed +=
-            build(projection, &tenant_id, &plugin, Rebuild::Always, |done, total| progress(&tenant, done, total))
-                .await?;
+        replayed += projection
+            .build(&tenant_id, &plugin, Rebuild::Always, |done, total| progress(&tenant, done, total))
+            .await?;
     }
     Ok(replayed)
 }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::cache::{Cache, CacheError, PageStart, Space};
@@ -34,7 +34,7 @@ pub async fn retire(cache: &Cache, registry: &PluginRegistry, slot: &PluginSlot,
 }
 
 /// How the shadow's space compares with the active one's.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SpaceDiff {
     pub active: SpaceSummary,
     pub shadow: SpaceSummary,
@@ -48,7 +48,7 @@ pub struct SpaceDiff {
 }
 
 /// One version's space.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SpaceSummary {
     pub version: i64,
     /// Whether a build completed it (live events apply, and reads would be served from it).
@@ -59,7 +59,7 @@ pub struct SpaceSummary {
 }
 
 /// One key whose value differs, rendered as text (a sorted set: its first members, `member@score`).
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct KeyDifference {
     pub key: String,
     pub active: Option<String>,

@@ -6,13 +6,13 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use super::build::build_stale;
 use super::follower::{self, FollowerError};
-use super::plugin::{PluginProjection, PluginProjectionError};
-use super::source::{EventSource, Received};
-use crate::bus::{Message, Publisher, Topology};
+use super::plugin::PluginProjection;
+use super::projector::PluginProjectionError;
+use super::source::{EventSource, Received, SourceError};
+use crate::bus::{Message, PublishError, Publisher, Topology};
 use crate::graph::{Database, OutboxEvent};
-use crate::observability::seconds_since;
+use crate::observability::{causes, seconds_since};
 
 /// Most events per batch.
 const BATCH: usize = 256;
@@ -47,22 +47,22 @@ impl Projection {
                 FollowerError::Unprojectable(poison) => {
                     ApplyError::Poison { event_id: poison.event_id.clone(), detail: poison.to_string() }
                 }
-                FollowerError::Database(e) => ApplyError::Transient(e.to_string()),
+                FollowerError::Database(e) => ApplyError::Transient(WorkerError::Follower(e)),
             }),
             Projection::Plugin(plugin) => plugin.apply(events).await.map_err(|e| match e {
                 PluginProjectionError::Unprojectable(poison) => {
                     ApplyError::Poison { event_id: poison.event_id.clone(), detail: poison.to_string() }
                 }
-                other => ApplyError::Transient(other.to_string()),
+                other => ApplyError::Transient(WorkerError::Projector(other)),
             }),
         }
     }
 
     /// Work between batches: a projector builds its stale spaces.
-    async fn maintain(&self) -> Result<(), String> {
+    async fn maintain(&self) -> Result<(), PluginProjectionError> {
         match self {
             Projection::Follower(_) => Ok(()),
-            Projection::Plugin(plugin) => build_stale(plugin).await.map_err(|e| e.to_string()),
+            Projection::Plugin(plugin) => plugin.build_stale().await,
         }
     }
 }
@@ -71,7 +71,24 @@ enum ApplyError {
     /// This event can never be applied: dead-letter it.
     Poison { event_id: String, detail: String },
     /// Try the batch again later.
-    Transient(String),
+    Transient(WorkerError),
+}
+
+/// Why a worker could not finish a batch (it is tried again, never skipped).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("cannot read the bus")]
+    Read(#[source] SourceError),
+    #[error("cannot commit the batch's position")]
+    Commit(#[source] SourceError),
+    #[error("the follower table failed")]
+    Follower(#[source] sqlx::Error),
+    #[error("the projector failed")]
+    Projector(#[source] PluginProjectionError),
+    #[error("cannot dead-letter {event_id:?}")]
+    DeadLetter { event_id: Option<String>, source: PublishError },
+    #[error("the projection refused {0}, which is not in the batch")]
+    RefusedUnknown(String),
 }
 
 /// One projection's consumer.
@@ -106,6 +123,7 @@ impl Worker {
                 tokio::select! {
                     () = &mut shutdown => return,
                     maintained = self.projection.maintain() => if let Err(error) = maintained {
+                        let error = causes(&error);
                         tracing::error!(projection = %self.projection.name(), %error, "cannot build stale spaces; trying again later");
                     },
                 }
@@ -119,7 +137,7 @@ impl Worker {
                         Ok(batch) if batch.is_empty() => continue,
                         Ok(batch) => batch,
                         Err(e) => {
-                            self.wait_after(&e.to_string(), &mut backoff, &mut shutdown).await;
+                            self.wait_after(&WorkerError::Read(e), &mut backoff, &mut shutdown).await;
                             continue;
                         }
                     },
@@ -137,10 +155,11 @@ impl Worker {
 
     async fn wait_after(
         &self,
-        error: &str,
+        error: &WorkerError,
         backoff: &mut Duration,
         shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     ) {
+        let error = causes(error);
         tracing::error!(projection = %self.projection.name(), %error, retry_in = ?backoff, "projection worker failed; retrying");
         metrics::counter!("strand_projection_retries_total", "projection" => self.projection.name()).increment(1);
         tokio::select! {
@@ -151,7 +170,7 @@ impl Worker {
     }
 
     /// Applies one batch until it is done (retrying transient failures), dead-letters its poison, commits.
-    async fn project(&mut self, batch: &[Received]) -> Result<(), String> {
+    async fn project(&mut self, batch: &[Received]) -> Result<(), WorkerError> {
         // The decoded events and the messages they came in, side by side.
         let mut events = Vec::with_capacity(batch.len());
         let mut messages = Vec::with_capacity(batch.len());
@@ -171,14 +190,14 @@ impl Worker {
                     let index = events
                         .iter()
                         .position(|e| e.event_id == event_id)
-                        .ok_or_else(|| format!("the projection refused {event_id}, which is not in the batch"))?;
+                        .ok_or(WorkerError::RefusedUnknown(event_id))?;
                     events.remove(index);
                     self.dead_letter(messages.remove(index), &detail).await?;
                 }
                 Err(ApplyError::Transient(error)) => return Err(error),
             }
         }
-        self.source.commit(batch).await.map_err(|e| e.to_string())?;
+        self.source.commit(batch).await.map_err(WorkerError::Commit)?;
         let projection = self.projection.name();
         metrics::counter!("strand_projection_events_total", "projection" => projection.clone())
             .increment(events.len() as u64);
@@ -189,7 +208,7 @@ impl Worker {
         Ok(())
     }
 
-    async fn dead_letter(&self, message: &Message, error: &str) -> Result<(), String> {
+    async fn dead_letter(&self, message: &Message, error: &str) -> Result<(), WorkerError> {
         tracing::error!(projection = %self.projection.name(), event_id = message.header("event-id"), %error, "dead-lettering an event");
         metrics::counter!("strand_dead_letters_total", "projection" => self.projection.name()).increment(1);
         let mut dead = message.clone();
@@ -197,6 +216,9 @@ impl Worker {
         dead.headers.push(("error".to_owned(), error.to_owned()));
         dead.headers.push(("projection".to_owned(), self.projection.name()));
         dead.headers.push(("source-topic".to_owned(), message.topic.clone()));
-        self.dead_letters.publish(&[dead]).await.map_err(|e| format!("cannot dead-letter: {e}"))
+        self.dead_letters.publish(&[dead]).await.map_err(|source| WorkerError::DeadLetter {
+            event_id: message.header("event-id").map(str::to_owned),
+            source,
+        })
     }
 }

@@ -24,7 +24,7 @@ pub struct LocalBuckets {
 
 impl LocalBuckets {
     /// `None` when the tokens were taken, else how long until enough have refilled.
-    pub fn take(&self, key: &str, bucket: &Bucket) -> Option<Duration> {
+    pub(super) fn take(&self, key: &str, bucket: &Bucket) -> Option<Duration> {
         let now = Instant::now();
         let capacity = f64::from(bucket.capacity);
         let refill = bucket.refill_per_second;

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::api::Caller;
 use crate::graph::{TenantId, UserId};
-use crate::plugins::{observed, Action, Bucket, Decision, PluginKind, PluginRegistry, WriteRequest};
+use crate::plugins::{observed, Action, Bucket, Decision, PluginError, PluginRegistry, Singleton, WriteRequest};
 use crate::tenants::{FailureMode, TenantSettings};
 
 /// The answer for one write.
@@ -32,18 +32,36 @@ pub enum Verdict {
     Unavailable,
 }
 
-/// Where token buckets live.
+/// Where token buckets live: one enum over the two stores, so every operation is written for both (see
+/// `ARCHITECTURE.md`, "Two backends").
 pub enum TokenBuckets {
     Local(LocalBuckets),
     Redis(RedisBuckets),
 }
 
+/// Why rate limiting could not decide; the tenant's [`FailureMode`] then does.
+#[derive(Debug, thiserror::Error)]
+pub enum RateLimitFailure {
+    #[error("the rate-limit policy failed")]
+    Policy(#[source] PluginError),
+    #[error("the token bucket store failed")]
+    Buckets(#[source] ::redis::RedisError),
+}
+
 impl TokenBuckets {
+    /// Redis at `redis_url`, shared by every API node; without one, this process's memory.
+    pub async fn connect(redis_url: Option<&str>) -> Result<Self, ::redis::RedisError> {
+        Ok(match redis_url {
+            Some(url) => Self::Redis(RedisBuckets::connect(url).await?),
+            None => Self::Local(LocalBuckets::default()),
+        })
+    }
+
     /// Takes `bucket.cost` tokens from the bucket at `key`; `Ok(None)` when granted, else when to retry.
-    pub async fn take(&self, key: &str, bucket: &Bucket) -> Result<Option<Duration>, String> {
+    pub async fn take(&self, key: &str, bucket: &Bucket) -> Result<Option<Duration>, RateLimitFailure> {
         match self {
             TokenBuckets::Local(local) => Ok(local.take(key, bucket)),
-            TokenBuckets::Redis(redis) => redis.take(key, bucket).await.map_err(|e| e.to_string()),
+            TokenBuckets::Redis(redis) => redis.take(key, bucket).await.map_err(RateLimitFailure::Buckets),
         }
     }
 }
@@ -86,17 +104,17 @@ impl RateLimiting {
         };
         // A running canary takes its share of the users, always the same ones; test traffic may pin it.
         let pinned = caller.pinned_version.filter(|_| self.tenants.get(tenant).allow_pinned_versions);
-        let chosen = self.registry.choose(tenant, PluginKind::RateLimiter, &user.to_string(), pinned);
+        let chosen = self.registry.choose(tenant, Singleton::RateLimiter, &user.to_string(), pinned);
         let (runtime, plugin) = (self.registry.runtime().clone(), chosen.plugin.clone());
         let decided = observed(tenant.as_str(), &chosen.plugin, move || {
             let (mut decisions, _cost) = runtime.decide(&plugin.prepared, plugin.limits, &[request])?;
             Ok(decisions.remove(0))
         })
         .await;
-        self.registry.record_outcome(tenant, PluginKind::RateLimiter, &chosen, decided.is_err()).await;
+        self.registry.record_outcome(tenant, Singleton::RateLimiter, &chosen, decided.is_err()).await;
         let decision = match decided {
             Ok(decision) => decision,
-            Err(e) => return self.on_failure(tenant, &format!("rate-limit policy failed: {e}")),
+            Err(e) => return self.on_failure(tenant, &RateLimitFailure::Policy(e)),
         };
         match decision {
             Decision::Allow => Verdict::Allowed,
@@ -107,14 +125,15 @@ impl RateLimiting {
                     retry_after: Some(retry_after),
                     reason: format!("rate limit {} exceeded", bucket.key),
                 },
-                Err(e) => self.on_failure(tenant, &format!("token bucket store failed: {e}")),
+                Err(e) => self.on_failure(tenant, &e),
             },
         }
     }
 
-    fn on_failure(&self, tenant: &TenantId, error: &str) -> Verdict {
+    fn on_failure(&self, tenant: &TenantId, failure: &RateLimitFailure) -> Verdict {
         let mode = self.tenants.get(tenant).rate_limit_failure;
-        tracing::error!(%tenant, ?mode, error, "rate limiting failed; applying the tenant's failure mode");
+        let error = crate::observability::causes(failure);
+        tracing::error!(%tenant, ?mode, %error, "rate limiting failed; applying the tenant's failure mode");
         match mode {
             FailureMode::Open => Verdict::Allowed,
             FailureMode::Closed => Verdict::Unavailable,

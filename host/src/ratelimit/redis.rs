@@ -43,7 +43,7 @@ impl RedisBuckets {
     }
 
     /// `None` when the tokens were taken, else how long until enough have refilled.
-    pub async fn take(&self, key: &str, bucket: &Bucket) -> Result<Option<Duration>, redis::RedisError> {
+    pub(super) async fn take(&self, key: &str, bucket: &Bucket) -> Result<Option<Duration>, redis::RedisError> {
         let (granted, retry_us): (i64, i64) = self
             .script
             .key(format!("strand:bucket:{key}"))

@@ -5,12 +5,12 @@ use std::time::Instant;
 
 use futures::future::join_all;
 use strand::plugins::Bucket;
-use strand::ratelimit::RedisBuckets;
+use strand::ratelimit::TokenBuckets;
 use strand_test_support::{Backend, Redis, TestServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_redis_bucket_grants_exactly_its_capacity_to_8_concurrent_clients() {
-    let buckets = RedisBuckets::connect(&Redis::shared().unwrap().url()).await.unwrap();
+    let buckets = TokenBuckets::connect(Some(&Redis::shared().unwrap().url())).await.unwrap();
     let bucket = Bucket { key: "exact".into(), capacity: 37, refill_per_second: 0.0001, cost: 1 };
     let key = format!("exact-{}", std::process::id());
     let clients = (0..8).map(|_| async {

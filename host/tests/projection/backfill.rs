@@ -12,7 +12,7 @@ use strand::cache::{Cache, Space};
 use strand::config::RelayMode;
 use strand::graph::Database;
 use strand::plugins::{PluginRegistry, PluginRuntime, BUNDLED};
-use strand::projection::{build, EventSource, PluginProjection, Projection, Rebuild, Worker};
+use strand::projection::{EventSource, PluginProjection, Projection, Rebuild, Worker};
 use strand_test_support::{outbox_rows, test_plugin, wait_until, Backend, Redis, TestServer};
 use tokio::sync::oneshot;
 
@@ -154,7 +154,7 @@ async fn concurrent_builds_of_one_space_run_once() {
         (0..2).map(|_| PluginProjection::new(registry.clone(), "follow-counts", cache.clone(), db.clone())).collect();
     let tenant_id = tenant.parse().unwrap();
     let plugin = builders[0].active(&tenant_id).unwrap();
-    let runs = builders.iter().map(|b| build(b, &tenant_id, &plugin, Rebuild::Always, |_, _| {}));
+    let runs = builders.iter().map(|b| b.build(&tenant_id, &plugin, Rebuild::Always, |_, _| {}));
     let replayed: Vec<u64> = futures::future::join_all(runs).await.into_iter().map(Result::unwrap).collect();
     let pairs: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM following WHERE tenant_id = ?")
         .bind(&tenant)

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 use sqlx::{Executor, Row};
+use strand::app;
 use strand::bus::EmbeddedBus;
 use strand::config::{Config, RelayMode};
 use strand::graph::{self, Database, TenantId, UserId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
 use strand::relay::{Checkpoint, Relay};
-use strand::startup;
 use strand_test_support::{unique_server_id, wait_until, Backend, MariaDb, TestServer};
 use tokio::sync::oneshot;
 
@@ -80,7 +80,7 @@ async fn binlog_relay(url: &str, db: &Database) -> Relay {
     };
     let runtime = Arc::new(PluginRuntime::new(Default::default(), None).unwrap());
     let plugins = Arc::new(PluginRegistry::load(runtime, db.clone()).await.unwrap());
-    startup::relay(&config, db, &plugins).unwrap().expect("a relay")
+    app::relay(&config, db, &plugins).unwrap().expect("a relay")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

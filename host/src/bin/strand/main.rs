@@ -1,8 +1,8 @@
 //! The `strand` command: serve the API, mint a development token, build, test and deploy plugins.
 
-mod plugin_cli;
+mod plugin;
 mod progress_bar;
-mod tenant_cli;
+mod tenant;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -10,9 +10,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use strand::api::{hs256_secret, mint_hs256, MintClaims};
+use strand::app::{run_rebuild, run_reconcile, run_relay, run_workers, Server};
 use strand::config::{Config, RelayMode};
 use strand::graph::{TenantId, UserId};
-use strand::startup::{run_rebuild, run_reconcile, run_relay, run_workers, Server};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -65,10 +65,10 @@ enum Command {
     },
     /// Build, test, deploy, list and roll back WASM plugins.
     #[command(subcommand)]
-    Plugin(plugin_cli::PluginCommand),
+    Plugin(plugin::PluginCommand),
     /// Tenant keys: the credentials of a tenant's team for the admin API.
     #[command(subcommand)]
-    Tenant(tenant_cli::TenantCommand),
+    Tenant(tenant::TenantCommand),
 }
 
 #[tokio::main]
@@ -124,8 +124,8 @@ async fn main() -> anyhow::Result<()> {
                 std::process::exit(1);
             }
         }
-        Command::Plugin(command) => plugin_cli::run(command, &config).await?,
-        Command::Tenant(command) => tenant_cli::run(command, &config).await?,
+        Command::Plugin(command) => plugin::run(command, &config).await?,
+        Command::Tenant(command) => tenant::run(command, &config).await?,
     }
     Ok(())
 }

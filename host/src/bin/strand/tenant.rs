@@ -2,10 +2,11 @@
 //! the platform admin's token; listing works with the tenant's own key too).
 
 use clap::{Args, Subcommand};
-use serde_json::json;
+use strand::api::admin::{KeyList, KeyRequest};
 use strand::config::Config;
+use strand::tenant_keys::IssuedKey;
 
-use crate::plugin_cli::{admin_call, base_url, print_json};
+use crate::plugin::{admin_call, admin_send, base_url, print_json};
 
 #[derive(Subcommand)]
 pub enum TenantCommand {
@@ -58,13 +59,14 @@ pub async fn run(command: TenantCommand, config: &Config) -> anyhow::Result<()> 
     let TenantCommand::Key(command) = command;
     match command {
         KeyCommand::Create { target, name } => {
-            let issued = admin_call(config, http.post(target.url(config)).json(&json!({ "name": name }))).await?;
+            let request = http.post(target.url(config)).json(&KeyRequest { name });
+            let issued: IssuedKey = admin_call(config, request).await?;
             print_json(&issued)?;
             eprintln!("keep the secret now: it cannot be shown again");
         }
-        KeyCommand::List { target } => print_json(&admin_call(config, http.get(target.url(config))).await?)?,
+        KeyCommand::List { target } => print_json(&admin_call::<KeyList>(config, http.get(target.url(config))).await?)?,
         KeyCommand::Revoke { target, name } => {
-            admin_call(config, http.delete(format!("{}/{name}", target.url(config)))).await?;
+            admin_send(config, http.delete(format!("{}/{name}", target.url(config)))).await?;
             println!("revoked key {name} of tenant {}", target.tenant);
         }
     }

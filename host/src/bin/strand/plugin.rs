@@ -10,11 +10,16 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use strand::api::admin::{DeployResponse, PluginList, ProjectionList, RollbackRequest};
+use strand::api::Problem;
 use strand::bus::Topology;
 use strand::config::Config;
+use strand::plugins::PluginVersion;
 use strand::plugins::{
     sample_events, sample_outbox_events, sample_requests, CallCost, PluginKind, PluginRuntime, PreparedPlugin,
 };
+use strand::projection::progress::BackfillState;
+use strand::projection::spaces::SpaceDiff;
 
 #[derive(Subcommand)]
 pub enum PluginCommand {
@@ -147,65 +152,67 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
             if shadow {
                 request = request.query(&[("shadow", "true")]);
             }
-            let deployed = admin_call(config, request).await?;
+            let deployed: DeployResponse = admin_call(config, request).await?;
             print_json(&deployed)?;
-            follow_build(config, &admin, &slot, deployed["plugin"]["version"].as_i64()).await
+            follow_build(config, &admin, &slot, deployed.plugin.version).await
         }
         PluginCommand::List { tenant, admin } => {
             let url = format!("{}/plugins", tenant_url(config, &admin, &tenant));
-            print_json(&admin_call(config, reqwest::Client::new().get(url)).await?)
+            print_json(&admin_call::<PluginList>(config, reqwest::Client::new().get(url)).await?)
         }
         PluginCommand::Rollback { slot, version, admin } => {
             let base = tenant_url(config, &admin, &slot.tenant);
             let url = format!("{base}/plugins/{}/{}/rollback", slot.kind, slot.name);
-            let request = reqwest::Client::new().post(url).json(&serde_json::json!({ "version": version }));
-            print_json(&admin_call(config, request).await?)?;
-            follow_build(config, &admin, &slot, Some(version)).await
+            let request = reqwest::Client::new().post(url).json(&RollbackRequest { version });
+            print_json(&admin_call::<PluginVersion>(config, request).await?)?;
+            follow_build(config, &admin, &slot, version).await
         }
         PluginCommand::Diff { slot, sample, admin } => {
             let base = tenant_url(config, &admin, &slot.tenant);
             let url = format!("{base}/plugins/{}/{}/diff", slot.kind, slot.name);
-            let diff = admin_call(config, reqwest::Client::new().get(url).query(&[("sample", sample)])).await?;
-            print_json(&diff)
+            let request = reqwest::Client::new().get(url).query(&[("sample", sample)]);
+            print_json(&admin_call::<SpaceDiff>(config, request).await?)
         }
-        PluginCommand::Promote { slot, admin } => rollout_step(config, &slot, &admin, "promote").await,
-        PluginCommand::Abort { slot, admin } => rollout_step(config, &slot, &admin, "abort").await,
+        PluginCommand::Promote { slot, admin } => {
+            let promoted: PluginVersion = admin_call(config, rollout_step(config, &slot, &admin, "promote")).await?;
+            print_json(&promoted)?;
+            println!("promote: done");
+            Ok(())
+        }
+        PluginCommand::Abort { slot, admin } => {
+            admin_send(config, rollout_step(config, &slot, &admin, "abort")).await?;
+            println!("abort: done");
+            Ok(())
+        }
     }
 }
 
-/// `promote` or `abort` the slot's canary or shadow.
-async fn rollout_step(config: &Config, slot: &SlotArgs, admin: &AdminArgs, step: &str) -> anyhow::Result<()> {
+/// The request that promotes or aborts (`step`) the slot's canary or shadow.
+fn rollout_step(config: &Config, slot: &SlotArgs, admin: &AdminArgs, step: &str) -> reqwest::RequestBuilder {
     let url = format!("{}/plugins/{}/{}/{step}", tenant_url(config, admin, &slot.tenant), slot.kind, slot.name);
-    let answer = admin_call(config, reqwest::Client::new().post(url)).await?;
-    if answer.is_object() {
-        print_json(&answer)?;
-    }
-    println!("{step}: done");
-    Ok(())
+    reqwest::Client::new().post(url)
 }
 
 /// For a projector, draws the progress of `version`'s build for the slot's tenant (recorded by the worker
 /// running it, read from the admin API) until it is complete.
-async fn follow_build(config: &Config, admin: &AdminArgs, slot: &SlotArgs, version: Option<i64>) -> anyhow::Result<()> {
+async fn follow_build(config: &Config, admin: &AdminArgs, slot: &SlotArgs, version: i64) -> anyhow::Result<()> {
     if slot.kind != PluginKind::Projector || admin.no_wait {
         return Ok(());
     }
-    let version = version.context("the admin API did not say which version it deployed")?;
     let url = format!("{}/admin/v1/projections", server_url(config, admin));
     let projection = Topology::projector_projection(&slot.name);
     let asked = Instant::now();
     loop {
-        let progress = admin_call(config, reqwest::Client::new().get(&url)).await?;
-        let record = progress["backfills"].as_array().into_iter().flatten().find(|b| {
-            b["projection"] == projection.as_str()
-                && b["tenant"] == slot.tenant.as_str()
-                && b["plugin_version"] == version
-        });
+        let progress: ProjectionList = admin_call(config, reqwest::Client::new().get(&url)).await?;
+        let record = progress
+            .backfills
+            .into_iter()
+            .find(|b| b.projection == projection && b.tenant == slot.tenant && b.plugin_version == version);
         match record {
             Some(record) => {
-                let count = |field: &str| record[field].as_u64().unwrap_or(0);
-                progress_bar::draw(&slot.tenant, count("done"), count("total"));
-                if record["state"] == "complete" {
+                let count = |n: i64| u64::try_from(n).unwrap_or(0);
+                progress_bar::draw(&slot.tenant, count(record.done), count(record.total));
+                if record.state == BackfillState::Complete {
                     eprintln!();
                     println!("{projection} version {version} is built for {}", slot.tenant);
                     return Ok(());
@@ -310,23 +317,32 @@ fn tenant_url(config: &Config, admin: &AdminArgs, tenant: &str) -> String {
     format!("{}/admin/v1/tenants/{tenant}", server_url(config, admin))
 }
 
-/// Sends an admin request with the tenant key (`tenant_key`) if one is set, else the admin token; its JSON
-/// answer.
-pub async fn admin_call(config: &Config, request: reqwest::RequestBuilder) -> anyhow::Result<serde_json::Value> {
+/// Sends an admin request with the tenant key (`tenant_key`) if one is set, else the admin token, and
+/// decodes its answer as the API's own response type.
+pub async fn admin_call<T: DeserializeOwned>(config: &Config, request: reqwest::RequestBuilder) -> anyhow::Result<T> {
+    let text = admin_send(config, request).await?;
+    serde_json::from_str(&text).with_context(|| format!("the admin API answered what this CLI cannot read: {text}"))
+}
+
+/// Sends an admin request (see [`admin_call`]); its answer's body, when it succeeded, else the problem's
+/// detail as the error.
+pub async fn admin_send(config: &Config, request: reqwest::RequestBuilder) -> anyhow::Result<String> {
     let token = config.tenant_key.as_deref().or(config.admin_token.as_deref()).context(
         "set STRAND_TENANT_KEY (a tenant key) or STRAND_ADMIN_TOKEN (the platform admin's token) to call the admin API",
     )?;
     let response = request.bearer_auth(token).send().await.context("calling the admin API")?;
     let status = response.status();
     let text = response.text().await.context("reading the admin API's answer")?;
-    let body: serde_json::Value = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
     if !status.is_success() {
-        bail!("{status}: {}", body["detail"].as_str().unwrap_or(&body.to_string()));
+        match serde_json::from_str::<Problem>(&text) {
+            Ok(problem) => bail!("{status}: {} ({})", problem.detail, problem.code),
+            Err(_) => bail!("{status}: {text}"),
+        }
     }
-    Ok(body)
+    Ok(text)
 }
 
-pub fn print_json(body: &serde_json::Value) -> anyhow::Result<()> {
+pub fn print_json(body: &impl Serialize) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(body)?);
     Ok(())
 }

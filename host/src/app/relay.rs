@@ -1,0 +1,96 @@
+//! The relay of `strand serve` and `strand relay`: the outbox published to Kafka when brokers are
+//! configured, else to the embedded bus; from the binlog or by polling, as `relay` says.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use super::{open_database, publisher, refreshed_plugins, StartupError};
+use crate::bus::Topology;
+use crate::config::{Config, RelayMode};
+use crate::graph::{Database, DatabaseKind};
+use crate::plugins::PluginRegistry;
+use crate::relay::{BinlogRelay, Checkpoint, Outlet, PollRelay, Relay};
+use crate::tasks::Tasks;
+
+/// The configured relay; `None` when the relay is off.
+pub fn relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> Result<Option<Relay>, StartupError> {
+    if config.relay == RelayMode::Off {
+        return Ok(None);
+    }
+    let outlet = Outlet::new(plugins.clone(), publisher(config, db)?, Topology::new(&config.topic_prefix));
+    Ok(Some(match config.relay {
+        RelayMode::Binlog if db.kind() != DatabaseKind::MySql => return Err(StartupError::BinlogNeedsMySql),
+        RelayMode::Binlog => {
+            Relay::Binlog(BinlogRelay::new(db.clone(), outlet, &config.database_url, config.relay_server_id)?)
+        }
+        _ => Relay::Poll(PollRelay::new(db.clone(), outlet, Duration::from_millis(config.relay_idle_ms.max(1)))),
+    }))
+}
+
+/// `strand relay`: runs the relay alone until `shutdown`, keeping its router plugins in line with the
+/// database like any node. `reset_checkpoint` first drops the binlog checkpoint (the recovery from a purged
+/// binlog: the outbox still holds every unpublished row). An error ends the process: its orchestrator
+/// restarts it, or an operator looks.
+pub async fn run_relay(
+    config: &Config,
+    reset_checkpoint: bool,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), StartupError> {
+    let db = open_database(config).await?;
+    let (plugins, refresher) = refreshed_plugins(config, &db).await?;
+    if reset_checkpoint {
+        Checkpoint::forget(&db).await?;
+        tracing::warn!("the binlog checkpoint was reset: the outbox is published, then the binlog from its end");
+    }
+    let result = match relay(config, &db, &plugins)? {
+        Some(relay) => {
+            tracing::info!(database = ?db.kind(), mode = ?config.relay, "relay is running");
+            relay.run(shutdown).await.map_err(StartupError::from)
+        }
+        None => {
+            tracing::warn!("relay = \"off\": nothing to run");
+            Ok(())
+        }
+    };
+    refresher.abort();
+    db.close().await;
+    result
+}
+
+/// The relay of `strand serve`, as a supervised task: built again after it ended (its first build checked
+/// the configuration at start).
+pub(super) struct RestartableRelay {
+    config: Config,
+    db: Database,
+    plugins: Arc<PluginRegistry>,
+    first: Option<Relay>,
+}
+
+impl RestartableRelay {
+    /// `None` when the relay is off.
+    pub(super) fn new(
+        config: &Config,
+        db: &Database,
+        plugins: &Arc<PluginRegistry>,
+    ) -> Result<Option<Self>, StartupError> {
+        let Some(first) = relay(config, db, plugins)? else { return Ok(None) };
+        Ok(Some(Self { config: config.clone(), db: db.clone(), plugins: plugins.clone(), first: Some(first) }))
+    }
+
+    pub(super) fn supervise(mut self, tasks: &Tasks) {
+        tasks.spawn("relay", move |stop: CancellationToken| {
+            let built = match self.first.take() {
+                Some(relay) => Ok(Some(relay)),
+                None => relay(&self.config, &self.db, &self.plugins),
+            };
+            async move {
+                let relay = built?.context("the relay is off")?;
+                Ok(relay.run(stop.cancelled_owned()).await?)
+            }
+        });
+    }
+}

@@ -1,0 +1,139 @@
+//! `strand serve`: the API node — the database, the plugins, authentication, rate limiting, the cached
+//! reads and the admin API behind one listener, with the relay and the projection workers as supervised
+//! tasks unless the configuration turns them off.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::relay::RestartableRelay;
+use super::{load_plugins, open_database, refresh_from_database, worker_factory, StartupError};
+use crate::api::{self, AppState, Authenticator};
+use crate::bus::Topology;
+use crate::cache::Cache;
+use crate::config::Config;
+use crate::graph::Database;
+use crate::health::Readiness;
+use crate::lag::LagProbe;
+use crate::observability;
+use crate::plugins::PluginRegistry;
+use crate::projection::{CachedReads, Projections};
+use crate::ratelimit::{RateLimiting, TokenBuckets};
+use crate::tasks::Tasks;
+use crate::tenants::TenantSettings;
+
+/// A bound, ready-to-serve Strand.
+pub struct Server {
+    listener: TcpListener,
+    router: Router,
+    db: Database,
+    plugins: Arc<PluginRegistry>,
+    tenants: Arc<TenantSettings>,
+    refresh_every: Duration,
+    relay: Option<RestartableRelay>,
+    projections: Option<Projections>,
+    /// The relay, workers and refresh, supervised; `/readyz` reports those that are down.
+    tasks: Tasks,
+}
+
+impl Server {
+    /// Opens and migrates the database, loads the plugins and JWT keys, connects the cache and the bus,
+    /// and binds the listener: every configuration error shows here, before anything serves.
+    pub async fn build(config: &Config) -> Result<Self, StartupError> {
+        let db = open_database(config).await?;
+        let plugins = load_plugins(config, &db).await?;
+        let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
+        let auth = Arc::new(Authenticator::from_config(config, tenants.jwt_keys().clone())?);
+        let buckets = TokenBuckets::connect(config.redis_url.as_deref()).await?;
+        let rate_limiting = Arc::new(RateLimiting::new(plugins.clone(), tenants.clone(), buckets));
+        // One cache for the reads and the workers: on the embedded default, it is this process's memory.
+        let cache = Cache::connect(config.redis_url.as_deref()).await?;
+        observability::recorder();
+        let tasks = Tasks::default();
+        let kafka = config.kafka()?;
+        let readiness = Readiness::new(db.clone(), cache.clone(), kafka.as_ref(), tasks.clone())?;
+        let state = AppState {
+            db: db.clone(),
+            auth,
+            rate_limiting,
+            plugins: plugins.clone(),
+            tenants: tenants.clone(),
+            reads: Arc::new(CachedReads::new(cache.clone())),
+            cache: cache.clone(),
+            readiness: Arc::new(readiness),
+            lag: Arc::new(LagProbe::new(db.clone(), Topology::new(&config.topic_prefix), kafka)),
+            admin_token: config.admin_token.as_deref().map(Arc::from),
+            max_body_bytes: config.max_body_bytes,
+            max_plugin_bytes: config.max_plugin_bytes,
+        };
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
+        let relay = RestartableRelay::new(config, &db, &plugins)?;
+        let projections = match config.workers {
+            true => {
+                let factory = worker_factory(config, &db)?;
+                Some(Projections::build(factory, &plugins, Some(cache), config.refresh_every()).await?)
+            }
+            false => None,
+        };
+        Ok(Self {
+            listener,
+            router: api::router(state),
+            db,
+            plugins,
+            tenants,
+            refresh_every: config.refresh_every(),
+            relay,
+            projections,
+            tasks,
+        })
+    }
+
+    /// The address actually bound (differs from the configured one when its port is 0).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The database the server writes to.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// Serves until `shutdown` completes, then drains in-flight requests and closes the database.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
+        tracing::info!(addr = %self.local_addr()?, database = ?self.db.kind(), "strand is serving");
+        supervise_refresh(&self.tasks, self.plugins, self.tenants, self.refresh_every);
+        if let Some(relay) = self.relay {
+            // Down, it is restarted; the API keeps serving meanwhile (rows wait in the outbox).
+            relay.supervise(&self.tasks);
+        }
+        if let Some(projections) = self.projections {
+            projections.supervise(&self.tasks);
+        }
+        let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
+        // The relay and the workers finish the batch in hand, commit what they did, then stop.
+        self.tasks.shutdown().await;
+        self.db.close().await;
+        served
+    }
+}
+
+/// Keeps the plugins and tenant settings in line with the database, as a supervised task.
+fn supervise_refresh(tasks: &Tasks, plugins: Arc<PluginRegistry>, tenants: Arc<TenantSettings>, every: Duration) {
+    tasks.spawn("refresh", move |stop: CancellationToken| {
+        let refresh = refresh_from_database(plugins.clone(), tenants.clone(), every);
+        async move {
+            tokio::select! {
+                () = stop.cancelled() => Ok(()),
+                () = refresh => anyhow::bail!("the refresh loop ended"),
+            }
+        }
+    });
+}
