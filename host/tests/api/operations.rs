@@ -142,6 +142,8 @@ async fn an_unknown_kafka_property_stops_the_start_with_its_name() {
         kafka_options: [("ssl.bogus".to_owned(), "1".to_owned())].into(),
         ..Default::default()
     };
-    let refused = strand::app::Server::build(&config).await.err().expect("the start is refused").to_string();
+    let refused = strand::app::Server::build(&config).await.err().expect("the start is refused");
+    // What the operator reads: the error and its causes (as `strand serve` prints them).
+    let refused = strand::observability::causes(&refused);
     assert!(refused.contains("ssl.bogus"), "{refused}");
 }
