@@ -140,6 +140,7 @@ async fn an_unknown_kafka_property_stops_the_start_with_its_name() {
         jwt_hs256_secret: Some("a-test-secret-long-enough-for-hs256".to_owned()),
         kafka_brokers: Some("127.0.0.1:9".to_owned()),
         kafka_options: [("ssl.bogus".to_owned(), "1".to_owned())].into(),
+        plugin_cache_dir: Some(strand_test_support::plugin_cache_dir()),
         ..Default::default()
     };
     let refused = strand::app::Server::build(&config).await.err().expect("the start is refused");
