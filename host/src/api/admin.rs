@@ -22,8 +22,8 @@ use crate::cache::Space;
 use crate::graph::TenantId;
 use crate::lag::{LagError, PipelineLag};
 use crate::plugins::{
-    hex_sha256, PluginError, PluginKind, PluginSlot, PluginVersion, RegistryError, RequestedLimits, RolloutRates,
-    Staged, VersionState,
+    hex_sha256, parse_declarations, PluginError, PluginKind, PluginSlot, PluginVersion, RegistryError, RequestedLimits,
+    RolloutRates, Staged, VersionState,
 };
 use crate::projection::progress::{self, BackfillProgress};
 use crate::projection::spaces::{self, SpaceDiff};
@@ -193,6 +193,7 @@ impl From<RegistryError> for ApiError {
             RegistryError::ReservedName(_) => ApiError::bad_request("reserved_plugin_name", detail),
             RegistryError::LimitRefused(_) => ApiError::bad_request("limit_too_high", detail),
             RegistryError::InvalidRollout(_) => ApiError::bad_request("invalid_rollout", detail),
+            RegistryError::InvalidReadable(_) => ApiError::bad_request("invalid_readable", detail),
             RegistryError::NoSuchVersion { .. }
             | RegistryError::NotDeployed { .. }
             | RegistryError::NoRollout { .. } => ApiError::new(StatusCode::NOT_FOUND, "plugin_not_found", detail),
@@ -240,13 +241,15 @@ pub async fn deploy(
 ) -> Result<axum::Json<DeployResponse>, ApiError> {
     let slot = path.slot(&operator)?;
     let staged = rollout.staged()?;
+    let readable = parse_declarations(rollout.readable.as_deref().unwrap_or(""))
+        .map_err(|e| ApiError::bad_request("invalid_readable", e))?;
     let detail = match staged {
         Some(Staged::Canary(percent)) => format!("canary {percent}%"),
         Some(Staged::Shadow) => "shadow".to_owned(),
         None => String::new(),
     };
     let uploaded = Change { sha256: Some(hex_sha256(&wasm)), detail, ..Change::plugin(AuditAction::Deploy, &slot) };
-    let deploying = state.plugins.deploy_with(slot.clone(), wasm.to_vec(), limits, staged);
+    let deploying = state.plugins.deploy_with(slot.clone(), wasm.to_vec(), limits, staged, readable);
     let deployed = retiring(&state, &slot, deploying).await.map_err(ApiError::from);
     let change = match &deployed {
         Ok((plugin, _)) => uploaded.version(plugin),
@@ -272,6 +275,9 @@ pub struct RolloutQuery {
     /// it without a rebuild, `abort` drops its data.
     #[serde(default)]
     pub shadow: bool,
+    /// A projector's spaces the API serves at `/v1/projections/{name}/{space}/{ids}`, as
+    /// `shape:space[,…]` with shape `counter`, `sorted-set` or `value`, e.g. `counter:friends`.
+    pub readable: Option<String>,
 }
 
 impl RolloutQuery {
@@ -412,10 +418,7 @@ pub async fn diff(
     let space = |version| Space { tenant: slot.tenant.as_str(), plugin: &slot.name, version };
     let sample = query.sample.unwrap_or(DIFF_SAMPLE).min(DIFF_SAMPLE_MAX);
     let compared = spaces::diff(&state.cache, space(active.version), space(shadow.plugin.version), sample).await;
-    let unavailable = |e: crate::cache::CacheError| {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "cache_unavailable", e.to_string())
-    };
-    Ok(axum::Json(compared.map_err(unavailable)?))
+    Ok(axum::Json(compared?))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

@@ -7,6 +7,7 @@ mod auth;
 mod operations;
 mod params;
 mod problem;
+mod projections;
 mod seed;
 mod v1;
 mod write;
@@ -91,6 +92,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(v1::followers))
         .routes(routes!(v1::user_counts))
         .routes(routes!(v1::batch_counts))
+        .routes(routes!(projections::read))
         .routes(routes!(seed::follow))
         .routes(routes!(seed::unfollow))
         .routes(routes!(seed::status))

@@ -49,6 +49,11 @@ impl ApiError {
         Self { retry_after, ..Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", reason) }
     }
 
+    /// Tells the client when to try again (`Retry-After`).
+    pub fn with_retry_after(self, wait: std::time::Duration) -> Self {
+        Self { retry_after: Some(wait), ..self }
+    }
+
     pub fn bad_request(code: &'static str, detail: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, detail)
     }
@@ -159,6 +164,13 @@ impl From<QueryRejection> for ApiError {
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         Self::bad_request("invalid_body", rejection.body_text())
+    }
+}
+
+impl From<crate::cache::CacheError> for ApiError {
+    fn from(error: crate::cache::CacheError) -> Self {
+        tracing::error!(error = %crate::observability::causes(&error), "the cache failed");
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "cache_unavailable", "the cache does not answer; try again")
     }
 }
 

@@ -8,6 +8,7 @@ mod calls;
 mod conformance;
 mod observed;
 mod policy;
+mod readable;
 mod registry;
 pub mod rollout;
 mod runtime;
@@ -20,6 +21,7 @@ pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFEC
 pub use conformance::{sample_events, sample_outbox_events, sample_requests};
 pub use observed::{count_invalid_output, observed};
 pub use policy::{project_with_retries, route_or_default, ProjectionFailed, RetryPolicy, Routed};
+pub use readable::{parse_declarations, Readable, Shape, MAX_READABLE};
 pub use registry::{
     blocking, ActivePlugin, Candidate, Chosen, PluginRegistry, PluginSlot, PluginVersion, RegistryError, Staged,
     VersionLimits, VersionState, SINGLETON_NAME,
@@ -99,6 +101,8 @@ pub struct BundledPlugin {
     pub kind: PluginKind,
     pub name: &'static str,
     pub wasm: &'static [u8],
+    /// The spaces the API serves through `/v1/projections` (a projector's).
+    pub readable: &'static [(Shape, &'static str)],
 }
 
 /// The bundled plugins, built from `plugins/` for `wasm32-wasip2` by `host/build.rs`.
@@ -107,25 +111,30 @@ pub const BUNDLED: [BundledPlugin; 5] = [
         kind: PluginKind::RateLimiter,
         name: registry::SINGLETON_NAME,
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/default_rate_limit.wasm")),
+        readable: &[],
     },
     BundledPlugin {
         kind: PluginKind::Router,
         name: registry::SINGLETON_NAME,
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/default_router.wasm")),
+        readable: &[],
     },
     BundledPlugin {
         kind: PluginKind::Projector,
         name: strand_contract::FOLLOW_LISTS,
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/follow_lists.wasm")),
+        readable: &[(Shape::SortedSet, strand_contract::FOLLOWING), (Shape::SortedSet, strand_contract::FOLLOWERS)],
     },
     BundledPlugin {
         kind: PluginKind::Projector,
         name: strand_contract::FOLLOW_COUNTS,
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/follow_counts.wasm")),
+        readable: &[(Shape::Counter, strand_contract::FOLLOWINGS), (Shape::Counter, strand_contract::FOLLOWERS)],
     },
     BundledPlugin {
         kind: PluginKind::Projector,
         name: "top-followers",
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/top_followers.wasm")),
+        readable: &[(Shape::SortedSet, "top")],
     },
 ];

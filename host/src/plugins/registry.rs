@@ -16,7 +16,7 @@ use super::rollout::{traffic_share, RollbackPolicy, RolloutHealth, RolloutRates,
 use super::runtime::{
     hex_sha256, CallCost, LimitRefused, PluginError, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
 };
-use super::{conformance, PluginKind, Singleton, BUNDLED};
+use super::{conformance, PluginKind, Readable, Singleton, BUNDLED};
 use crate::audit::{self, AuditAction, AuditOutcome, AuditRecord};
 use crate::graph::{is_lock_conflict, now_ms, rfc3339_millis, Database, TenantId};
 
@@ -60,6 +60,8 @@ pub struct ActivePlugin {
     pub prepared: PreparedPlugin,
     /// What each call of this version may use (per call of up to 256 inputs).
     pub limits: PluginLimits,
+    /// The spaces the API serves (a projector's; declared at deploy).
+    pub readable: Vec<Readable>,
 }
 
 /// A stored version, as the admin API lists it.
@@ -75,6 +77,8 @@ pub struct PluginVersion {
     pub created_at: String,
     pub limits: VersionLimits,
     pub canary_percent: Option<u8>,
+    /// The spaces `GET /v1/projections/{plugin}/{space}/{ids}` serves (a projector's).
+    pub readable: Vec<Readable>,
 }
 
 /// Where a stored version stands (`plugins.state`).
@@ -152,6 +156,8 @@ pub enum RegistryError {
     NoRollout { kind: PluginKind, name: String },
     #[error("{0}")]
     InvalidRollout(String),
+    #[error("invalid readable spaces: {0}")]
+    InvalidReadable(String),
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
 }
@@ -241,6 +247,11 @@ impl PluginRegistry {
                         sha256: hex_sha256(b.wasm),
                         prepared,
                         limits: rt.limits(),
+                        readable: b
+                            .readable
+                            .iter()
+                            .map(|&(shape, space)| Readable { space: space.to_owned(), shape })
+                            .collect(),
                     }))
                 })
                 .collect::<Result<Vec<_>, PluginError>>()
@@ -404,7 +415,7 @@ impl PluginRegistry {
 
     async fn load_stored(&self, slot: &PluginSlot, version: i64) -> Result<Arc<ActivePlugin>, RegistryError> {
         let row = sqlx::query(
-            "SELECT wasm, deadline_ms, memory_bytes, fuel FROM plugins \
+            "SELECT wasm, deadline_ms, memory_bytes, fuel, readable FROM plugins \
              WHERE tenant_id = ? AND kind = ? AND name = ? AND version = ?",
         )
         .bind(slot.tenant.as_str())
@@ -414,8 +425,8 @@ impl PluginRegistry {
         .fetch_optional(self.db.reader())
         .await?
         .ok_or_else(|| RegistryError::NoSuchVersion { kind: slot.kind, name: slot.name.clone(), version })?;
-        let limits = stored_limits(&self.runtime, &row, 1)?;
-        Ok(load_version(&self.runtime, slot, version, row.try_get(0)?, limits).await?)
+        let (limits, readable) = (stored_limits(&self.runtime, &row, 1)?, stored_readable(&row, 4)?);
+        Ok(load_version(&self.runtime, slot, version, row.try_get(0)?, (limits, readable)).await?)
     }
 
     pub fn runtime(&self) -> &Arc<PluginRuntime> {
@@ -497,20 +508,25 @@ impl PluginRegistry {
 
     /// [`PluginRegistry::deploy_with`] the default limits, for all of the traffic.
     pub async fn deploy(&self, slot: PluginSlot, wasm: Vec<u8>) -> Result<(PluginVersion, CallCost), RegistryError> {
-        self.deploy_with(slot, wasm, RequestedLimits::default(), None).await
+        self.deploy_with(slot, wasm, RequestedLimits::default(), None, Vec::new()).await
     }
 
     /// Validates, compiles and conformance-checks `wasm` within the `requested` limits (each at most the
     /// platform's maximum), stores it with them as the slot's next version and swaps it in — for all of
     /// the traffic, or `staged` beside the active version (replacing a running canary or shadow). Returns
-    /// the new version and the cost of the conformance run.
+    /// the new version and the cost of the conformance run. A projector's `readable` spaces are served by
+    /// the API.
     pub async fn deploy_with(
         &self,
         slot: PluginSlot,
         wasm: Vec<u8>,
         requested: RequestedLimits,
         staged: Option<Staged>,
+        readable: Vec<Readable>,
     ) -> Result<(PluginVersion, CallCost), RegistryError> {
+        if !readable.is_empty() && slot.kind != PluginKind::Projector {
+            return Err(RegistryError::InvalidReadable(format!("a {} has no spaces to read", slot.kind)));
+        }
         match (staged, slot.kind.is_singleton()) {
             (Some(Staged::Canary(percent)), true) if percent > 99 => {
                 return Err(RegistryError::InvalidRollout(format!("a canary takes 0 to 99 percent, not {percent}")))
@@ -539,7 +555,9 @@ impl PluginRegistry {
         let listed = VersionLimits::from(limits);
         let state = staged.map_or(VersionState::Active, Staged::state);
         let canary = staged.and_then(Staged::percent);
-        let row = StoredRow { state, canary, listed, sha256: &sha256, created_at };
+        let readable_json =
+            serde_json::to_string(&readable).map_err(|e| RegistryError::InvalidReadable(e.to_string()))?;
+        let row = StoredRow { state, canary, listed, sha256: &sha256, created_at, readable: &readable_json };
         // Another node deploying to the slot at once takes the same next number: the loser retries.
         let mut attempt = 1;
         let version = loop {
@@ -562,9 +580,10 @@ impl PluginRegistry {
             created_at: rfc3339_millis(created_at),
             limits: listed,
             canary_percent: canary,
+            readable: readable.clone(),
         };
-        let plugin =
-            Arc::new(ActivePlugin { kind: slot.kind, name: slot.name.clone(), version, sha256, prepared, limits });
+        let (kind, name) = (slot.kind, slot.name.clone());
+        let plugin = Arc::new(ActivePlugin { kind, name, version, sha256, prepared, limits, readable });
         match staged {
             None => {
                 self.end_rollout(&slot);
@@ -605,7 +624,7 @@ impl PluginRegistry {
         retire(&mut tx, slot, if staged.is_some() { Retired::Candidate } else { Retired::All }).await?;
         sqlx::query(
             "INSERT INTO plugins (tenant_id, kind, name, version, sha256, wasm, state, created_at, deadline_ms, \
-             memory_bytes, fuel, canary_percent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             memory_bytes, fuel, canary_percent, readable) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(slot.tenant.as_str())
         .bind(slot.kind.as_str())
@@ -619,6 +638,7 @@ impl PluginRegistry {
         .bind(i64::try_from(row.listed.memory_bytes).unwrap_or(i64::MAX))
         .bind(row.listed.fuel.map(|fuel| i64::try_from(fuel).unwrap_or(i64::MAX)))
         .bind(row.canary.map(i64::from))
+        .bind(row.readable)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -734,7 +754,7 @@ impl PluginRegistry {
     pub async fn versions(&self, tenant: &TenantId) -> Result<Vec<PluginVersion>, RegistryError> {
         let rows = sqlx::query(
             "SELECT kind, name, version, sha256, LENGTH(wasm), state, created_at, deadline_ms, memory_bytes, fuel, \
-             canary_percent FROM plugins WHERE tenant_id = ? ORDER BY kind, name, version",
+             canary_percent, readable FROM plugins WHERE tenant_id = ? ORDER BY kind, name, version",
         )
         .bind(tenant.as_str())
         .fetch_all(self.db.reader())
@@ -755,6 +775,7 @@ impl PluginRegistry {
                     created_at: rfc3339_millis(row.try_get(6)?),
                     limits: stored_limits(&self.runtime, row, 7)?.into(),
                     canary_percent: row.try_get::<Option<i64>, _>(10)?.and_then(|p| u8::try_from(p).ok()),
+                    readable: stored_readable(row, 11)?,
                 })
             })
             .collect()
@@ -779,6 +800,8 @@ struct StoredRow<'a> {
     listed: VersionLimits,
     sha256: &'a str,
     created_at: i64,
+    /// The readable spaces, as JSON.
+    readable: &'a str,
 }
 
 /// Which of a slot's versions [`retire`] sets inactive.
@@ -816,12 +839,12 @@ async fn load_version(
     slot: &PluginSlot,
     version: i64,
     wasm: Vec<u8>,
-    limits: PluginLimits,
+    (limits, readable): (PluginLimits, Vec<Readable>),
 ) -> Result<Arc<ActivePlugin>, PluginError> {
     let (runtime, kind, name) = (runtime.clone(), slot.kind, slot.name.clone());
     blocking(move || {
         let prepared = runtime.prepare(kind, &wasm)?;
-        Ok(Arc::new(ActivePlugin { kind, name, version, sha256: hex_sha256(&wasm), prepared, limits }))
+        Ok(Arc::new(ActivePlugin { kind, name, version, sha256: hex_sha256(&wasm), prepared, limits, readable }))
     })
     .await
 }
@@ -841,6 +864,11 @@ fn stored_limits(runtime: &PluginRuntime, row: &sqlx::any::AnyRow, first: usize)
         },
         _ => defaults,
     })
+}
+
+/// The readable spaces stored with a version in `row`'s column `at`.
+fn stored_readable(row: &sqlx::any::AnyRow, at: usize) -> Result<Vec<Readable>, sqlx::Error> {
+    serde_json::from_str(&row.try_get::<String, _>(at)?).map_err(|e| sqlx::Error::Decode(e.into()))
 }
 
 /// Compilation and plugin calls are CPU work with their own deadlines: keep them off the async workers.

@@ -70,7 +70,10 @@ async fn a_router_canary_routes_a_stable_share_of_the_message_keys() {
     let slot = PluginSlot::new("acme".parse().unwrap(), PluginKind::Router, "default").unwrap();
     registry.deploy(slot.clone(), test_plugin("fanout-router")).await.unwrap();
     let default = strand::plugins::BUNDLED.iter().find(|b| b.kind == PluginKind::Router).unwrap().wasm.to_vec();
-    registry.deploy_with(slot.clone(), default, Default::default(), Some(Staged::Canary(30))).await.unwrap();
+    registry
+        .deploy_with(slot.clone(), default, Default::default(), Some(Staged::Canary(30)), Vec::new())
+        .await
+        .unwrap();
 
     let template = sample_outbox_events().remove(0);
     let events: Vec<_> = (0..1000).map(|i| OutboxEvent { key: format!("acme:{i}"), ..template.clone() }).collect();

@@ -7,6 +7,7 @@ mod faults;
 mod follower;
 mod hostile;
 mod outages;
+mod readable;
 mod reconcile;
 mod shadow;
 mod worker;

@@ -61,6 +61,10 @@ pub enum PluginCommand {
         /// serving no reads; then `diff`, and `promote` (reads switch without a rebuild) or `abort`.
         #[arg(long)]
         shadow: bool,
+        /// A projector's spaces the API serves at `/v1/projections/{name}/{space}/{ids}`, as
+        /// `shape:space[,…]` (shapes: counter, sorted-set, value), e.g. `counter:friends,sorted-set:friends`.
+        #[arg(long)]
+        readable: Option<String>,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -138,7 +142,7 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
     match command {
         PluginCommand::Build { dir } => build(&dir),
         PluginCommand::Test { kind, input, wasm } => test(config, kind, input.as_deref(), &wasm),
-        PluginCommand::Deploy { slot, wasm, deadline_ms, memory_bytes, fuel, canary, shadow, admin } => {
+        PluginCommand::Deploy { slot, wasm, deadline_ms, memory_bytes, fuel, canary, shadow, readable, admin } => {
             let bytes = std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
             let url = format!("{}/plugins/{}/{}", tenant_url(config, &admin, &slot.tenant), slot.kind, slot.name);
             let canary = canary.map(u64::from);
@@ -151,6 +155,9 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
                 reqwest::Client::new().put(url).query(&query).header("content-type", "application/wasm").body(bytes);
             if shadow {
                 request = request.query(&[("shadow", "true")]);
+            }
+            if let Some(readable) = &readable {
+                request = request.query(&[("readable", readable)]);
             }
             let deployed: DeployResponse = admin_call(config, request).await?;
             print_json(&deployed)?;

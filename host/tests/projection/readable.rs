@@ -1,0 +1,113 @@
+//! Spaces a projector version declares readable, served by `GET /v1/projections/{plugin}/{space}/{ids}`:
+//! a projector deployed at runtime is read through the API — a counter equal to the counts, a sorted set
+//! paged by cursor and offset equal to the follower list — for its tenant only; undeclared spaces are 404,
+//! a space not built yet is 503 `projection_building`.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+use strand::plugins::BUNDLED;
+use strand_test_support::{wait_until, ApiClient, Backend, Redis, TestServer};
+
+use super::{pipeline, storm};
+
+fn bundled(name: &str) -> Vec<u8> {
+    BUNDLED.iter().find(|b| b.name == name).unwrap().wasm.to_vec()
+}
+
+/// Every member of `path`'s sorted set, read `limit` at a time by cursor.
+async fn all_pages(client: &ApiClient, path: &str, limit: u32) -> Vec<i64> {
+    let (mut members, mut cursor) = (Vec::new(), String::new());
+    loop {
+        let reply = client.get(&format!("{path}?limit={limit}&cursor={cursor}")).await;
+        assert_eq!(reply.status, 200, "{reply:?}");
+        assert_eq!(reply.body["shape"], "sorted-set", "{reply:?}");
+        let items = reply.body["items"].as_array().unwrap();
+        assert!(items.len() <= limit as usize);
+        members.extend(items.iter().map(|i| i["member"].as_i64().unwrap()));
+        match reply.body["next_cursor"].as_str() {
+            Some(next) => cursor = next.to_owned(),
+            None => return members,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runtime_projectors_declared_counter_and_sorted_set_are_served_paged_and_per_tenant() {
+    let tenant = format!("rd{}", std::process::id());
+    let server = pipeline(&Redis::shared().unwrap().url()).await;
+    storm(&server, &tenant, 0).await;
+    let admin = server.admin();
+    let base = format!("/admin/v1/tenants/{tenant}/plugins/projector");
+    let deploy = |name: &str, readable: &str, wasm: &str| {
+        let path = format!("{base}/{name}?readable={readable}");
+        let (admin, wasm) = (admin.clone(), bundled(wasm));
+        async move { admin.upload(Method::PUT, &path, wasm).await }
+    };
+    let refused = deploy("tally", "gauge:followers", "follow-counts").await;
+    assert_eq!((refused.status, refused.body["code"].as_str()), (400, Some("invalid_readable")), "{refused:?}");
+    let tally = deploy("tally", "counter:followers", "follow-counts").await;
+    assert_eq!(tally.status, 200, "{tally:?}");
+    assert_eq!(tally.body["plugin"]["readable"], json!([{"space": "followers", "shape": "counter"}]));
+    assert_eq!(deploy("roster", "sorted-set:followers", "follow-lists").await.status, 200);
+    storm(&server, &tenant, 1).await;
+
+    let alice = server.client(&tenant, 1);
+    wait_until("every declared counter equals the counts", Duration::from_secs(60), || async {
+        for user in 1..=6 {
+            let read = alice.get(&format!("/v1/projections/tally/followers/{user}")).await;
+            let counts = alice.get(&format!("/v1/users/{user}/counts")).await;
+            if read.body != json!({"shape": "counter", "value": counts.body["followers"]}) {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    wait_until("the declared sorted set is built", Duration::from_secs(60), || async {
+        alice.get("/v1/projections/roster/followers/1").await.status == 200
+    })
+    .await;
+    for user in 1..=6 {
+        let list = alice.get(&format!("/v1/users/{user}/followers?limit=100")).await;
+        let expected: Vec<i64> =
+            list.body["items"].as_array().unwrap().iter().map(|i| i["user_id"].as_i64().unwrap()).collect();
+        let path = format!("/v1/projections/roster/followers/{user}");
+        assert_eq!(all_pages(&alice, &path, 2).await, expected, "user {user}'s followers, paged by cursor");
+        let second = alice.get(&format!("{path}?limit=2&offset=2")).await;
+        let members: Vec<i64> =
+            second.body["items"].as_array().unwrap().iter().map(|i| i["member"].as_i64().unwrap()).collect();
+        assert_eq!(members, expected.iter().skip(2).take(2).copied().collect::<Vec<_>>(), "offset paging");
+    }
+
+    // Only what was declared, only for the tenant that deployed it.
+    for (client, path) in [
+        (&alice, "/v1/projections/tally/followings/1"),
+        (&alice, "/v1/projections/nope/followers/1"),
+        (&server.client("someone-else", 1), "/v1/projections/tally/followers/1"),
+    ] {
+        let reply = client.get(path).await;
+        assert_eq!((reply.status, reply.body["code"].clone()), (404, Value::from("not_found")), "{path}: {reply:?}");
+    }
+    let bad = alice.get("/v1/projections/tally/followers/x").await;
+    assert_eq!((bad.status, bad.body["code"].as_str()), (400, Some("invalid_ids")), "{bad:?}");
+    let bad = alice.get("/v1/projections/roster/followers/1?cursor=garbage").await;
+    assert_eq!((bad.status, bad.body["code"].as_str()), (400, Some("invalid_cursor")), "{bad:?}");
+    // The bundled projectors declare theirs too.
+    let bundled_read = alice.get("/v1/projections/follow-counts/followers/2").await;
+    let counts = alice.get("/v1/users/2/counts").await;
+    assert_eq!(bundled_read.body, json!({"shape": "counter", "value": counts.body["followers"]}), "{bundled_read:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_space_not_built_yet_answers_503_projection_building_never_a_partial_answer() {
+    // No workers: nothing ever builds the tenant's spaces.
+    let server = TestServer::start_with(Backend::Sqlite, |c| c.workers = false).await;
+    let bob = server.client("unbuilt", 1);
+    bob.follow(2).await;
+    let reply = bob.get("/v1/projections/follow-counts/followers/2").await;
+    assert_eq!((reply.status, reply.body["code"].as_str()), (503, Some("projection_building")), "{reply:?}");
+    assert!(reply.body["detail"].as_str().unwrap().contains("not started yet"), "{reply:?}");
+    assert!(reply.headers.contains_key("retry-after"), "{reply:?}");
+}
