@@ -41,6 +41,7 @@ async fn openapi_document_covers_every_route() {
         ("/v1/users/{id}/followers", &["get"]),
         ("/v1/users/{id}/counts", &["get"]),
         ("/v1/counts", &["get"]),
+        ("/v1/projections/{plugin}/{space}/{ids}", &["get"]),
         ("/api/v1/relation/follow", &["post"]),
         ("/api/v1/relation/unfollow", &["post"]),
         ("/api/v1/relation/status", &["get"]),

@@ -1,5 +1,6 @@
 //! The plugin runtime, registry and rate limiting against the real server, throwaway Redis and MariaDB.
 
+mod authoring;
 mod hot_swap;
 mod policies;
 mod rate_limits;

@@ -2,6 +2,7 @@
 
 mod plugin;
 mod progress_bar;
+mod scaffold;
 mod tenant;
 
 use std::path::PathBuf;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::progress_bar;
+use crate::{progress_bar, scaffold};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde::de::DeserializeOwned;
@@ -23,6 +23,22 @@ use strand::projection::spaces::SpaceDiff;
 
 #[derive(Subcommand)]
 pub enum PluginCommand {
+    /// Create a plugin project in DIR/NAME, outside any Strand checkout: a working example of the kind, its
+    /// unit test, and the SDK and WIT this binary runs (pinned). Then `strand plugin build` in it.
+    New {
+        name: String,
+        /// rate-limiter, router or projector.
+        #[arg(long)]
+        kind: PluginKind,
+        /// The directory to create the project in.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Write the WIT package (`strand.wit`) into DIR, for wit-bindgen, jco or componentize-py.
+    Wit {
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
     /// Build the plugin crate in DIR as a WASM component (installs the wasm32-wasip2 target if missing).
     Build {
         #[arg(default_value = ".")]
@@ -140,6 +156,16 @@ const BUILD_POLL: Duration = Duration::from_millis(250);
 
 pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> {
     match command {
+        PluginCommand::New { name, kind, dir } => {
+            let root = scaffold::new_rust_project(&dir, &name, kind)?;
+            println!("{}", root.display());
+            eprintln!("created; `cd {} && cargo test && strand plugin build` builds the component", root.display());
+            Ok(())
+        }
+        PluginCommand::Wit { dir } => {
+            println!("{}", scaffold::write_wit(&dir)?.display());
+            Ok(())
+        }
         PluginCommand::Build { dir } => build(&dir),
         PluginCommand::Test { kind, input, wasm } => test(config, kind, input.as_deref(), &wasm),
         PluginCommand::Deploy { slot, wasm, deadline_ms, memory_bytes, fuel, canary, shadow, readable, admin } => {
