@@ -136,6 +136,13 @@ async fn main() {
             wait_built(&cache, &["follow-counts", "follow-lists"]).await;
         }
         http_reads(server, &paths, source).await;
+        if source == "projections" {
+            // The generic read of a projector's declared spaces (as a deployed projector is read), beside
+            // the dedicated routes above over the same data.
+            let declared =
+                ["/v1/projections/follow-counts/followers/7", "/v1/projections/follow-lists/followers/7?limit=20"];
+            http_reads(server, &declared, "declared").await;
+        }
     }
 }
 

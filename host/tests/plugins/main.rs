@@ -1,6 +1,5 @@
 //! The plugin runtime, registry and rate limiting against the real server, throwaway Redis and MariaDB.
 
-mod authoring;
 mod hot_swap;
 mod policies;
 mod rate_limits;

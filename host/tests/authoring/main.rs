@@ -1,6 +1,7 @@
 //! A plugin written anywhere: `strand plugin new` → `cargo test` (native) → `strand plugin build` →
 //! `strand plugin test` → deploy, in a directory outside the repository, with nothing but the `strand`
-//! binary and the Rust toolchain; `strand plugin wit` hands out the contract.
+//! binary and the Rust toolchain; `strand plugin wit` hands out the contract. A test binary of its own:
+//! its compiles load every core, which would starve the tight plugin deadlines of tests running beside it.
 
 use std::path::Path;
 use std::process::{Command, Output};
