@@ -156,15 +156,19 @@ fn decode_cursor(cursor: &str) -> Result<(f64, i64), ApiError> {
 /// `503 projection_building`, with how far the build recorded for the tenant has come.
 async fn building(state: &AppState, caller: &Caller, plugin: &str, version: i64) -> ApiError {
     let projection = Topology::projector_projection(plugin);
-    let recorded = progress::all(&state.db)
-        .await
-        .ok()
-        .into_iter()
-        .flatten()
-        .find(|b| b.projection == projection && b.tenant == caller.tenant.as_str() && b.plugin_version == version);
-    let progress = match recorded {
-        Some(b) => format!("{} of {} pairs replayed", b.done, b.total),
-        None => "not started yet".to_owned(),
+    let progress = match progress::all(&state.db).await {
+        Ok(recorded) => match recorded
+            .into_iter()
+            .find(|b| b.projection == projection && b.tenant == caller.tenant.as_str() && b.plugin_version == version)
+        {
+            Some(b) => format!("{} of {} pairs replayed", b.done, b.total),
+            None => "not started yet".to_owned(),
+        },
+        // The answer is a 503 either way; only its detail is poorer.
+        Err(error) => {
+            tracing::warn!(%error, "cannot read backfill progress for a projection_building answer");
+            "progress unknown (the database did not answer)".to_owned()
+        }
     };
     let detail = format!("projector {plugin:?} version {version} is being built for this tenant: {progress}");
     ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "projection_building", detail)
