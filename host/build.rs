@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
-const BUNDLED: [&str; 5] = ["default-rate-limit", "default-router", "follow-lists", "follow-counts", "top-followers"];
+const BUNDLED: [&str; 6] =
+    ["default-rate-limit", "default-router", "follow-lists", "follow-counts", "top-followers", "mutual-follows"];
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));

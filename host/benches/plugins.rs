@@ -1,5 +1,6 @@
 //! Plugin costs, printed (never asserted):
-//! - the bundled `follow-counts` projector per event, as WASM and compiled natively, at batch 1, 16, 256;
+//! - the bundled `follow-counts` projector per event, as WASM (built against WIT 0.2.0 and, as deployed
+//!   before it, 0.1.0) and compiled natively, at batch 1, 16, 256;
 //! - instantiation (a call on an empty batch);
 //! - a hot swap (deploy: compile, conformance run, store, swap), cold and with the compile cache warm;
 //! - the rate-limit decision (policy call + bucket) added to a follow, embedded and on Redis, and with a
@@ -21,6 +22,7 @@ use strand::tenants::TenantSettings;
 use strand_test_support::{Backend, Redis};
 
 const EVENTS: usize = 100_000;
+const OLD_FOLLOW_COUNTS: &[u8] = include_bytes!("../tests/fixtures/wit-0.1.0/follow_counts.wasm");
 
 fn events(n: usize) -> Vec<RelationEvent> {
     (0..n as i64)
@@ -32,6 +34,7 @@ fn events(n: usize) -> Vec<RelationEvent> {
             followee: i + 1,
             version: 1,
             occurred_at_ms: 1_700_000_000_000 + i,
+            followed_back: i % 2 == 0,
         })
         .collect()
 }
@@ -40,8 +43,6 @@ fn native_events(n: usize) -> Vec<strand_plugin_sdk::RelationEvent> {
     events(n)
         .into_iter()
         .map(|e| strand_plugin_sdk::RelationEvent {
-            event_id: e.event_id,
-            tenant: e.tenant,
             action: match e.action {
                 Action::Follow => strand_plugin_sdk::Action::Follow,
                 Action::Unfollow => strand_plugin_sdk::Action::Unfollow,
@@ -50,6 +51,7 @@ fn native_events(n: usize) -> Vec<strand_plugin_sdk::RelationEvent> {
             followee: e.followee,
             version: e.version,
             occurred_at_ms: e.occurred_at_ms,
+            followed_back: e.followed_back,
         })
         .collect()
 }
@@ -63,17 +65,21 @@ async fn main() {
     let runtime = Arc::new(PluginRuntime::new(Default::default(), None).expect("runtime"));
     let counts = BUNDLED.iter().find(|b| b.name == "follow-counts").expect("bundled follow-counts");
     let projector = runtime.prepare(PluginKind::Projector, counts.wasm).expect("prepared");
+    // The same plugin as built against `strand:plugin@0.1.0` (tenant and event id in every event).
+    let old = runtime.prepare(PluginKind::Projector, OLD_FOLLOW_COUNTS).expect("prepared 0.1.0");
 
     println!("projector follow-counts, {EVENTS} events per row (µs/event)");
-    println!("{:>6} {:>10} {:>10} {:>7}", "batch", "wasm", "native", "ratio");
+    println!("{:>6} {:>10} {:>10} {:>10} {:>7}", "batch", "wasm 0.2", "wasm 0.1", "native", "ratio");
     let all = events(EVENTS);
     let all_native = native_events(EVENTS);
     for batch in [1usize, 16, 256] {
-        let started = Instant::now();
-        for chunk in all.chunks(batch) {
-            black_box(runtime.project(&projector, runtime.limits(), chunk).expect("projected"));
-        }
-        let wasm = per_event(started.elapsed(), EVENTS);
+        let [wasm, wasm_old] = [&projector, &old].map(|plugin| {
+            let started = Instant::now();
+            for chunk in all.chunks(batch) {
+                black_box(runtime.project(plugin, runtime.limits(), chunk).result.expect("projected"));
+            }
+            per_event(started.elapsed(), EVENTS)
+        });
         let started = Instant::now();
         for chunk in all_native.chunks(batch) {
             let effects: Vec<Vec<_>> =
@@ -81,13 +87,13 @@ async fn main() {
             black_box(effects);
         }
         let native = per_event(started.elapsed(), EVENTS);
-        println!("{batch:>6} {wasm:>10.3} {native:>10.3} {:>6.1}x", wasm / native);
+        println!("{batch:>6} {wasm:>10.3} {wasm_old:>10.3} {native:>10.3} {:>6.1}x", wasm / native);
     }
 
     let rounds = 20_000;
     let started = Instant::now();
     for _ in 0..rounds {
-        black_box(runtime.project(&projector, runtime.limits(), &[]).expect("empty call"));
+        black_box(runtime.project(&projector, runtime.limits(), &[]).result.expect("empty call"));
     }
     println!("instantiate + empty call: {:.1} µs", per_event(started.elapsed(), rounds));
 

@@ -36,6 +36,7 @@ fn events(tenant: &str) -> Vec<OutboxEvent> {
                 to,
                 version: 1,
                 occurred_at: "2026-11-30T00:00:00.000Z".into(),
+                followed_back: false,
             }
         })
         .collect()

@@ -39,8 +39,9 @@ pub enum ProjectionRead {
     Counter { value: i64 },
     /// `null` when the key holds no value.
     Value { value: Option<String> },
-    /// Highest score first (ties: highest member first), paged like the follow lists.
-    SortedSet { items: Vec<ScoredMember>, next_cursor: Option<String>, has_more: bool },
+    /// Highest score first (ties: highest member first), paged like the follow lists; `total`: how many
+    /// members the whole set holds (a mutual-follows count, say).
+    SortedSet { items: Vec<ScoredMember>, next_cursor: Option<String>, has_more: bool, total: u64 },
 }
 
 #[derive(Debug, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -121,7 +122,8 @@ async fn sorted_set_page(state: &AppState, key: &str, page: &PageParams) -> Resu
     let has_more = items.len() > limit;
     items.truncate(limit);
     let next_cursor = items.last().filter(|_| has_more).map(encode_cursor);
-    Ok(ProjectionRead::SortedSet { items, next_cursor, has_more })
+    let total = state.cache.cardinality(key).await?;
+    Ok(ProjectionRead::SortedSet { items, next_cursor, has_more, total })
 }
 
 /// The key's ids: 1 to [`MAX_IDS`] integers.

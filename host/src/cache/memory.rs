@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::{counter_swings, member, within_range, Applied, DataKind, Gate, PageStart, Space, MARKER_TTL};
+use super::{counter_swings, in_order, member, within_range, Applied, DataKind, Gate, PageStart, Space, MARKER_TTL};
 use crate::plugins::{Effect, RelationEvent};
 
 /// Writes between sweeps of expired entries.
@@ -132,7 +132,7 @@ impl MemoryCache {
             if snapshot && event.version > floor {
                 state.set_version(floors, event.followee, event.version);
             }
-            for effect in effects {
+            for effect in in_order(effects) {
                 state.effect(space, effect, fresh, newer, now);
             }
         }
@@ -175,6 +175,11 @@ impl MemoryCache {
         let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();
         keys.iter().map(|key| state.text(key, now).map(str::to_owned)).collect()
+    }
+
+    pub(super) fn cardinality(&self, key: &str) -> u64 {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.sorted(key, Instant::now()).map_or(0, |set| set.order.len() as u64)
     }
 
     pub(super) fn descending(&self, key: &str, from: PageStart<'_>, count: usize) -> Vec<(String, f64)> {
@@ -277,6 +282,14 @@ impl State {
             {
                 let (c, e) = (&g.add, &g.add.entry);
                 self.zadd(space.key(SORTED, &e.key), e.member, e.score, c.keep, now)
+            }
+            Effect::ZsetMemberWhile(w) if fresh => {
+                let key = space.key(SORTED, &w.entry.key);
+                if self.number(&space.key(DataKind::Counter, &w.counter), now) >= w.at_least {
+                    self.zadd(key, w.entry.member, w.entry.score, 0, now);
+                } else if let Some(set) = self.sorted(&key, now) {
+                    set.remove(&member(w.entry.member));
+                }
             }
             Effect::ZsetRemove((set, id)) if newer => {
                 if let Some(set) = self.sorted(&space.key(SORTED, set), now) {

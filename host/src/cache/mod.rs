@@ -186,6 +186,13 @@ impl<'a> Space<'a> {
     }
 }
 
+/// An event's effects in the order both backends apply them: memberships that follow a counter last, so
+/// they see the event's own counter adds whatever order the plugin listed them in.
+fn in_order(effects: &[Effect]) -> impl Iterator<Item = &Effect> {
+    let follows_counter = |e: &&Effect| matches!(e, Effect::ZsetMemberWhile(_));
+    effects.iter().filter(move |e| !follows_counter(e)).chain(effects.iter().filter(follows_counter))
+}
+
 /// Per counter a batch adds to: the key, and the sums of its positive and of its negative adds — the
 /// furthest the counter can move up and down if every add applies. Both backends check these against
 /// [`COUNTER_LIMIT`] before they change anything, so a batch is applied whole or not at all.
@@ -310,6 +317,14 @@ impl Cache {
         match self {
             Self::Redis(redis) => redis.texts(keys).await,
             Self::Memory(memory) => Ok(memory.texts(keys)),
+        }
+    }
+
+    /// How many members the sorted set `key` (rendered) holds.
+    pub async fn cardinality(&self, key: &str) -> Result<u64, CacheError> {
+        match self {
+            Self::Redis(redis) => redis.cardinality(key).await,
+            Self::Memory(memory) => Ok(memory.cardinality(key)),
         }
     }
 

@@ -6,10 +6,11 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{AsyncCommands, Script, ScriptInvocation};
 use futures::StreamExt;
 
-use super::{counter_swings, member, Applied, CacheError, DataKind, Gate, PageStart, Space, COUNTER_LIMIT, MARKER_TTL};
+use super::{counter_swings, in_order, member, Applied, CacheError, DataKind, Gate, PageStart, Space};
+use super::{COUNTER_LIMIT, MARKER_TTL};
+use crate::plugins::{Effect, RelationEvent, ZsetEntry};
 
 const SORTED: DataKind = DataKind::SortedSet;
-use crate::plugins::{Effect, RelationEvent};
 
 /// ARGV: gate key, gate value, gate TTL (ms; renewed when > 0), marker TTL (ms), snapshot flag, counter
 /// limit, number of counter checks, then per check: counter key, most it may rise, most it may fall; then per
@@ -53,6 +54,15 @@ while i <= #ARGV do
       if newer and (guard == '' or tonumber(redis.call('GET', guard) or '0') >= at_least) then
         redis.call('ZADD', key, ARGV[i + 3], ARGV[i + 2])
         if keep > 0 then redis.call('ZREMRANGEBYRANK', key, 0, -keep - 1) end
+      end
+      i = i + 7
+    elseif op == 'zsync' then
+      if fresh then
+        if tonumber(redis.call('GET', ARGV[i + 5]) or '0') >= tonumber(ARGV[i + 6]) then
+          redis.call('ZADD', key, ARGV[i + 3], ARGV[i + 2])
+        else
+          redis.call('ZREM', key, ARGV[i + 2])
+        end
       end
       i = i + 7
     elseif op == 'zrem' then
@@ -154,20 +164,23 @@ impl RedisCache {
                 .arg(event.followee)
                 .arg(event.version)
                 .arg(effects.len() + expiries * (DataKind::ALL.len() - 1));
-            for effect in effects {
+            for effect in in_order(effects) {
                 match effect {
                     Effect::CounterAdd((counter, delta)) => {
                         invocation.arg("counter").arg(space.key(DataKind::Counter, counter)).arg(delta);
                     }
-                    Effect::ZsetAdd(e) => zadd(&mut invocation, space.key(SORTED, &e.key), e.member, e.score, 0, None),
+                    Effect::ZsetAdd(e) => zadd(&mut invocation, "zadd", space.key(SORTED, &e.key), e, 0, None),
                     Effect::ZsetAddCapped(c) => {
-                        let e = &c.entry;
-                        zadd(&mut invocation, space.key(SORTED, &e.key), e.member, e.score, c.keep, None)
+                        zadd(&mut invocation, "zadd", space.key(SORTED, &c.entry.key), &c.entry, c.keep, None)
                     }
                     Effect::ZsetAddGuarded(g) => {
                         let (c, e) = (&g.add, &g.add.entry);
                         let guard = Some((space.key(DataKind::Counter, &g.counter), g.at_least));
-                        zadd(&mut invocation, space.key(SORTED, &e.key), e.member, e.score, c.keep, guard)
+                        zadd(&mut invocation, "zadd", space.key(SORTED, &e.key), e, c.keep, guard)
+                    }
+                    Effect::ZsetMemberWhile(w) => {
+                        let guard = Some((space.key(DataKind::Counter, &w.counter), w.at_least));
+                        zadd(&mut invocation, "zsync", space.key(SORTED, &w.entry.key), &w.entry, 0, guard)
                     }
                     Effect::ZsetRemove((set, id)) => {
                         invocation.arg("zrem").arg(space.key(SORTED, set)).arg(member(*id));
@@ -236,6 +249,10 @@ impl RedisCache {
         Ok(self.connection.clone().mget(keys).await?)
     }
 
+    pub(super) async fn cardinality(&self, key: &str) -> Result<u64, CacheError> {
+        Ok(self.connection.clone().zcard(key).await?)
+    }
+
     pub(super) async fn descending(
         &self,
         key: &str,
@@ -268,16 +285,16 @@ impl RedisCache {
     }
 }
 
-/// The operands of the script's `zadd`: key, member, score, how many to keep (0: all), and the counter that
-/// must be at least some value for the add to apply (none: always).
+/// The operands of the script's `zadd` and `zsync` (`op`): key, member, score, how many to keep (0: all),
+/// and the counter that must be at least some value for the add to apply (none: always).
 fn zadd(
     invocation: &mut ScriptInvocation<'_>,
+    op: &str,
     key: String,
-    id: i64,
-    score: f64,
+    entry: &ZsetEntry,
     keep: u32,
     guard: Option<(String, i64)>,
 ) {
     let (guard, at_least) = guard.unwrap_or_default();
-    invocation.arg("zadd").arg(key).arg(member(id)).arg(score).arg(keep).arg(guard).arg(at_least);
+    invocation.arg(op).arg(key).arg(member(entry.member)).arg(entry.score).arg(keep).arg(guard).arg(at_least);
 }

@@ -62,6 +62,11 @@ pub struct OutboxEvent {
     pub version: i64,
     /// RFC 3339, milliseconds, UTC.
     pub occurred_at: String,
+    /// Whether `to` followed `from` when this change committed (read under lock in the change's
+    /// transaction): a follow with it starts a mutual follow, an unfollow with it ends one. Events written
+    /// before it existed read as `false`.
+    #[serde(default)]
+    pub followed_back: bool,
 }
 
 /// Why a write was refused or failed. Nothing is half-written in any case: the transaction rolls back.
@@ -169,6 +174,7 @@ async fn try_set_following(
     .bind(to.get())
     .execute(&mut *tx)
     .await?;
+    let followed_back = reverse_follows(db, &mut tx, tenant, from, to).await?;
     let event = OutboxEvent {
         event_id: EventId { tenant: tenant.as_str(), from: from.get(), to: to.get(), version }.to_string(),
         event_type: if follow { EventType::Follow } else { EventType::Unfollow },
@@ -177,10 +183,39 @@ async fn try_set_following(
         to: to.get(),
         version,
         occurred_at: rfc3339_millis(now_ms),
+        followed_back,
     };
     insert_outbox(&mut tx, &event, now_ms).await?;
     tx.commit().await?;
     Ok(FollowChange { following: follow, changed: true, version })
+}
+
+/// Whether `to` follows `from`, read with a shared lock (MariaDB/MySQL) held to commit: of two people
+/// following each other at once, one waits for the other's commit (or their deadlock is retried), so
+/// exactly one of the two events says `followed_back`.
+async fn reverse_follows(
+    db: &Database,
+    tx: &mut Transaction<'static, Any>,
+    tenant: &TenantId,
+    from: UserId,
+    to: UserId,
+) -> Result<bool, WriteError> {
+    let read = match db.kind() {
+        DatabaseKind::MySql => {
+            "SELECT rel_status FROM following WHERE tenant_id = ? AND from_user_id = ? AND to_user_id = ? \
+             LOCK IN SHARE MODE"
+        }
+        DatabaseKind::Sqlite => {
+            "SELECT rel_status FROM following WHERE tenant_id = ? AND from_user_id = ? AND to_user_id = ?"
+        }
+    };
+    let status: Option<i64> = sqlx::query_scalar(read)
+        .bind(tenant.as_str())
+        .bind(to.get())
+        .bind(from.get())
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(status == Some(1))
 }
 
 async fn insert_outbox(tx: &mut Transaction<'static, Any>, event: &OutboxEvent, now_ms: i64) -> Result<(), WriteError> {

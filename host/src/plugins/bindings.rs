@@ -1,32 +1,72 @@
-//! Host bindings generated from `wit/`. The `types` interface is generated once (with the rate-limiter
-//! world) and shared by the other two, so a `RelationEvent` or `Effect` is one Rust type everywhere.
+//! Host bindings generated from `wit/`: the current package (`strand:plugin@0.2.0`, `wit/strand.wit`) and
+//! the one before it (`wit/0.1.0/`), whose components keep running (`compat.rs` converts between them).
+//! Within each package the `types` (and `log`) interfaces are generated once, with the rate-limiter world,
+//! and shared by the other two, so an `Effect` is one Rust type everywhere.
 
 pub mod rate_limiter {
     wasmtime::component::bindgen!({
         world: "rate-limiter",
-        path: "../wit",
+        path: "../wit/strand.wit",
         // `strand plugin test` reads inputs and prints outputs as JSON.
-        additional_derives: [serde::Serialize, serde::Deserialize],
+        additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
     });
 }
 
 pub mod router {
     wasmtime::component::bindgen!({
         world: "router",
-        path: "../wit",
-        with: { "strand:plugin/types": super::rate_limiter::strand::plugin::types },
+        path: "../wit/strand.wit",
+        with: {
+            "strand:plugin/types": super::rate_limiter::strand::plugin::types,
+            "strand:plugin/log": super::rate_limiter::strand::plugin::log,
+        },
     });
 }
 
 pub mod projector {
     wasmtime::component::bindgen!({
         world: "projector",
-        path: "../wit",
-        with: { "strand:plugin/types": super::rate_limiter::strand::plugin::types },
+        path: "../wit/strand.wit",
+        with: {
+            "strand:plugin/types": super::rate_limiter::strand::plugin::types,
+            "strand:plugin/log": super::rate_limiter::strand::plugin::log,
+        },
     });
 }
 
+/// `strand:plugin@0.1.0`: worlds exporting bare functions, inputs carrying their tenant (and event id).
+pub mod v0_1 {
+    pub mod rate_limiter {
+        wasmtime::component::bindgen!({ world: "rate-limiter", path: "../wit/0.1.0/strand.wit" });
+    }
+
+    pub mod router {
+        wasmtime::component::bindgen!({
+            world: "router",
+            path: "../wit/0.1.0/strand.wit",
+            with: { "strand:plugin/types": super::rate_limiter::strand::plugin::types },
+        });
+    }
+
+    pub mod projector {
+        wasmtime::component::bindgen!({
+            world: "projector",
+            path: "../wit/0.1.0/strand.wit",
+            with: { "strand:plugin/types": super::rate_limiter::strand::plugin::types },
+        });
+    }
+
+    pub use rate_limiter::strand::plugin::types::*;
+}
+
+pub use rate_limiter::strand::plugin::log::add_to_linker as add_log_to_linker;
+pub use rate_limiter::strand::plugin::log::Host as LogHost;
 pub use rate_limiter::strand::plugin::types::{
-    Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, OutboxEvent, RelationEvent,
-    WriteRequest, ZsetEntry,
+    Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, Level, ZsetEntry,
+    ZsetMemberWhile,
 };
+
+/// The inputs as the 0.2.0 worlds receive them (the host's own carry more: see `inputs.rs`).
+pub mod wire {
+    pub use super::rate_limiter::strand::plugin::types::{OutboxEvent, RelationEvent, WriteRequest};
+}

@@ -5,8 +5,10 @@
 
 use std::time::Duration;
 
-use super::bindings::{Decision, Destination, Effect, Key, OutboxEvent, RelationEvent, WriteRequest};
-use super::runtime::{CallCost, PluginError, PluginLimits, PluginRuntime, PreparedPlugin};
+use super::bindings::{v0_1, wire, Decision, Destination, Effect, Key};
+use super::inputs::{batch_tenant, Input, OutboxEvent, RelationEvent, WriteRequest};
+use super::logs::CallLog;
+use super::runtime::{Built, CallCost, Called, PluginError, PluginLimits, PluginRuntime, PreparedPlugin};
 
 /// Most destinations one event may be routed to.
 pub const MAX_DESTINATIONS: usize = 16;
@@ -26,57 +28,119 @@ pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 /// counters' range ([`crate::cache::COUNTER_LIMIT`]).
 pub const MAX_COUNTER_STEP: i64 = 1 << 32;
 
+fn converted<T, U: From<T>>(lists: Vec<Vec<T>>) -> Vec<Vec<U>> {
+    lists.into_iter().map(|list| list.into_iter().map(U::from).collect()).collect()
+}
+
 impl PluginRuntime {
-    /// The rate-limit policy's decision for each request, within the version's `limits`.
+    /// The rate-limit policy's decision for each request (one tenant's), within the version's `limits`.
     pub fn decide(
         &self,
         plugin: &PreparedPlugin,
         limits: PluginLimits,
         requests: &[WriteRequest],
-    ) -> Result<(Vec<Decision>, CallCost), PluginError> {
-        let PreparedPlugin::RateLimiter(pre) = plugin else { return Err(mismatch(plugin, "rate-limiter")) };
-        let (decisions, cost) =
-            self.run(limits, requests.len(), |store| pre.instantiate(&mut *store)?.call_decide(&mut *store, requests))?;
-        check_count(decisions.len(), requests.len())?;
-        decisions.iter().try_for_each(check_decision)?;
-        Ok((decisions, cost))
+    ) -> Called<Vec<Decision>> {
+        let PreparedPlugin::RateLimiter(built) = plugin else { return refused(mismatch(plugin, "rate-limiter")) };
+        let tenant = match batch_tenant(requests) {
+            Ok(tenant) => tenant,
+            Err(e) => return refused(e),
+        };
+        let (result, log) = self.run(limits, requests.len(), |store| match built {
+            Built::Current(pre) => {
+                let requests: Vec<wire::WriteRequest> = requests.iter().map(Into::into).collect();
+                pre.instantiate(&mut *store)?.strand_plugin_policy().call_decide(&mut *store, tenant, &requests)
+            }
+            Built::V0_1(pre) => {
+                let requests: Vec<v0_1::WriteRequest> = requests.iter().map(Into::into).collect();
+                let decisions = pre.instantiate(&mut *store)?.call_decide(&mut *store, &requests)?;
+                Ok(decisions.into_iter().map(Decision::from).collect())
+            }
+        });
+        let result = result.and_then(|(decisions, cost)| {
+            check_count(decisions.len(), requests.len())?;
+            decisions.iter().try_for_each(check_decision)?;
+            Ok((decisions, cost))
+        });
+        Called::from_call(result, log, requests)
     }
 
-    /// The router's destinations for each event (empty: dropped).
+    /// The router's destinations for each event (one tenant's; empty: dropped).
     pub fn route(
         &self,
         plugin: &PreparedPlugin,
         limits: PluginLimits,
         events: &[OutboxEvent],
-    ) -> Result<(Vec<Vec<Destination>>, CallCost), PluginError> {
-        let PreparedPlugin::Router(pre) = plugin else { return Err(mismatch(plugin, "router")) };
-        let (routes, cost) =
-            self.run(limits, events.len(), |store| pre.instantiate(&mut *store)?.call_route(&mut *store, events))?;
-        check_count(routes.len(), events.len())?;
-        routes.iter().try_for_each(|r| check_destinations(r))?;
-        let bytes = routes
-            .iter()
-            .flatten()
-            .map(|d| d.key.len() + d.headers.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>());
-        check_output_bytes(bytes.sum())?;
-        Ok((routes, cost))
+    ) -> Called<Vec<Vec<Destination>>> {
+        let PreparedPlugin::Router(built) = plugin else { return refused(mismatch(plugin, "router")) };
+        let tenant = match batch_tenant(events) {
+            Ok(tenant) => tenant,
+            Err(e) => return refused(e),
+        };
+        let (result, log) = self.run(limits, events.len(), |store| match built {
+            Built::Current(pre) => {
+                let events: Vec<wire::OutboxEvent> = events.iter().map(Into::into).collect();
+                pre.instantiate(&mut *store)?.strand_plugin_routing().call_route(&mut *store, tenant, &events)
+            }
+            Built::V0_1(pre) => {
+                let events: Vec<v0_1::OutboxEvent> = events.iter().map(Into::into).collect();
+                Ok(converted(pre.instantiate(&mut *store)?.call_route(&mut *store, &events)?))
+            }
+        });
+        let result = result.and_then(|(routes, cost)| {
+            check_count(routes.len(), events.len())?;
+            routes.iter().try_for_each(|r| check_destinations(r))?;
+            let bytes = routes
+                .iter()
+                .flatten()
+                .map(|d| d.key.len() + d.headers.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>());
+            check_output_bytes(bytes.sum())?;
+            Ok((routes, cost))
+        });
+        Called::from_call(result, log, events)
     }
 
-    /// The projector's effects for each event.
+    /// The projector's effects for each event (one tenant's).
     pub fn project(
         &self,
         plugin: &PreparedPlugin,
         limits: PluginLimits,
         events: &[RelationEvent],
-    ) -> Result<(Vec<Vec<Effect>>, CallCost), PluginError> {
-        let PreparedPlugin::Projector(pre) = plugin else { return Err(mismatch(plugin, "projector")) };
-        let (effects, cost) =
-            self.run(limits, events.len(), |store| pre.instantiate(&mut *store)?.call_project(&mut *store, events))?;
-        check_count(effects.len(), events.len())?;
-        effects.iter().try_for_each(|e| check_effects(e))?;
-        let bytes = effects.iter().flatten().map(|e| if let Effect::ValueSet((_, v)) = e { v.len() } else { 0 });
-        check_output_bytes(bytes.sum())?;
-        Ok((effects, cost))
+    ) -> Called<Vec<Vec<Effect>>> {
+        let PreparedPlugin::Projector(built) = plugin else { return refused(mismatch(plugin, "projector")) };
+        let tenant = match batch_tenant(events) {
+            Ok(tenant) => tenant,
+            Err(e) => return refused(e),
+        };
+        let (result, log) = self.run(limits, events.len(), |store| match built {
+            Built::Current(pre) => {
+                let events: Vec<wire::RelationEvent> = events.iter().map(Into::into).collect();
+                pre.instantiate(&mut *store)?.strand_plugin_projection().call_project(&mut *store, tenant, &events)
+            }
+            Built::V0_1(pre) => {
+                let events: Vec<v0_1::RelationEvent> = events.iter().map(Into::into).collect();
+                Ok(converted(pre.instantiate(&mut *store)?.call_project(&mut *store, &events)?))
+            }
+        });
+        let result = result.and_then(|(effects, cost)| {
+            check_count(effects.len(), events.len())?;
+            effects.iter().try_for_each(|e| check_effects(e))?;
+            let bytes = effects.iter().flatten().map(|e| if let Effect::ValueSet((_, v)) = e { v.len() } else { 0 });
+            check_output_bytes(bytes.sum())?;
+            Ok((effects, cost))
+        });
+        Called::from_call(result, log, events)
+    }
+}
+
+/// A call the host refused to make.
+fn refused<R>(error: PluginError) -> Called<R> {
+    Called { result: Err(error), lines: Vec::new(), dropped: 0 }
+}
+
+impl<R> Called<R> {
+    fn from_call<I: Input>(result: Result<(R, CallCost), PluginError>, log: CallLog, inputs: &[I]) -> Self {
+        let (lines, dropped) = log.named(inputs);
+        Called { result, lines, dropped }
     }
 }
 
@@ -200,6 +264,11 @@ fn check_effects(effects: &[Effect]) -> Result<(), PluginError> {
                 check_key(&guarded.add.entry.key)?;
                 check_key(&guarded.counter)?;
                 check_score(guarded.add.entry.score)?;
+            }
+            Effect::ZsetMemberWhile(while_) => {
+                check_key(&while_.entry.key)?;
+                check_key(&while_.counter)?;
+                check_score(while_.entry.score)?;
             }
             Effect::ValueSet((key, value)) => {
                 check_key(key)?;

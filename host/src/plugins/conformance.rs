@@ -2,7 +2,8 @@
 //! within the production limits, with output that passes the host's checks. A plugin that traps, loops or
 //! answers nonsense on ordinary events is refused at upload, not discovered in production.
 
-use super::bindings::{Action, OutboxEvent, RelationEvent, WriteRequest};
+use super::bindings::Action;
+use super::inputs::{OutboxEvent, RelationEvent, WriteRequest};
 use super::runtime::{CallCost, PluginError, PluginLimits, PluginRuntime, PreparedPlugin};
 use crate::graph::EventId;
 
@@ -30,6 +31,7 @@ pub fn sample_events() -> Vec<RelationEvent> {
             followee: i + 100,
             version: i,
             occurred_at_ms: 1_700_000_000_000 + i,
+            followed_back: i % 3 == 0,
         })
         .collect()
 }
@@ -49,8 +51,8 @@ pub fn sample_outbox_events() -> Vec<OutboxEvent> {
                 event_type: event_type.into(),
                 key: format!("{}:{}", e.tenant, e.follower),
                 payload: format!(
-                    r#"{{"event_id":"{}","type":"{event_type}","tenant":"{}","from":{},"to":{},"version":{},"occurred_at":"2023-11-14T22:13:20.000Z"}}"#,
-                    e.event_id, e.tenant, e.follower, e.followee, e.version
+                    r#"{{"event_id":"{}","type":"{event_type}","tenant":"{}","from":{},"to":{},"version":{},"occurred_at":"2023-11-14T22:13:20.000Z","followed_back":{}}}"#,
+                    e.event_id, e.tenant, e.follower, e.followee, e.version, e.followed_back
                 ),
             }
         })
@@ -63,9 +65,9 @@ pub fn sample_outbox_events() -> Vec<OutboxEvent> {
 pub fn check(runtime: &PluginRuntime, plugin: &PreparedPlugin, limits: PluginLimits) -> Result<CallCost, PluginError> {
     let run = || -> Result<CallCost, PluginError> {
         Ok(match plugin {
-            PreparedPlugin::RateLimiter(_) => runtime.decide(plugin, limits, &sample_requests())?.1,
-            PreparedPlugin::Router(_) => runtime.route(plugin, limits, &sample_outbox_events())?.1,
-            PreparedPlugin::Projector(_) => runtime.project(plugin, limits, &sample_events())?.1,
+            PreparedPlugin::RateLimiter(_) => runtime.decide(plugin, limits, &sample_requests()).result?.1,
+            PreparedPlugin::Router(_) => runtime.route(plugin, limits, &sample_outbox_events()).result?.1,
+            PreparedPlugin::Projector(_) => runtime.project(plugin, limits, &sample_events()).result?.1,
         })
     };
     match run() {

@@ -1,11 +1,16 @@
 //! WebAssembly plugins: the rate-limit policy, the event router and projectors, per tenant, hot-swapped.
 //!
-//! `runtime` owns the engine and the sandbox, `calls` the typed calls and output checks, `conformance` the
-//! sample run every upload must pass, `registry` the deployed versions (database) and the atomic swap.
+//! `runtime` owns the engine and the sandbox, `inputs` what a call hands a plugin, `calls` the typed calls
+//! (both WIT versions, `compat` converting 0.1.0's records) and output checks, `logs` what plugins say,
+//! `conformance` the sample run every upload must pass, `registry` the deployed versions (database) and the
+//! atomic swap.
 
 mod bindings;
 mod calls;
+mod compat;
 mod conformance;
+mod inputs;
+mod logs;
 mod observed;
 mod policy;
 mod readable;
@@ -14,11 +19,13 @@ pub mod rollout;
 mod runtime;
 
 pub use bindings::{
-    Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, OutboxEvent, RelationEvent,
-    WriteRequest, ZsetEntry,
+    Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, Level, ZsetEntry,
+    ZsetMemberWhile,
 };
 pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFECTS, MAX_TTL};
 pub use conformance::{sample_events, sample_outbox_events, sample_requests};
+pub use inputs::{Input, OutboxEvent, RelationEvent, WriteRequest};
+pub use logs::{LogLine, LogSource, PluginLogs, MAX_LINES_PER_CALL, MAX_LINE_BYTES};
 pub use observed::{count_invalid_output, observed};
 pub use policy::{project_with_retries, route_or_default, ProjectionFailed, RetryPolicy, Routed};
 pub use readable::{parse_declarations, Readable, Shape, MAX_READABLE};
@@ -28,8 +35,8 @@ pub use registry::{
 };
 pub use rollout::{RolloutRates, Tally};
 pub use runtime::{
-    hex_sha256, CallCost, LimitRefused, PluginError, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
-    INPUTS_PER_LIMIT,
+    hex_sha256, CallCost, Called, LimitRefused, PluginError, PluginLimits, PluginRuntime, PreparedPlugin,
+    RequestedLimits, INPUTS_PER_LIMIT,
 };
 
 use std::fmt;
@@ -138,3 +145,13 @@ pub const BUNDLED: [BundledPlugin; 5] = [
         readable: &[(Shape::SortedSet, "top")],
     },
 ];
+
+/// Example plugins built with the bundled ones but run by no tenant until it deploys one (with the
+/// `readable` declaration shown). The tests deploy them through the admin API; for a deployment
+/// `cargo build --release --target wasm32-wasip2 -p mutual-follows` builds the same component.
+pub const EXAMPLES: [BundledPlugin; 1] = [BundledPlugin {
+    kind: PluginKind::Projector,
+    name: "mutual-follows",
+    wasm: include_bytes!(concat!(env!("OUT_DIR"), "/mutual_follows.wasm")),
+    readable: &[(Shape::SortedSet, "friends")],
+}];

@@ -1,20 +1,42 @@
-//! Plugin calls as operators see them: per tenant and plugin, how long each call took
+//! Plugin calls as operators and authors see them: per tenant and plugin, how long each call took
 //! (`strand_plugin_call_seconds`) and how it ended (`strand_plugin_calls_total` by `outcome`: `ok`,
-//! `timeout`, `out_of_fuel`, `trap`, `invalid_output`, `host`).
+//! `timeout`, `out_of_fuel`, `trap`, `invalid_output`, `host`); what the plugin logged, and its traps with
+//! their wasm backtrace, in its log.
 
 use std::time::Instant;
 
+use super::logs::{bounded, LogLine, LogSource, PluginLogs};
 use super::registry::{blocking, ActivePlugin};
-use super::runtime::PluginError;
+use super::runtime::{Called, PluginError};
+use super::Level;
 
 /// Runs `call` of `plugin` for `tenant` off the async workers, and records it.
 pub async fn observed<R: Send + 'static>(
+    logs: &PluginLogs,
     tenant: &str,
     plugin: &ActivePlugin,
-    call: impl FnOnce() -> Result<R, PluginError> + Send + 'static,
+    call: impl FnOnce() -> Called<R> + Send + 'static,
 ) -> Result<R, PluginError> {
     let started = Instant::now();
-    let result = blocking(call).await;
+    let (result, mut lines, dropped) = match blocking(move || Ok(call())).await {
+        Ok(Called { result, lines, dropped }) => (result.map(|(value, _cost)| value), lines, dropped),
+        Err(host) => (Err(host), Vec::new(), 0),
+    };
+    if let Err(
+        e
+        @ (PluginError::Trap(_) | PluginError::Timeout(_) | PluginError::OutOfFuel(_) | PluginError::InvalidOutput(_)),
+    ) = &result
+    {
+        // The author's concern: in the plugin's own log, a trap with its wasm backtrace.
+        let message = match e {
+            PluginError::Trap(trap) => format!("trapped: {trap:?}"),
+            other => other.to_string(),
+        };
+        lines.push(LogLine { level: Level::Error, input: None, message: bounded(message) });
+    }
+    let source =
+        LogSource { tenant: tenant.to_owned(), kind: plugin.kind, name: plugin.name.clone(), version: plugin.version };
+    logs.keep(&source, lines, dropped);
     let outcome = match &result {
         Ok(_) => "ok",
         Err(PluginError::Timeout(_)) => "timeout",
@@ -30,10 +52,6 @@ pub async fn observed<R: Send + 'static>(
     metrics::counter!("strand_plugin_calls_total", &counted).increment(1);
     if outcome == "invalid_output" {
         count_invalid_output(tenant, plugin, "call");
-    }
-    if let Err(PluginError::Trap(trap)) = &result {
-        // With the wasm backtrace; per call, so at debug (`STRAND_LOG=strand=debug`): the outcome is counted.
-        tracing::debug!(tenant, plugin = %plugin.name, version = plugin.version, trap = ?trap, "plugin trapped");
     }
     if let Err(host @ PluginError::Host { .. }) = &result {
         // Not the plugin's doing: an operator's concern, with its cause.

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::bindings::{Destination, Effect, OutboxEvent, RelationEvent};
+use super::bindings::{Destination, Effect};
+use super::inputs::{OutboxEvent, RelationEvent};
 use super::observed::observed;
 use super::registry::{ActivePlugin, Chosen, PluginRegistry};
 use super::runtime::PluginError;
@@ -81,7 +82,8 @@ async fn route(
     events: Arc<Vec<OutboxEvent>>,
 ) -> Result<Vec<Vec<Destination>>, PluginError> {
     let (runtime, plugin) = (registry.runtime().clone(), router.clone());
-    observed(tenant.as_str(), &router, move || Ok(runtime.route(&plugin.prepared, plugin.limits, &events)?.0)).await
+    observed(registry.logs(), tenant.as_str(), &router, move || runtime.route(&plugin.prepared, plugin.limits, &events))
+        .await
 }
 
 /// How often and how patiently a failing projector is called again.
@@ -120,8 +122,8 @@ pub async fn project_with_retries(
     loop {
         let (runtime, plugin, batch) = (registry.runtime().clone(), projector.clone(), events.clone());
         let tenant = events.first().map_or("", |e| e.tenant.as_str());
-        let call = move || Ok(runtime.project(&plugin.prepared, plugin.limits, &batch)?.0);
-        match observed(tenant, &projector, call).await {
+        let call = move || runtime.project(&plugin.prepared, plugin.limits, &batch);
+        match observed(registry.logs(), tenant, &projector, call).await {
             Ok(effects) => return Ok(effects),
             Err(last) if attempt >= policy.attempts => {
                 return Err(ProjectionFailed {

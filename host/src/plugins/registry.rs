@@ -12,6 +12,7 @@ use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
+use super::logs::PluginLogs;
 use super::rollout::{traffic_share, RollbackPolicy, RolloutHealth, RolloutRates, Tally};
 use super::runtime::{
     hex_sha256, CallCost, LimitRefused, PluginError, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
@@ -220,6 +221,8 @@ pub struct PluginRegistry {
     health: RolloutHealth,
     /// Serialises deploys, rollbacks and removals; calls never take it.
     changes: tokio::sync::Mutex<()>,
+    /// Where every version's calls leave their log lines.
+    logs: Arc<PluginLogs>,
 }
 
 impl PluginRegistry {
@@ -273,6 +276,7 @@ impl PluginRegistry {
             candidates: ArcSwap::from_pointee(HashMap::new()),
             health: RolloutHealth::new(policy),
             changes: Default::default(),
+            logs: Default::default(),
         };
         registry.refresh().await?;
         Ok(registry)
@@ -431,6 +435,11 @@ impl PluginRegistry {
 
     pub fn runtime(&self) -> &Arc<PluginRuntime> {
         &self.runtime
+    }
+
+    /// Where plugin calls leave their log lines.
+    pub fn logs(&self) -> &Arc<PluginLogs> {
+        &self.logs
     }
 
     /// The plugin serving `tenant`'s `kind` slot `name`: its deployed version, else the bundled one.

@@ -15,11 +15,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits};
 use wasmtime::{StoreLimitsBuilder, Trap};
 
+use super::bindings::{add_log_to_linker, v0_1, Level, LogHost};
 use super::bindings::{projector::ProjectorPre, rate_limiter::RateLimiterPre, router::RouterPre};
+use super::logs::{CallLog, LogLine};
 use super::PluginKind;
 
 /// How often the epoch advances; deadlines are rounded up to it.
@@ -108,9 +110,27 @@ pub struct CallCost {
 /// A component checked against its kind's world, ready to instantiate.
 #[derive(Clone)]
 pub enum PreparedPlugin {
-    RateLimiter(RateLimiterPre<PluginState>),
-    Router(RouterPre<PluginState>),
-    Projector(ProjectorPre<PluginState>),
+    RateLimiter(Built<RateLimiterPre<PluginState>, v0_1::rate_limiter::RateLimiterPre<PluginState>>),
+    Router(Built<RouterPre<PluginState>, v0_1::router::RouterPre<PluginState>>),
+    Projector(Built<ProjectorPre<PluginState>, v0_1::projector::ProjectorPre<PluginState>>),
+}
+
+/// Which package a component was built against: the host runs both.
+#[derive(Clone)]
+pub enum Built<Current, V0_1> {
+    /// `strand:plugin@0.2.0`.
+    Current(Current),
+    /// `strand:plugin@0.1.0`, as deployed before 0.2.0.
+    V0_1(V0_1),
+}
+
+impl<C, O> Built<C, O> {
+    fn wit(&self) -> &'static str {
+        match self {
+            Built::Current(_) => "0.2.0",
+            Built::V0_1(_) => "0.1.0",
+        }
+    }
 }
 
 impl PreparedPlugin {
@@ -121,11 +141,36 @@ impl PreparedPlugin {
             PreparedPlugin::Projector(_) => PluginKind::Projector,
         }
     }
+
+    /// The version of the `strand:plugin` package the component was built against.
+    pub fn wit_version(&self) -> &'static str {
+        match self {
+            PreparedPlugin::RateLimiter(built) => built.wit(),
+            PreparedPlugin::Router(built) => built.wit(),
+            PreparedPlugin::Projector(built) => built.wit(),
+        }
+    }
 }
 
-/// Per-call store data: only the limiter. Plugins get no host state at all.
+/// Per-call store data: the limiter and the call's log lines. Plugins get no other host state.
 pub struct PluginState {
     limits: StoreLimits,
+    log: CallLog,
+}
+
+impl LogHost for PluginState {
+    fn log(&mut self, level: Level, input: Option<u32>, message: String) {
+        self.log.push(level, input, message);
+    }
+}
+
+/// A call's result and what the plugin logged on the way (also when it failed).
+#[derive(Debug)]
+pub struct Called<R> {
+    pub result: Result<(R, CallCost), PluginError>,
+    pub lines: Vec<LogLine>,
+    /// Lines beyond the per-call bound.
+    pub dropped: u32,
 }
 
 /// The engine, the linker and the compiled-code cache.
@@ -238,6 +283,8 @@ impl PluginRuntime {
     pub fn prepare(&self, kind: PluginKind, wasm: &[u8]) -> Result<PreparedPlugin, PluginError> {
         let component = self.compile(wasm)?;
         let mut linker = Linker::<PluginState>::new(&self.engine);
+        add_log_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)
+            .map_err(|e| PluginError::host("linking the log import", e))?;
         // Rust's std makes even a pure plugin import WASI; those imports trap if ever called.
         linker
             .define_unknown_imports_as_traps(&component)
@@ -245,13 +292,23 @@ impl PluginRuntime {
         let instance_pre = linker
             .instantiate_pre(&component)
             .map_err(|e| PluginError::WrongWorld { kind, detail: format!("{e:#}") })?;
+        // A component exports today's interface or 0.1.0's bare function; the error names today's world.
         let wrong_world = |e: wasmtime::Error| PluginError::WrongWorld { kind, detail: format!("{e:#}") };
         Ok(match kind {
-            PluginKind::RateLimiter => {
-                PreparedPlugin::RateLimiter(RateLimiterPre::new(instance_pre).map_err(wrong_world)?)
-            }
-            PluginKind::Router => PreparedPlugin::Router(RouterPre::new(instance_pre).map_err(wrong_world)?),
-            PluginKind::Projector => PreparedPlugin::Projector(ProjectorPre::new(instance_pre).map_err(wrong_world)?),
+            PluginKind::RateLimiter => PreparedPlugin::RateLimiter(match RateLimiterPre::new(instance_pre.clone()) {
+                Ok(pre) => Built::Current(pre),
+                Err(e) => {
+                    Built::V0_1(v0_1::rate_limiter::RateLimiterPre::new(instance_pre).map_err(|_| wrong_world(e))?)
+                }
+            }),
+            PluginKind::Router => PreparedPlugin::Router(match RouterPre::new(instance_pre.clone()) {
+                Ok(pre) => Built::Current(pre),
+                Err(e) => Built::V0_1(v0_1::router::RouterPre::new(instance_pre).map_err(|_| wrong_world(e))?),
+            }),
+            PluginKind::Projector => PreparedPlugin::Projector(match ProjectorPre::new(instance_pre.clone()) {
+                Ok(pre) => Built::Current(pre),
+                Err(e) => Built::V0_1(v0_1::projector::ProjectorPre::new(instance_pre).map_err(|_| wrong_world(e))?),
+            }),
         })
     }
 
@@ -287,21 +344,23 @@ impl PluginRuntime {
 
     /// Runs `call` of `inputs` inputs against a fresh instance in a fresh store limited by `limits` (a
     /// version's, scaled to the batch).
-    pub fn run<R>(
+    pub(super) fn run<R>(
         &self,
         limits: PluginLimits,
         inputs: usize,
         call: impl FnOnce(&mut Store<PluginState>) -> wasmtime::Result<R>,
-    ) -> Result<(R, CallCost), PluginError> {
+    ) -> (Result<(R, CallCost), PluginError>, CallLog) {
         let limits = self.for_batch(limits, inputs);
         let store_limits =
             StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build();
-        let mut store = Store::new(&self.engine, PluginState { limits: store_limits });
+        let mut store = Store::new(&self.engine, PluginState { limits: store_limits, log: CallLog::default() });
         store.limiter(|state| &mut state.limits);
         // With metering on (a platform maximum of fuel), a version without fuel of its own gets the maximum.
         let fuel = self.maxima.fuel.map(|maximum| limits.fuel.unwrap_or(maximum));
         if let Some(fuel) = fuel {
-            store.set_fuel(fuel).map_err(|e| PluginError::host("setting the fuel", e))?;
+            if let Err(e) = store.set_fuel(fuel) {
+                return (Err(PluginError::host("setting the fuel", e)), CallLog::default());
+            }
         }
         let ticks = limits.deadline.as_micros().div_ceil(EPOCH_TICK.as_micros()) as u64 + 1;
         store.set_epoch_deadline(ticks);
@@ -310,14 +369,15 @@ impl PluginRuntime {
         let result = call(&mut store);
         let consumed = fuel.map(|total| total - store.get_fuel().unwrap_or(total));
         let cost = CallCost { elapsed: started.elapsed(), fuel: consumed };
-        match result {
+        let result = match result {
             Ok(value) => Ok((value, cost)),
             Err(e) => Err(match e.downcast_ref::<Trap>() {
                 Some(Trap::Interrupt) => PluginError::Timeout(limits.deadline),
                 Some(Trap::OutOfFuel) => PluginError::OutOfFuel(fuel.unwrap_or_default()),
                 _ => PluginError::Trap(e),
             }),
-        }
+        };
+        (result, store.into_data().log)
     }
 }
 

@@ -35,9 +35,12 @@ impl<'a> Snapshot<'a> {
     pub async fn next_page(&mut self) -> Result<Vec<RelationEvent>, sqlx::Error> {
         let (after_from, after_to) = self.after;
         let rows = sqlx::query(
-            "SELECT from_user_id, to_user_id, rel_status, version, created_at, updated_at FROM following \
-             WHERE tenant_id = ? AND (from_user_id > ? OR (from_user_id = ? AND to_user_id > ?)) \
-             ORDER BY from_user_id, to_user_id LIMIT ?",
+            // With the reverse edge's state: a snapshot event says whether it was followed back too.
+            "SELECT f.from_user_id, f.to_user_id, f.rel_status, f.version, f.created_at, f.updated_at, \
+             COALESCE(r.rel_status, 0) FROM following f LEFT JOIN following r ON r.tenant_id = f.tenant_id \
+             AND r.from_user_id = f.to_user_id AND r.to_user_id = f.from_user_id \
+             WHERE f.tenant_id = ? AND (f.from_user_id > ? OR (f.from_user_id = ? AND f.to_user_id > ?)) \
+             ORDER BY f.from_user_id, f.to_user_id LIMIT ?",
         )
         .bind(self.tenant.as_str())
         .bind(after_from)
@@ -63,6 +66,7 @@ impl<'a> Snapshot<'a> {
                     followee,
                     version,
                     occurred_at_ms: if active { row.try_get(4)? } else { row.try_get(5)? },
+                    followed_back: row.try_get::<i64, _>(6)? == 1,
                 })
             })
             .collect()

@@ -36,6 +36,7 @@ pub fn relation_event(event: &OutboxEvent) -> Result<RelationEvent, Unprojectabl
         followee: event.to,
         version: event.version,
         occurred_at_ms,
+        followed_back: event.followed_back,
     })
 }
 
@@ -53,6 +54,7 @@ mod tests {
             to: 2,
             version: 3,
             occurred_at: "2026-12-01T00:00:00.000Z".into(),
+            followed_back: false,
         };
         assert_eq!(relation_event(&event).unwrap().event_id, "acme:1:2:3");
         let replayed_as_another = OutboxEvent { version: 4, ..event };

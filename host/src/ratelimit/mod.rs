@@ -106,11 +106,11 @@ impl RateLimiting {
         let pinned = caller.pinned_version.filter(|_| self.tenants.get(tenant).allow_pinned_versions);
         let chosen = self.registry.choose(tenant, Singleton::RateLimiter, &user.to_string(), pinned);
         let (runtime, plugin) = (self.registry.runtime().clone(), chosen.plugin.clone());
-        let decided = observed(tenant.as_str(), &chosen.plugin, move || {
-            let (mut decisions, _cost) = runtime.decide(&plugin.prepared, plugin.limits, &[request])?;
-            Ok(decisions.remove(0))
+        let decided = observed(self.registry.logs(), tenant.as_str(), &chosen.plugin, move || {
+            runtime.decide(&plugin.prepared, plugin.limits, &[request])
         })
-        .await;
+        .await
+        .map(|mut decisions| decisions.remove(0));
         self.registry.record_outcome(tenant, Singleton::RateLimiter, &chosen, decided.is_err()).await;
         let decision = match decided {
             Ok(decision) => decision,

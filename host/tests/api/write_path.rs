@@ -14,6 +14,7 @@ on_every_backend!(
     self_follow_is_refused_and_writes_nothing,
     bad_target_ids_are_400,
     concurrent_follow_unfollow_of_one_pair_writes_one_event_per_real_change,
+    of_two_people_following_each_other_at_once_exactly_one_event_says_followed_back,
     outbox_failure_leaves_following_unchanged,
 );
 
@@ -106,6 +107,38 @@ async fn concurrent_follow_unfollow_of_one_pair_writes_one_event_per_real_change
         assert_eq!(event["type"], if i % 2 == 0 { "follow" } else { "unfollow" });
     }
     assert_eq!(status, if events.len() % 2 == 1 { 1 } else { 0 });
+}
+
+async fn of_two_people_following_each_other_at_once_exactly_one_event_says_followed_back(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let pairs: Vec<(i64, i64)> = (0..24).map(|i| (10 + 2 * i, 11 + 2 * i)).collect();
+    for follow in [true, false] {
+        // Both directions of every pair at once: the second to commit sees the first under its lock.
+        let calls = pairs.iter().flat_map(|&(a, b)| [(a, b), (b, a)]).map(|(from, to)| {
+            let client = server.client("acme", from);
+            tokio::spawn(async move {
+                if follow {
+                    client.follow(to).await
+                } else {
+                    client.unfollow(to).await
+                }
+            })
+        });
+        for reply in join_all(calls).await {
+            assert_eq!(reply.expect("task")["changed"], true);
+        }
+        for &(a, b) in &pairs {
+            let there = pair_events(server.database(), "acme", a, b).await;
+            let back = pair_events(server.database(), "acme", b, a).await;
+            let (there, back) = (there.last().unwrap(), back.last().unwrap());
+            let flags = [&there["followed_back"], &back["followed_back"]];
+            let set = flags.iter().filter(|f| ***f == json!(true)).count();
+            assert_eq!(
+                set, 1,
+                "{a} and {b} (follow: {follow}): exactly one event ends or starts the mutual follow: {flags:?}"
+            );
+        }
+    }
 }
 
 async fn outbox_failure_leaves_following_unchanged(backend: Backend) {

@@ -5,6 +5,7 @@ mod policies;
 mod rate_limits;
 mod rollout;
 mod sandbox;
+mod wit_versions;
 
 use reqwest::Method;
 use serde_json::Value;

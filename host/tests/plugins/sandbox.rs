@@ -48,7 +48,7 @@ async fn the_runtime_says_why_a_call_was_stopped() {
     let request = |target| WriteRequest { tenant: "acme".into(), user: 1, action: Action::Follow, target, now_ms: 0 };
     let call = |runtime: &PluginRuntime, target| {
         let plugin = runtime.prepare(PluginKind::RateLimiter, &wasm).expect("a rate-limiter component");
-        runtime.decide(&plugin, runtime.limits(), &[request(target)]).map(|_| ()).unwrap_err()
+        runtime.decide(&plugin, runtime.limits(), &[request(target)]).result.map(|_| ()).unwrap_err()
     };
 
     let timeout = call(&on_the_clock, 666);

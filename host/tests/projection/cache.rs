@@ -108,6 +108,7 @@ fn event(tenant: &str, follower: i64, followee: i64, version: i64, at: i64) -> R
         followee,
         version,
         occurred_at_ms: at,
+        followed_back: false,
     }
 }
 

@@ -122,6 +122,7 @@ async fn a_batch_that_would_take_a_counter_out_of_range_changes_nothing() {
             followee: 1,
             version: 1,
             occurred_at_ms: 1,
+            followed_back: false,
         };
         let near = [vec![Effect::CounterAdd((key("n"), COUNTER_LIMIT - 1))]];
         assert_eq!(cache.apply(space, &[event(1)], &near, Gate::Built("v")).await.unwrap(), Applied::Events(1));

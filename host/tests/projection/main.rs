@@ -6,6 +6,7 @@ mod cached_reads;
 mod faults;
 mod follower;
 mod hostile;
+mod mutual;
 mod outages;
 mod readable;
 mod reconcile;

@@ -78,15 +78,19 @@ async fn a_runtime_projectors_declared_counter_and_sorted_set_are_served_paged_a
             items.iter().map(|i| i["user_id"].as_i64().unwrap()).collect::<Vec<i64>>()
         }
     };
-    wait_until("every declared sorted set, paged by cursor, equals the follower list", Duration::from_secs(60), || async {
-        for user in 1..=6 {
-            let path = format!("/v1/projections/roster/followers/{user}");
-            if all_pages(&alice, &path, 2).await != followers(user).await {
-                return false;
+    wait_until(
+        "every declared sorted set, paged by cursor, equals the follower list",
+        Duration::from_secs(60),
+        || async {
+            for user in 1..=6 {
+                let path = format!("/v1/projections/roster/followers/{user}");
+                if all_pages(&alice, &path, 2).await != followers(user).await {
+                    return false;
+                }
             }
-        }
-        true
-    })
+            true
+        },
+    )
     .await;
     for user in 1..=6 {
         let expected = followers(user).await;

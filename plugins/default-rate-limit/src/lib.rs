@@ -26,7 +26,7 @@ mod tests {
     use strand_plugin_sdk::Bucket;
 
     fn request(action: Action) -> WriteRequest {
-        WriteRequest { tenant: "acme".into(), user: 7, action, target: 8, now_ms: 0 }
+        WriteRequest { user: 7, action, target: 8, now_ms: 0 }
     }
 
     #[test]

@@ -22,7 +22,6 @@ mod tests {
     fn routes_to_the_aggregate_topic_with_the_event_key() {
         let event = OutboxEvent {
             id: 1,
-            tenant: "acme".into(),
             aggregate_type: "following".into(),
             aggregate_id: "1:2".into(),
             event_type: "follow".into(),

@@ -1,9 +1,12 @@
 //! Constructors and accessors that make the generated WIT types pleasant to use.
 
-use crate::{Action, Bucket, CappedZsetAdd, Decision, Effect, GuardedZsetAdd, Key, RelationEvent, ZsetEntry};
+use crate::{
+    Action, Bucket, CappedZsetAdd, Decision, Effect, GuardedZsetAdd, Key, RelationEvent, ZsetEntry, ZsetMemberWhile,
+};
 
 impl Key {
-    /// `Key::new("followers", [42])` in a counter-add is rendered by the host as `tenant:plugin:c.followers:42`
+    /// `Key::new("followers", [42])` in a counter-add is rendered by the host as
+    /// `tenant:plugin@version:c.followers:42`
     /// (`z.` in sorted-set effects, `v.` in values: one key of each kind).
     pub fn new(space: &str, ids: impl IntoIterator<Item = i64>) -> Self {
         Key { space: space.to_owned(), ids: ids.into_iter().collect() }
@@ -22,6 +25,12 @@ impl Effect {
     /// Adds `member`, then keeps only the `keep` highest-scored members.
     pub fn zset_add_capped(key: Key, member: i64, score: f64, keep: u32) -> Self {
         Effect::ZsetAddCapped(CappedZsetAdd { entry: ZsetEntry { key, member, score }, keep })
+    }
+
+    /// `member` is in `key` exactly while `counter` is at least `at_least` (checked after the event's counter
+    /// adds, whichever order events arrive in).
+    pub fn zset_member_while(key: Key, member: i64, score: f64, counter: Key, at_least: i64) -> Self {
+        Effect::ZsetMemberWhile(ZsetMemberWhile { entry: ZsetEntry { key, member, score }, counter, at_least })
     }
 
     /// Like [`Effect::zset_add_capped`], applied only while `counter` is at least `at_least`.
@@ -48,17 +57,9 @@ impl Effect {
 }
 
 impl RelationEvent {
-    /// An event of tenant `test` at version 1, for plugin unit tests.
+    /// An event at version 1, not followed back, for plugin unit tests.
     pub fn sample(action: Action, follower: i64, followee: i64, occurred_at_ms: i64) -> Self {
-        RelationEvent {
-            event_id: format!("test:{follower}:{followee}:1"),
-            tenant: "test".into(),
-            action,
-            follower,
-            followee,
-            version: 1,
-            occurred_at_ms,
-        }
+        RelationEvent { action, follower, followee, version: 1, occurred_at_ms, followed_back: false }
     }
 
     /// +1 for a follow, -1 for an unfollow: the change this event makes to a count.

@@ -18,17 +18,18 @@
 //! ```
 
 mod helpers;
+pub mod log;
 
 /// The names the host serves reads from (`follow-counts`, `follow-lists` and their keys).
 pub use strand_contract as contract;
 
 #[doc(hidden)]
 pub mod bindings {
-    //! Generated from `wit/`; the `types` interface is generated once and shared by the three worlds.
+    //! Generated from `wit/`; the `types` and `log` interfaces are generated once and shared by the worlds.
     pub mod rate_limiter {
         wit_bindgen::generate!({
             world: "rate-limiter",
-            path: "../../wit",
+            path: "../../wit/strand.wit",
             // Plugin authors compare effects and decisions in their native unit tests.
             additional_derives: [PartialEq],
             pub_export_macro: true,
@@ -39,8 +40,11 @@ pub mod bindings {
     pub mod router {
         wit_bindgen::generate!({
             world: "router",
-            path: "../../wit",
-            with: { "strand:plugin/types@0.1.0": super::rate_limiter::strand::plugin::types },
+            path: "../../wit/strand.wit",
+            with: {
+                "strand:plugin/types@0.2.0": super::rate_limiter::strand::plugin::types,
+                "strand:plugin/log@0.2.0": super::rate_limiter::strand::plugin::log,
+            },
             pub_export_macro: true,
             export_macro_name: "export_router_world",
             default_bindings_module: "strand_plugin_sdk::bindings::router",
@@ -49,8 +53,11 @@ pub mod bindings {
     pub mod projector {
         wit_bindgen::generate!({
             world: "projector",
-            path: "../../wit",
-            with: { "strand:plugin/types@0.1.0": super::rate_limiter::strand::plugin::types },
+            path: "../../wit/strand.wit",
+            with: {
+                "strand:plugin/types@0.2.0": super::rate_limiter::strand::plugin::types,
+                "strand:plugin/log@0.2.0": super::rate_limiter::strand::plugin::log,
+            },
             pub_export_macro: true,
             export_macro_name: "export_projector_world",
             default_bindings_module: "strand_plugin_sdk::bindings::projector",
@@ -59,8 +66,8 @@ pub mod bindings {
 }
 
 pub use bindings::rate_limiter::strand::plugin::types::{
-    Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, OutboxEvent, RelationEvent,
-    WriteRequest, ZsetEntry,
+    Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, Level, OutboxEvent,
+    RelationEvent, WriteRequest, ZsetEntry, ZsetMemberWhile,
 };
 
 /// A rate-limit policy: which bucket a write request charges, or allow / deny outright.
@@ -68,7 +75,7 @@ pub trait RateLimiter {
     fn decide(request: &WriteRequest) -> Decision;
 }
 
-/// An event router: where an outbox event is published; an empty list drops it.
+/// An event router: where an outbox event is published; an empty list drops the event.
 pub trait Router {
     fn route(event: &OutboxEvent) -> Vec<Destination>;
 }
@@ -78,16 +85,29 @@ pub trait Projector {
     fn project(event: &RelationEvent) -> Vec<Effect>;
 }
 
+/// Calls `decide` for each input in turn, with [`log`] lines naming the input being handled.
+#[doc(hidden)]
+pub fn each<I, O>(inputs: Vec<I>, decide: impl Fn(&I) -> O) -> Vec<O> {
+    inputs.iter().enumerate().map(|(index, input)| log::about(index as u32, || decide(input))).collect()
+}
+
 /// Exports a [`RateLimiter`] as the component's `rate-limiter` world.
 #[macro_export]
 macro_rules! export_rate_limiter {
     ($policy:ty) => {
+        // Only the component exports the world: a native build (unit tests, a cdylib) exports nothing.
+        #[cfg(target_arch = "wasm32")]
         struct __StrandRateLimiter;
-        impl $crate::bindings::rate_limiter::Guest for __StrandRateLimiter {
-            fn decide(requests: ::std::vec::Vec<$crate::WriteRequest>) -> ::std::vec::Vec<$crate::Decision> {
-                requests.iter().map(<$policy as $crate::RateLimiter>::decide).collect()
+        #[cfg(target_arch = "wasm32")]
+        impl $crate::bindings::rate_limiter::exports::strand::plugin::policy::Guest for __StrandRateLimiter {
+            fn decide(
+                _tenant: ::std::string::String,
+                requests: ::std::vec::Vec<$crate::WriteRequest>,
+            ) -> ::std::vec::Vec<$crate::Decision> {
+                $crate::each(requests, <$policy as $crate::RateLimiter>::decide)
             }
         }
+        #[cfg(target_arch = "wasm32")]
         $crate::bindings::rate_limiter::export_rate_limiter_world!(__StrandRateLimiter);
     };
 }
@@ -96,14 +116,19 @@ macro_rules! export_rate_limiter {
 #[macro_export]
 macro_rules! export_router {
     ($router:ty) => {
+        // Only the component exports the world: a native build (unit tests, a cdylib) exports nothing.
+        #[cfg(target_arch = "wasm32")]
         struct __StrandRouter;
-        impl $crate::bindings::router::Guest for __StrandRouter {
+        #[cfg(target_arch = "wasm32")]
+        impl $crate::bindings::router::exports::strand::plugin::routing::Guest for __StrandRouter {
             fn route(
+                _tenant: ::std::string::String,
                 events: ::std::vec::Vec<$crate::OutboxEvent>,
             ) -> ::std::vec::Vec<::std::vec::Vec<$crate::Destination>> {
-                events.iter().map(<$router as $crate::Router>::route).collect()
+                $crate::each(events, <$router as $crate::Router>::route)
             }
         }
+        #[cfg(target_arch = "wasm32")]
         $crate::bindings::router::export_router_world!(__StrandRouter);
     };
 }
@@ -112,14 +137,19 @@ macro_rules! export_router {
 #[macro_export]
 macro_rules! export_projector {
     ($projector:ty) => {
+        // Only the component exports the world: a native build (unit tests, a cdylib) exports nothing.
+        #[cfg(target_arch = "wasm32")]
         struct __StrandProjector;
-        impl $crate::bindings::projector::Guest for __StrandProjector {
+        #[cfg(target_arch = "wasm32")]
+        impl $crate::bindings::projector::exports::strand::plugin::projection::Guest for __StrandProjector {
             fn project(
+                _tenant: ::std::string::String,
                 events: ::std::vec::Vec<$crate::RelationEvent>,
             ) -> ::std::vec::Vec<::std::vec::Vec<$crate::Effect>> {
-                events.iter().map(<$projector as $crate::Projector>::project).collect()
+                $crate::each(events, <$projector as $crate::Projector>::project)
             }
         }
+        #[cfg(target_arch = "wasm32")]
         $crate::bindings::projector::export_projector_world!(__StrandProjector);
     };
 }

@@ -16,7 +16,8 @@ use strand::bus::Topology;
 use strand::config::Config;
 use strand::plugins::PluginVersion;
 use strand::plugins::{
-    sample_events, sample_outbox_events, sample_requests, CallCost, PluginKind, PluginRuntime, PreparedPlugin,
+    sample_events, sample_outbox_events, sample_requests, CallCost, Called, PluginKind, PluginRuntime, PreparedPlugin,
+    MAX_LINES_PER_CALL,
 };
 use strand::projection::progress::BackfillState;
 use strand::projection::spaces::SpaceDiff;
@@ -299,21 +300,25 @@ fn test(config: &Config, kind: PluginKind, input: Option<&Path>, wasm: &Path) ->
     let bytes = std::fs::read(wasm).with_context(|| format!("reading {}", wasm.display()))?;
     let runtime = PluginRuntime::new(config.plugin_limits(), None)?;
     let plugin = runtime.prepare(kind, &bytes)?;
-    let (output, cost) = match &plugin {
-        PreparedPlugin::RateLimiter(_) => {
-            let (out, cost) = runtime.decide(&plugin, runtime.limits(), &inputs(input, sample_requests)?)?;
-            (serde_json::to_value(out)?, cost)
-        }
-        PreparedPlugin::Router(_) => {
-            let (out, cost) = runtime.route(&plugin, runtime.limits(), &inputs(input, sample_outbox_events)?)?;
-            (serde_json::to_value(out)?, cost)
-        }
-        PreparedPlugin::Projector(_) => {
-            let (out, cost) = runtime.project(&plugin, runtime.limits(), &inputs(input, sample_events)?)?;
-            (serde_json::to_value(out)?, cost)
-        }
-    };
-    print_report(&output, &cost)
+    let limits = runtime.limits();
+    match &plugin {
+        PreparedPlugin::RateLimiter(_) => report(runtime.decide(&plugin, limits, &inputs(input, sample_requests)?)),
+        PreparedPlugin::Router(_) => report(runtime.route(&plugin, limits, &inputs(input, sample_outbox_events)?)),
+        PreparedPlugin::Projector(_) => report(runtime.project(&plugin, limits, &inputs(input, sample_events)?)),
+    }
+}
+
+/// Prints what the plugin logged (to stderr, escaped), then its output and cost, or fails with its error.
+fn report<R: Serialize>(called: Called<R>) -> anyhow::Result<()> {
+    for line in &called.lines {
+        let input = line.input.as_deref().map(|i| format!(" [{i}]")).unwrap_or_default();
+        eprintln!("plugin {:?}{input}: {}", line.level, line.message.escape_debug());
+    }
+    if called.dropped > 0 {
+        eprintln!("plugin: {} more lines dropped (at most {MAX_LINES_PER_CALL} per call)", called.dropped);
+    }
+    let (output, cost) = called.result?;
+    print_report(&serde_json::to_value(output)?, &cost)
 }
 
 fn inputs<T: DeserializeOwned + Serialize>(file: Option<&Path>, samples: fn() -> Vec<T>) -> anyhow::Result<Vec<T>> {

@@ -12,6 +12,7 @@ use strand::plugins::PluginKind;
 const WIT: &str = include_str!("../../../../wit/strand.wit");
 const SDK_LIB: &str = include_str!("../../../../plugins/sdk/src/lib.rs");
 const SDK_HELPERS: &str = include_str!("../../../../plugins/sdk/src/helpers.rs");
+const SDK_LOG: &str = include_str!("../../../../plugins/sdk/src/log.rs");
 const CONTRACT_LIB: &str = include_str!("../../../../plugins/contract/src/lib.rs");
 /// A working example per kind: the bundled plugins themselves.
 const RATE_LIMITER: &str = include_str!("../../../../plugins/default-rate-limit/src/lib.rs");
@@ -53,8 +54,9 @@ pub fn new_rust_project(parent: &Path, name: &str, kind: PluginKind) -> anyhow::
         (".gitignore", "/target\n".to_owned()),
         ("strand-sdk/Cargo.toml", sdk_manifest()),
         // In Strand's repository the WIT sits two levels up; here it is the SDK's own copy.
-        ("strand-sdk/src/lib.rs", SDK_LIB.replace("path: \"../../wit\"", "path: \"wit\"")),
+        ("strand-sdk/src/lib.rs", SDK_LIB.replace("path: \"../../wit/strand.wit\"", "path: \"wit/strand.wit\"")),
         ("strand-sdk/src/helpers.rs", SDK_HELPERS.to_owned()),
+        ("strand-sdk/src/log.rs", SDK_LOG.to_owned()),
         ("strand-sdk/wit/strand.wit", WIT.to_owned()),
         ("strand-sdk/contract/Cargo.toml", contract_manifest()),
         ("strand-sdk/contract/src/lib.rs", CONTRACT_LIB.to_owned()),

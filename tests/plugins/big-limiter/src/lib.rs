@@ -10,7 +10,7 @@ const SIZE: usize = 20 << 20;
 /// Not zero, so it is stored in the component rather than zero-initialised at start.
 static TABLE: [u8; SIZE] = [1; SIZE];
 
-struct Big;
+pub struct Big;
 
 impl RateLimiter for Big {
     fn decide(request: &WriteRequest) -> Decision {

@@ -2,7 +2,7 @@
 
 use strand_plugin_sdk::{export_rate_limiter, Decision, RateLimiter, WriteRequest};
 
-struct Broken;
+pub struct Broken;
 
 impl RateLimiter for Broken {
     fn decide(_: &WriteRequest) -> Decision {

@@ -2,7 +2,7 @@
 
 use strand_plugin_sdk::{export_rate_limiter, Decision, RateLimiter, WriteRequest};
 
-struct DenyAll;
+pub struct DenyAll;
 
 impl RateLimiter for DenyAll {
     fn decide(_: &WriteRequest) -> Decision {

@@ -2,7 +2,7 @@
 
 use strand_plugin_sdk::{export_router, Destination, OutboxEvent, Router};
 
-struct Fanout;
+pub struct Fanout;
 
 impl Router for Fanout {
     fn route(event: &OutboxEvent) -> Vec<Destination> {

@@ -8,7 +8,7 @@ use std::hint::black_box;
 
 use strand_plugin_sdk::{export_rate_limiter, Decision, RateLimiter, WriteRequest};
 
-struct Hostile;
+pub struct Hostile;
 
 impl RateLimiter for Hostile {
     fn decide(request: &WriteRequest) -> Decision {

@@ -5,7 +5,7 @@
 
 use strand_plugin_sdk::{export_projector, Effect, Key, Projector, RelationEvent};
 
-struct Hostile;
+pub struct Hostile;
 
 impl Projector for Hostile {
     fn project(event: &RelationEvent) -> Vec<Effect> {

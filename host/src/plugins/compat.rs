@@ -1,0 +1,99 @@
+//! Components built against `strand:plugin@0.1.0` keep running: their inputs carry the tenant (and the
+//! event id) in every record, and their outputs are a subset of today's, so each converts one way.
+
+use super::bindings::v0_1 as old;
+use super::bindings::{Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, ZsetEntry};
+use super::inputs::{OutboxEvent, RelationEvent, WriteRequest};
+
+fn action(action: Action) -> old::Action {
+    match action {
+        Action::Follow => old::Action::Follow,
+        Action::Unfollow => old::Action::Unfollow,
+    }
+}
+
+impl From<&WriteRequest> for old::WriteRequest {
+    fn from(r: &WriteRequest) -> Self {
+        Self { tenant: r.tenant.clone(), user: r.user, action: action(r.action), target: r.target, now_ms: r.now_ms }
+    }
+}
+
+impl From<&OutboxEvent> for old::OutboxEvent {
+    fn from(e: &OutboxEvent) -> Self {
+        Self {
+            id: e.id,
+            tenant: e.tenant.clone(),
+            aggregate_type: e.aggregate_type.clone(),
+            aggregate_id: e.aggregate_id.clone(),
+            event_type: e.event_type.clone(),
+            key: e.key.clone(),
+            payload: e.payload.clone(),
+        }
+    }
+}
+
+impl From<&RelationEvent> for old::RelationEvent {
+    fn from(e: &RelationEvent) -> Self {
+        Self {
+            event_id: e.event_id.clone(),
+            tenant: e.tenant.clone(),
+            action: action(e.action),
+            follower: e.follower,
+            followee: e.followee,
+            version: e.version,
+            occurred_at_ms: e.occurred_at_ms,
+        }
+    }
+}
+
+impl From<old::Decision> for Decision {
+    fn from(d: old::Decision) -> Self {
+        match d {
+            old::Decision::Allow => Decision::Allow,
+            old::Decision::Deny(reason) => Decision::Deny(reason),
+            old::Decision::Charge(b) => Decision::Charge(Bucket {
+                key: b.key,
+                capacity: b.capacity,
+                refill_per_second: b.refill_per_second,
+                cost: b.cost,
+            }),
+        }
+    }
+}
+
+impl From<old::Destination> for Destination {
+    fn from(d: old::Destination) -> Self {
+        Destination { topic: d.topic, key: d.key, headers: d.headers }
+    }
+}
+
+fn key(k: old::Key) -> Key {
+    Key { space: k.space, ids: k.ids }
+}
+
+fn entry(e: old::ZsetEntry) -> ZsetEntry {
+    ZsetEntry { key: key(e.key), member: e.member, score: e.score }
+}
+
+fn capped(c: old::CappedZsetAdd) -> CappedZsetAdd {
+    CappedZsetAdd { entry: entry(c.entry), keep: c.keep }
+}
+
+impl From<old::Effect> for Effect {
+    fn from(e: old::Effect) -> Self {
+        match e {
+            old::Effect::CounterAdd((k, delta)) => Effect::CounterAdd((key(k), delta)),
+            old::Effect::ZsetAdd(e) => Effect::ZsetAdd(entry(e)),
+            old::Effect::ZsetAddCapped(c) => Effect::ZsetAddCapped(capped(c)),
+            old::Effect::ZsetAddGuarded(g) => Effect::ZsetAddGuarded(GuardedZsetAdd {
+                add: capped(g.add),
+                counter: key(g.counter),
+                at_least: g.at_least,
+            }),
+            old::Effect::ZsetRemove((k, member)) => Effect::ZsetRemove((key(k), member)),
+            old::Effect::ValueSet((k, value)) => Effect::ValueSet((key(k), value)),
+            old::Effect::ValueDelete(k) => Effect::ValueDelete(key(k)),
+            old::Effect::Expire((k, ttl)) => Effect::Expire((key(k), ttl)),
+        }
+    }
+}
