@@ -21,6 +21,7 @@ use crate::bus::Topology;
 use crate::cache::Space;
 use crate::graph::TenantId;
 use crate::lag::{LagError, PipelineLag};
+use crate::plugins::logs::{self, LogPage, LogQuery};
 use crate::plugins::{
     hex_sha256, parse_declarations, PluginError, PluginKind, PluginSlot, PluginVersion, RegistryError, RequestedLimits,
     RolloutRates, Staged, VersionState,
@@ -419,6 +420,24 @@ pub async fn diff(
     let sample = query.sample.unwrap_or(DIFF_SAMPLE).min(DIFF_SAMPLE_MAX);
     let compared = spaces::diff(&state.cache, space(active.version), space(shadow.plugin.version), sample).await;
     Ok(axum::Json(compared?))
+}
+
+/// What a plugin of the tenant logged (every version's; traps included, with their wasm backtrace), newest
+/// first, or oldest first after an id to follow it. The text is the plugin's own: escape it wherever it is
+/// shown.
+#[utoipa::path(get, path = "/admin/v1/tenants/{tenant}/plugins/{kind}/{name}/logs", tag = "admin",
+    params(("tenant" = String, Path), ("kind" = String, Path), ("name" = String, Path), LogQuery),
+    responses((status = 200, body = LogPage), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem), (status = 503, body = Problem)),
+    security(("admin" = [])))]
+pub async fn plugin_logs(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<SlotPath>,
+    Query(query): Query<LogQuery>,
+) -> Result<axum::Json<LogPage>, ApiError> {
+    let slot = path.slot(&operator)?;
+    Ok(axum::Json(logs::page(&state.db, slot.tenant.as_str(), slot.kind, &slot.name, &query).await?))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

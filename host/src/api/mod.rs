@@ -107,6 +107,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(admin::promote))
         .routes(routes!(admin::abort))
         .routes(routes!(admin::diff))
+        .routes(routes!(admin::plugin_logs))
         .routes(routes!(admin::list))
         .routes(routes!(admin::projections))
         .routes(routes!(admin::settings, admin::set_settings))

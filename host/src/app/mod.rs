@@ -106,8 +106,8 @@ fn worker_factory(config: &Config, db: &Database) -> Result<WorkerFactory, Start
 }
 
 /// The plugins of a process without the API (`strand relay`, `strand worker`), kept in line with the
-/// database by the returned task, which also serves `/healthz` and `/metrics` on `operations_listen` when
-/// set (abort it when done).
+/// database by the returned task, which also writes their log lines there and serves `/healthz` and
+/// `/metrics` on `operations_listen` when set (abort it when done).
 async fn refreshed_plugins(
     config: &Config,
     db: &Database,
@@ -130,8 +130,10 @@ async fn refreshed_plugins(
             tracing::error!(error = %e, "/healthz and /metrics stopped");
         }
     };
+    let (writer, logs_db) = (plugins.clone(), db.clone());
+    let keep_logs = async move { writer.logs().write(&logs_db).await };
     let companion = tokio::spawn(async move {
-        tokio::join!(refresh, serve);
+        tokio::join!(refresh, serve, keep_logs);
     });
     Ok((plugins, companion))
 }

@@ -109,6 +109,7 @@ impl Server {
     /// Serves until `shutdown` completes, then drains in-flight requests and closes the database.
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
         tracing::info!(addr = %self.local_addr()?, database = ?self.db.kind(), "strand is serving");
+        supervise_plugin_logs(&self.tasks, self.plugins.clone(), self.db.clone());
         supervise_refresh(&self.tasks, self.plugins, self.tenants, self.refresh_every);
         if let Some(relay) = self.relay {
             // Down, it is restarted; the API keeps serving meanwhile (rows wait in the outbox).
@@ -123,6 +124,20 @@ impl Server {
         self.db.close().await;
         served
     }
+}
+
+/// Writes the plugins' log lines into the database (`strand plugin logs`, the admin page), as a supervised
+/// task.
+fn supervise_plugin_logs(tasks: &Tasks, plugins: Arc<PluginRegistry>, db: Database) {
+    tasks.spawn("plugin-logs", move |stop: CancellationToken| {
+        let (plugins, db) = (plugins.clone(), db.clone());
+        async move {
+            tokio::select! {
+                () = stop.cancelled() => Ok(()),
+                () = plugins.logs().write(&db) => anyhow::bail!("the plugin log writer ended"),
+            }
+        }
+    });
 }
 
 /// Keeps the plugins and tenant settings in line with the database, as a supervised task.

@@ -1,17 +1,23 @@
 //! What plugins say through the `log` import, their one capability. A call's lines are captured in its
 //! store (bounded per call), named by the host — tenant, plugin, version, and the input a line is about —
-//! then rate-limited per plugin and kept. Lines beyond a bound are dropped and counted, never queued: a
-//! chatty plugin cannot slow the host or crowd out another tenant's lines.
+//! then rate-limited per plugin and kept: in the process log (target `strand::plugin`) and in the
+//! database's `plugin_logs`, bounded per tenant, which the admin API pages. Lines beyond a bound are
+//! dropped and counted, never queued without end: a chatty plugin cannot slow the host or crowd out another
+//! tenant's lines.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use sqlx::Row;
+use tokio::sync::mpsc;
+use utoipa::{IntoParams, ToSchema};
 
 use super::bindings::Level;
 use super::inputs::Input;
 use super::PluginKind;
+use crate::graph::{now_ms, rfc3339_millis, Database};
 
 /// Most lines one call keeps.
 pub const MAX_LINES_PER_CALL: usize = 32;
@@ -24,7 +30,9 @@ const BURST: f64 = 100.0;
 /// One line as a plugin wrote it, named by the host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LogLine {
+    /// `debug`, `info`, `warn` or `error`.
     #[schema(value_type = String)]
+    #[serde(serialize_with = "serialize_level", deserialize_with = "deserialize_level")]
     pub level: Level,
     /// The input the line is about (event id, `outbox:{id}`, `{user}->{target}`), when the plugin named one.
     pub input: Option<String>,
@@ -85,23 +93,65 @@ pub struct LogSource {
     pub version: i64,
 }
 
+impl LogSource {
+    /// Counts `lines` of this plugin's that were not kept, by why: `rate` (per call or per second),
+    /// `queue` (the writer was behind), `database` (the write failed).
+    fn count_dropped(&self, reason: &'static str, lines: usize) {
+        if lines > 0 {
+            let labels = [
+                ("tenant", self.tenant.clone()),
+                ("kind", self.kind.to_string()),
+                ("plugin", self.name.clone()),
+                ("reason", reason.to_owned()),
+            ];
+            metrics::counter!("strand_plugin_log_lines_dropped_total", &labels).increment(lines as u64);
+        }
+    }
+}
+
 /// Whose lines share one rate: a plugin of a tenant, across its versions.
 type Writer = (String, PluginKind, String);
 /// Lines a writer may still keep, and when that was counted.
 type Tokens = (f64, Instant);
 
-/// Keeps plugins' lines within their rate: today in the process log (target `strand::plugin`), one line
-/// per plugin line with its source as fields.
-#[derive(Default)]
+/// Lines waiting for the database; beyond this they are dropped (and counted).
+const QUEUED: usize = 10_000;
+/// Lines kept per tenant; older ones are deleted.
+pub const KEPT_PER_TENANT: i64 = 10_000;
+/// How often the writer deletes what is beyond [`KEPT_PER_TENANT`].
+const PRUNE_EVERY: Duration = Duration::from_secs(10);
+/// Most lines one page holds.
+pub const MAX_PAGE: u32 = 500;
+
+/// A line on its way to the database.
+struct Kept {
+    at: i64,
+    source: LogSource,
+    line: LogLine,
+}
+
+/// Keeps plugins' lines within their rate, in the process log and (through [`PluginLogs::write`]) in the
+/// database.
 pub struct PluginLogs {
     buckets: Mutex<HashMap<Writer, Tokens>>,
+    queue: mpsc::Sender<Kept>,
+    /// Shared by the writer's runs (a restarted writer goes on with what is queued).
+    queued: tokio::sync::Mutex<mpsc::Receiver<Kept>>,
+}
+
+impl Default for PluginLogs {
+    fn default() -> Self {
+        let (queue, queued) = mpsc::channel(QUEUED);
+        Self { buckets: Mutex::default(), queue, queued: tokio::sync::Mutex::new(queued) }
+    }
 }
 
 impl PluginLogs {
     /// Keeps what `source` wrote, within its rate; `dropped` lines were already dropped by the call's bound.
     pub fn keep(&self, source: &LogSource, lines: Vec<LogLine>, dropped: u32) {
         let allowed = self.take(source, lines.len());
-        let dropped = dropped as usize + lines.len() - allowed;
+        source.count_dropped("rate", dropped as usize + lines.len() - allowed);
+        let mut queue_full = 0;
         for line in lines.into_iter().take(allowed) {
             let LogSource { tenant, kind, name, version } = source;
             let (input, message) = (line.input.as_deref().unwrap_or(""), &line.message);
@@ -119,12 +169,12 @@ impl PluginLogs {
                     tracing::error!(target: "strand::plugin", %tenant, %kind, plugin = %name, version, input, message)
                 }
             }
+            if self.queue.try_send(Kept { at: now_ms(), source: source.clone(), line }).is_err() {
+                // The writer is behind (or runs in no task of this process): the database misses the line.
+                queue_full += 1;
+            }
         }
-        if dropped > 0 {
-            let labels =
-                [("tenant", source.tenant.clone()), ("kind", source.kind.to_string()), ("plugin", source.name.clone())];
-            metrics::counter!("strand_plugin_log_lines_dropped_total", &labels).increment(dropped as u64);
-        }
+        source.count_dropped("queue", queue_full);
     }
 
     /// How many of `wanted` lines `source` may keep now.
@@ -142,4 +192,159 @@ impl PluginLogs {
         *tokens -= allowed as f64;
         allowed
     }
+}
+
+impl PluginLogs {
+    /// Writes queued lines into `db` as they come, and keeps each tenant's newest [`KEPT_PER_TENANT`].
+    /// A failed write is logged and its lines counted as dropped; the writer goes on.
+    pub async fn write(&self, db: &Database) {
+        let mut queued = self.queued.lock().await;
+        let (mut batch, mut written) = (Vec::new(), HashSet::new());
+        let mut pruned = Instant::now();
+        while queued.recv_many(&mut batch, 256).await > 0 {
+            if let Err(e) = insert(db, &batch).await {
+                tracing::error!(error = %e, lines = batch.len(), "cannot keep plugin log lines");
+                batch.iter().for_each(|kept| kept.source.count_dropped("database", 1));
+            }
+            written.extend(batch.drain(..).map(|kept| kept.source.tenant));
+            if pruned.elapsed() >= PRUNE_EVERY {
+                for tenant in written.drain() {
+                    if let Err(e) = prune(db, &tenant).await {
+                        tracing::warn!(%tenant, error = %e, "cannot delete old plugin log lines; trying again later");
+                    }
+                }
+                pruned = Instant::now();
+            }
+        }
+    }
+}
+
+async fn insert(db: &Database, batch: &[Kept]) -> Result<(), sqlx::Error> {
+    let mut insert =
+        sqlx::QueryBuilder::new("INSERT INTO plugin_logs (at, tenant_id, kind, name, version, level, input, message) ");
+    insert.push_values(batch, |mut row, kept| {
+        row.push_bind(kept.at)
+            .push_bind(kept.source.tenant.clone())
+            .push_bind(kept.source.kind.as_str())
+            .push_bind(kept.source.name.clone())
+            .push_bind(kept.source.version)
+            .push_bind(level_name(kept.line.level))
+            .push_bind(kept.line.input.clone())
+            .push_bind(kept.line.message.clone());
+    });
+    insert.build().execute(db.writer()).await?;
+    Ok(())
+}
+
+/// Deletes `tenant`'s lines older than its newest [`KEPT_PER_TENANT`].
+async fn prune(db: &Database, tenant: &str) -> Result<(), sqlx::Error> {
+    let oldest_kept: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM plugin_logs WHERE tenant_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?")
+            .bind(tenant)
+            .bind(KEPT_PER_TENANT - 1)
+            .fetch_optional(db.reader())
+            .await?;
+    if let Some(oldest_kept) = oldest_kept {
+        sqlx::query("DELETE FROM plugin_logs WHERE tenant_id = ? AND id < ?")
+            .bind(tenant)
+            .bind(oldest_kept)
+            .execute(db.writer())
+            .await?;
+    }
+    Ok(())
+}
+
+const LEVELS: [(Level, &str); 4] =
+    [(Level::Debug, "debug"), (Level::Info, "info"), (Level::Warn, "warn"), (Level::Error, "error")];
+
+/// As the API and the CLI spell `level`.
+pub fn level_name(level: Level) -> &'static str {
+    LEVELS.iter().find(|(l, _)| *l == level).map_or("error", |(_, name)| name)
+}
+
+fn level_named(name: &str) -> Option<Level> {
+    LEVELS.iter().find(|(_, n)| *n == name).map(|(level, _)| *level)
+}
+
+fn serialize_level<S: serde::Serializer>(level: &Level, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(level_name(*level))
+}
+
+fn deserialize_level<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Level, D::Error> {
+    let name = String::deserialize(deserializer)?;
+    level_named(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown level {name:?}")))
+}
+
+/// One kept line, as the admin API pages it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LogEntry {
+    pub id: i64,
+    pub at: String,
+    pub version: i64,
+    #[serde(flatten)]
+    pub line: LogLine,
+}
+
+/// A page of one plugin's lines.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct LogPage {
+    /// Newest first; oldest first when asked for lines `after` an id (to follow the log).
+    pub entries: Vec<LogEntry>,
+    /// Pass as `before` for the next (older) page; `null` at the end.
+    pub next_before: Option<i64>,
+}
+
+/// Which lines to page.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+pub struct LogQuery {
+    /// Lines older than this id, newest first.
+    pub before: Option<i64>,
+    /// Lines newer than this id, oldest first (what `strand plugin logs --follow` asks for).
+    pub after: Option<i64>,
+    /// At most this many (default 100, at most 500).
+    pub limit: Option<u32>,
+}
+
+/// A page of what `tenant`'s plugin `kind/name` logged (every version's).
+pub async fn page(
+    db: &Database,
+    tenant: &str,
+    kind: PluginKind,
+    name: &str,
+    query: &LogQuery,
+) -> Result<LogPage, sqlx::Error> {
+    let limit = query.limit.unwrap_or(100).clamp(1, MAX_PAGE);
+    let (range, order) = match query.after {
+        Some(_) => ("id > ?", "ASC"),
+        None => ("id < ?", "DESC"),
+    };
+    let sql = format!(
+        "SELECT id, at, version, level, input, message FROM plugin_logs \
+         WHERE tenant_id = ? AND kind = ? AND name = ? AND {range} ORDER BY id {order} LIMIT ?"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(tenant)
+        .bind(kind.as_str())
+        .bind(name)
+        .bind(query.after.or(query.before).unwrap_or(i64::MAX))
+        .bind(i64::from(limit) + 1)
+        .fetch_all(db.reader())
+        .await?;
+    let mut entries = rows
+        .iter()
+        .map(|row| {
+            let level: String = row.try_get(3)?;
+            let level = level_named(&level).ok_or_else(|| sqlx::Error::Decode(format!("level {level:?}").into()))?;
+            Ok(LogEntry {
+                id: row.try_get(0)?,
+                at: rfc3339_millis(row.try_get(1)?),
+                version: row.try_get(2)?,
+                line: LogLine { level, input: row.try_get(4)?, message: row.try_get(5)? },
+            })
+        })
+        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+    let more = entries.len() > limit as usize;
+    entries.truncate(limit as usize);
+    let next_before = if more && query.after.is_none() { entries.last().map(|e| e.id) } else { None };
+    Ok(LogPage { entries, next_before })
 }

@@ -10,7 +10,7 @@ mod calls;
 mod compat;
 mod conformance;
 mod inputs;
-mod logs;
+pub mod logs;
 mod observed;
 mod policy;
 mod readable;

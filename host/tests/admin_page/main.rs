@@ -192,6 +192,17 @@ async fn a_tenants_team_signs_in_with_its_key_and_sees_only_its_tenant_and_its_a
     let audit = wait_for_text(&browser, "#audit tbody", "deploy").await;
     assert!(audit.contains("key:team") && audit.contains("rate-limiter/default") && audit.contains("ok"), "{audit}");
     assert_eq!(server.client("acme", 1).put("/v1/me/following/3").await.status, 429, "the team's policy is live");
+    // Its log on the page, the plugin's markup shown as text, never as markup.
+    let logs = "/admin/v1/tenants/acme/plugins/rate-limiter/default/logs";
+    strand_test_support::wait_until("the line is kept", PATIENCE, || async {
+        server.admin().get(logs).await.body["entries"].as_array().is_some_and(|e| !e.is_empty())
+    })
+    .await;
+    browser.find(Locator::Css("#plugins tr.active button.logs")).await.unwrap().click().await.unwrap();
+    let logged = wait_for_text(&browser, "#logs tbody", "<b>denied</b> 1 -> 3").await;
+    assert!(logged.contains("1->3") && logged.contains("warn"), "{logged}");
+    let markup = browser.execute("return document.querySelector('#logs b') === null", vec![]).await.unwrap();
+    assert_eq!(markup, json!(true), "the plugin's text is never parsed as markup");
 
     // A canary of the bundled policy, shown with its share and failure rates, promoted from the page.
     let bundled = BUNDLED.iter().find(|p| p.kind == PluginKind::RateLimiter).unwrap().wasm.to_vec();

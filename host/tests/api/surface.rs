@@ -62,6 +62,7 @@ async fn openapi_document_covers_every_route() {
         ("/admin/v1/tenants/{tenant}/plugins/{kind}/{name}/promote", &["post"]),
         ("/admin/v1/tenants/{tenant}/plugins/{kind}/{name}/abort", &["post"]),
         ("/admin/v1/tenants/{tenant}/plugins/{kind}/{name}/diff", &["get"]),
+        ("/admin/v1/tenants/{tenant}/plugins/{kind}/{name}/logs", &["get"]),
         ("/admin/v1/tenants/{tenant}/jwt-keys", &["get"]),
         ("/admin/v1/tenants/{tenant}/jwt-keys/{kid}", &["put", "delete"]),
         ("/healthz", &["get"]),

@@ -24,6 +24,7 @@ fn tenant_routes(tenant: &str) -> Vec<(Method, String, Option<Value>)> {
     vec![
         (Method::PUT, format!("{t}/plugins/rate-limiter/default"), None),
         (Method::GET, format!("{t}/plugins"), None),
+        (Method::GET, format!("{t}/plugins/rate-limiter/default/logs"), None),
         (Method::POST, format!("{t}/plugins/rate-limiter/default/rollback"), Some(json!({"version": 1}))),
         (Method::DELETE, format!("{t}/plugins/rate-limiter/default"), None),
         (Method::GET, format!("{t}/settings"), None),

@@ -1,6 +1,7 @@
 //! The plugin runtime, registry and rate limiting against the real server, throwaway Redis and MariaDB.
 
 mod hot_swap;
+mod logs;
 mod policies;
 mod rate_limits;
 mod rollout;

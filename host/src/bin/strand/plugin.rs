@@ -14,11 +14,12 @@ use strand::api::admin::{DeployResponse, PluginList, ProjectionList, RollbackReq
 use strand::api::Problem;
 use strand::bus::Topology;
 use strand::config::Config;
-use strand::plugins::PluginVersion;
+use strand::plugins::logs::{level_name, LogEntry, LogPage};
 use strand::plugins::{
     sample_events, sample_outbox_events, sample_requests, CallCost, Called, PluginKind, PluginRuntime, PreparedPlugin,
     MAX_LINES_PER_CALL,
 };
+use strand::plugins::{LogLine, PluginVersion};
 use strand::projection::progress::BackfillState;
 use strand::projection::spaces::SpaceDiff;
 
@@ -126,6 +127,20 @@ pub enum PluginCommand {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Print what a plugin logged (every version's; traps with their wasm backtrace), oldest first; the
+    /// plugin's text is escaped, so it cannot drive the terminal.
+    Logs {
+        #[command(flatten)]
+        slot: SlotArgs,
+        /// How many of the newest lines to print first.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+        /// Keep printing new lines as they are kept (until interrupted).
+        #[arg(long)]
+        follow: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
 }
 
 #[derive(Args)]
@@ -206,6 +221,26 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
             let url = format!("{base}/plugins/{}/{}/diff", slot.kind, slot.name);
             let request = reqwest::Client::new().get(url).query(&[("sample", sample)]);
             print_json(&admin_call::<SpaceDiff>(config, request).await?)
+        }
+        PluginCommand::Logs { slot, limit, follow, admin } => {
+            let base = tenant_url(config, &admin, &slot.tenant);
+            let url = format!("{base}/plugins/{}/{}/logs", slot.kind, slot.name);
+            let newest = reqwest::Client::new().get(&url).query(&[("limit", limit)]);
+            let mut entries = admin_call::<LogPage>(config, newest).await?.entries;
+            entries.reverse();
+            let mut last = 0;
+            loop {
+                for entry in &entries {
+                    print_log_entry(entry);
+                    last = last.max(entry.id);
+                }
+                if !follow {
+                    return Ok(());
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                let newer = reqwest::Client::new().get(&url).query(&[("after", last), ("limit", 500)]);
+                entries = admin_call::<LogPage>(config, newer).await?.entries;
+            }
         }
         PluginCommand::Promote { slot, admin } => {
             let promoted: PluginVersion = admin_call(config, rollout_step(config, &slot, &admin, "promote")).await?;
@@ -329,6 +364,13 @@ fn inputs<T: DeserializeOwned + Serialize>(file: Option<&Path>, samples: fn() ->
         }
         None => Ok(samples()),
     }
+}
+
+/// One kept line: time, version, level, the input it is about, and the plugin's text escaped.
+fn print_log_entry(entry: &LogEntry) {
+    let LogLine { level, input, message } = &entry.line;
+    let input = input.as_deref().map(|i| format!(" [{}]", i.escape_debug())).unwrap_or_default();
+    println!("{} v{} {:<5}{input} {}", entry.at, entry.version, level_name(*level), message.escape_debug());
 }
 
 fn print_report(output: &serde_json::Value, cost: &CallCost) -> anyhow::Result<()> {

@@ -19,7 +19,10 @@ impl RateLimiter for Hostile {
                     spins = black_box(spins.wrapping_add(1));
                 }
             }
-            667 => panic!("hostile plugin traps on purpose"),
+            667 => {
+                strand_plugin_sdk::log::error("about to trap");
+                panic!("hostile plugin traps on purpose")
+            }
             668 => {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();
                 loop {
