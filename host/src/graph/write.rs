@@ -69,6 +69,18 @@ pub struct OutboxEvent {
     pub followed_back: bool,
 }
 
+impl OutboxEvent {
+    /// The outbox row's `aggregate_id`: `from:to`.
+    pub fn aggregate_id(&self) -> String {
+        format!("{}:{}", self.from, self.to)
+    }
+
+    /// The message key: one user's actions share it, so the bus keeps them in order.
+    pub fn key(&self) -> String {
+        format!("{}:{}", self.tenant, self.from)
+    }
+}
+
 /// Why a write was refused or failed. Nothing is half-written in any case: the transaction rolls back.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -226,10 +238,9 @@ async fn insert_outbox(tx: &mut Transaction<'static, Any>, event: &OutboxEvent, 
     )
     .bind(&event.tenant)
     .bind(AGGREGATE_TYPE)
-    .bind(format!("{}:{}", event.from, event.to))
+    .bind(event.aggregate_id())
     .bind(event.event_type.as_str())
-    // One user's actions share a key, so the bus keeps them in order.
-    .bind(format!("{}:{}", event.tenant, event.from))
+    .bind(event.key())
     .bind(payload)
     .bind(now_ms)
     .execute(&mut **tx)

@@ -34,41 +34,50 @@ impl<'a> Snapshot<'a> {
     /// The next page of snapshot events; empty once every pair was read.
     pub async fn next_page(&mut self) -> Result<Vec<RelationEvent>, sqlx::Error> {
         let (after_from, after_to) = self.after;
-        let rows = sqlx::query(
-            // With the reverse edge's state: a snapshot event says whether it was followed back too.
-            "SELECT f.from_user_id, f.to_user_id, f.rel_status, f.version, f.created_at, f.updated_at, \
-             COALESCE(r.rel_status, 0) FROM following f LEFT JOIN following r ON r.tenant_id = f.tenant_id \
-             AND r.from_user_id = f.to_user_id AND r.to_user_id = f.from_user_id \
-             WHERE f.tenant_id = ? AND (f.from_user_id > ? OR (f.from_user_id = ? AND f.to_user_id > ?)) \
-             ORDER BY f.from_user_id, f.to_user_id LIMIT ?",
-        )
-        .bind(self.tenant.as_str())
-        .bind(after_from)
-        .bind(after_from)
-        .bind(after_to)
-        .bind(PAGE)
-        .fetch_all(self.db.reader())
-        .await?;
+        let sql = format!(
+            "{SNAPSHOT_ROWS} WHERE f.tenant_id = ? AND (f.from_user_id > ? OR (f.from_user_id = ? AND f.to_user_id > ?)) \
+             ORDER BY f.from_user_id, f.to_user_id LIMIT ?"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(self.tenant.as_str())
+            .bind(after_from)
+            .bind(after_from)
+            .bind(after_to)
+            .bind(PAGE)
+            .fetch_all(self.db.reader())
+            .await?;
         if let Some(last) = rows.last() {
             self.after = (last.try_get(0)?, last.try_get(1)?);
         }
-        rows.iter()
-            .map(|row| {
-                let (follower, followee, version): (i64, i64, i64) =
-                    (row.try_get(0)?, row.try_get(1)?, row.try_get(3)?);
-                let active = row.try_get::<i64, _>(2)? == 1;
-                Ok(RelationEvent {
-                    event_id: EventId { tenant: self.tenant.as_str(), from: follower, to: followee, version }
-                        .to_string(),
-                    tenant: self.tenant.to_string(),
-                    action: if active { Action::Follow } else { Action::Unfollow },
-                    follower,
-                    followee,
-                    version,
-                    occurred_at_ms: if active { row.try_get(4)? } else { row.try_get(5)? },
-                    followed_back: row.try_get::<i64, _>(6)? == 1,
-                })
-            })
-            .collect()
+        rows.iter().map(|row| snapshot_event(self.tenant, row)).collect()
     }
+}
+
+/// The `last` pairs of `tenant` changed most recently, newest first, as snapshot events: the real inputs
+/// `strand plugin test --replay` runs a candidate on.
+pub async fn recent_changes(db: &Database, tenant: &TenantId, last: u32) -> Result<Vec<RelationEvent>, sqlx::Error> {
+    let sql = format!("{SNAPSHOT_ROWS} WHERE f.tenant_id = ? ORDER BY f.updated_at DESC LIMIT ?");
+    let rows = sqlx::query(&sql).bind(tenant.as_str()).bind(i64::from(last)).fetch_all(db.reader()).await?;
+    rows.iter().map(|row| snapshot_event(tenant, row)).collect()
+}
+
+/// A pair's row with its reverse edge's state: a snapshot event says whether it was followed back too.
+const SNAPSHOT_ROWS: &str = "SELECT f.from_user_id, f.to_user_id, f.rel_status, f.version, f.created_at, \
+     f.updated_at, COALESCE(r.rel_status, 0) FROM following f LEFT JOIN following r ON r.tenant_id = f.tenant_id \
+     AND r.from_user_id = f.to_user_id AND r.to_user_id = f.from_user_id";
+
+/// The event that brings a projection to the pair's state in `row` (of [`SNAPSHOT_ROWS`]).
+fn snapshot_event(tenant: &TenantId, row: &sqlx::any::AnyRow) -> Result<RelationEvent, sqlx::Error> {
+    let (follower, followee, version): (i64, i64, i64) = (row.try_get(0)?, row.try_get(1)?, row.try_get(3)?);
+    let active = row.try_get::<i64, _>(2)? == 1;
+    Ok(RelationEvent {
+        event_id: EventId { tenant: tenant.as_str(), from: follower, to: followee, version }.to_string(),
+        tenant: tenant.to_string(),
+        action: if active { Action::Follow } else { Action::Unfollow },
+        follower,
+        followee,
+        version,
+        occurred_at_ms: if active { row.try_get(4)? } else { row.try_get(5)? },
+        followed_back: row.try_get::<i64, _>(6)? == 1,
+    })
 }

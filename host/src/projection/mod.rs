@@ -28,6 +28,7 @@ pub mod spaces;
 mod supervisor;
 mod worker;
 
+pub use backfill::recent_changes;
 pub use build::Rebuild;
 pub use cached_reads::CachedReads;
 pub use events::{relation_event, Unprojectable};

@@ -4,6 +4,7 @@ mod hot_swap;
 mod logs;
 mod policies;
 mod rate_limits;
+mod replay;
 mod rollout;
 mod sandbox;
 mod wit_versions;

@@ -2,6 +2,7 @@
 
 mod plugin;
 mod progress_bar;
+mod replay;
 mod scaffold;
 mod tenant;
 

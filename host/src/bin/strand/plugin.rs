@@ -52,8 +52,21 @@ pub enum PluginCommand {
         #[arg(long)]
         kind: PluginKind,
         /// JSON array of inputs for the kind's world; the conformance samples when omitted.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "replay")]
         input: Option<PathBuf>,
+        /// Run the component beside the tenant's active version (or the bundled one) on the tenant's
+        /// recent real inputs, read from the configured database, and print where their outputs differ
+        /// and what both cost.
+        #[arg(long, requires = "tenant")]
+        replay: bool,
+        #[arg(long)]
+        tenant: Option<String>,
+        /// The plugin's name (`default` for rate-limiter and router).
+        #[arg(long, default_value = "default")]
+        name: String,
+        /// How many of the tenant's most recent changes to replay.
+        #[arg(long, default_value_t = 1000)]
+        last: u32,
         wasm: PathBuf,
     },
     /// Upload a component as the next version of a tenant's plugin and make it active; for a projector,
@@ -183,7 +196,11 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
             Ok(())
         }
         PluginCommand::Build { dir } => build(&dir),
-        PluginCommand::Test { kind, input, wasm } => test(config, kind, input.as_deref(), &wasm),
+        PluginCommand::Test { kind, replay: true, tenant: Some(tenant), name, last, wasm, .. } => {
+            let bytes = std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
+            crate::replay::replay(config, &tenant, kind, &name, last, &bytes).await
+        }
+        PluginCommand::Test { kind, input, wasm, .. } => test(config, kind, input.as_deref(), &wasm),
         PluginCommand::Deploy { slot, wasm, deadline_ms, memory_bytes, fuel, canary, shadow, readable, admin } => {
             let bytes = std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
             let url = format!("{}/plugins/{}/{}", tenant_url(config, &admin, &slot.tenant), slot.kind, slot.name);

@@ -1,0 +1,168 @@
+//! `strand plugin test --replay`: a candidate component beside the tenant's active version (or the
+//! bundled one), on the tenant's real recent inputs, before it is deployed — Shopify's `function replay`.
+//! The inputs are the pairs the tenant changed last, read from the truth: as relation events for a
+//! projector, as the outbox events their writes published for a router, and as the write requests that
+//! made them for a rate limiter (requests it refused never reached the truth, so they are not replayed).
+//! Prints, per input whose outputs differ, both outputs; then what both cost.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde::Serialize;
+use strand::config::Config;
+use strand::graph::{rfc3339_millis, Database, EventType, OutboxEvent as Payload, TenantId};
+use strand::plugins::{
+    Action, ActivePlugin, CallCost, Called, OutboxEvent, PluginKind, PluginRegistry, PluginRuntime, PreparedPlugin,
+    RelationEvent, WriteRequest, BUNDLED, INPUTS_PER_LIMIT,
+};
+use strand::projection::recent_changes;
+
+/// What a replay found.
+#[derive(Serialize)]
+struct Summary {
+    inputs: usize,
+    different: usize,
+    active: Cost,
+    candidate: Cost,
+}
+
+#[derive(Serialize, Default)]
+struct Cost {
+    /// Which version ran (0: the bundled one).
+    version: i64,
+    elapsed_micros: u128,
+    fuel: Option<u64>,
+    failed_calls: usize,
+}
+
+impl Cost {
+    fn add(&mut self, cost: &CallCost) {
+        self.elapsed_micros += cost.elapsed.as_micros();
+        self.fuel = cost.fuel.map(|fuel| fuel + self.fuel.unwrap_or(0));
+    }
+}
+
+/// Runs `candidate` beside the active version of `tenant`'s `kind/name` on its `last` recent changes.
+pub async fn replay(
+    config: &Config,
+    tenant: &str,
+    kind: PluginKind,
+    name: &str,
+    last: u32,
+    candidate: &[u8],
+) -> anyhow::Result<()> {
+    let tenant: TenantId = tenant.parse()?;
+    let db = Database::open(&config.database_url, 2).await.context("opening the database")?;
+    let runtime = Arc::new(PluginRuntime::bounded(config.plugin_limits(), config.plugin_maxima(), None)?);
+    let registry = PluginRegistry::load(runtime.clone(), db.clone()).await?;
+    let active = registry
+        .active(&tenant, kind, name)
+        .or_else(|| bundled(&runtime, kind, name))
+        .with_context(|| format!("{tenant} has no {kind} {name:?} and none is bundled"))?;
+    let candidate = runtime.prepare(kind, candidate)?;
+    let changes = recent_changes(&db, &tenant, last).await?;
+    let mut summary = Summary {
+        inputs: changes.len(),
+        different: 0,
+        active: Cost { version: active.version, ..Cost::default() },
+        candidate: Cost::default(),
+    };
+    for batch in changes.chunks(INPUTS_PER_LIMIT) {
+        match kind {
+            PluginKind::Projector => {
+                let run = |p: &PreparedPlugin| runtime.project(p, runtime.limits(), batch);
+                compare(batch, run(&active.prepared), run(&candidate), &mut summary)?;
+            }
+            PluginKind::Router => {
+                let events: Vec<OutboxEvent> = batch.iter().map(published).collect();
+                let run = |p: &PreparedPlugin| runtime.route(p, runtime.limits(), &events);
+                compare(&events, run(&active.prepared), run(&candidate), &mut summary)?;
+            }
+            PluginKind::RateLimiter => {
+                let requests: Vec<WriteRequest> = batch.iter().map(requested).collect();
+                let run = |p: &PreparedPlugin| runtime.decide(p, runtime.limits(), &requests);
+                compare(&requests, run(&active.prepared), run(&candidate), &mut summary)?;
+            }
+        }
+    }
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    db.close().await;
+    Ok(())
+}
+
+fn bundled(runtime: &PluginRuntime, kind: PluginKind, name: &str) -> Option<Arc<ActivePlugin>> {
+    let plugin = BUNDLED.iter().find(|b| b.kind == kind && b.name == name)?;
+    let prepared = runtime.prepare(kind, plugin.wasm).ok()?;
+    Some(Arc::new(ActivePlugin {
+        kind,
+        name: name.to_owned(),
+        version: 0,
+        sha256: strand::plugins::hex_sha256(plugin.wasm),
+        prepared,
+        limits: runtime.limits(),
+        readable: Vec::new(),
+    }))
+}
+
+/// Prints each input whose outputs differ (a failed call's output is its error) and adds up the costs.
+fn compare<I: Serialize, O: Serialize>(
+    inputs: &[I],
+    active: Called<Vec<O>>,
+    candidate: Called<Vec<O>>,
+    summary: &mut Summary,
+) -> anyhow::Result<()> {
+    let outputs = |called: Called<Vec<O>>, cost: &mut Cost| match called.result {
+        Ok((outputs, spent)) => {
+            cost.add(&spent);
+            outputs.into_iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>()
+        }
+        Err(error) => {
+            cost.failed_calls += 1;
+            Ok(vec![serde_json::json!({ "error": error.to_string() }); inputs.len()])
+        }
+    };
+    let active: Vec<serde_json::Value> = outputs(active, &mut summary.active)?;
+    let candidate: Vec<serde_json::Value> = outputs(candidate, &mut summary.candidate)?;
+    for ((input, active), candidate) in inputs.iter().zip(&active).zip(&candidate) {
+        if active != candidate {
+            summary.different += 1;
+            println!("{}", serde_json::json!({ "input": input, "active": active, "candidate": candidate }));
+        }
+    }
+    Ok(())
+}
+
+/// The outbox event the change's write published.
+fn published(change: &RelationEvent) -> OutboxEvent {
+    let event_type = if change.action == Action::Follow { EventType::Follow } else { EventType::Unfollow };
+    let payload = Payload {
+        event_id: change.event_id.clone(),
+        event_type,
+        tenant: change.tenant.clone(),
+        from: change.follower,
+        to: change.followee,
+        version: change.version,
+        occurred_at: rfc3339_millis(change.occurred_at_ms),
+        followed_back: change.followed_back,
+    };
+    OutboxEvent {
+        id: 0,
+        tenant: change.tenant.clone(),
+        aggregate_type: strand::graph::AGGREGATE_TYPE.to_owned(),
+        aggregate_id: payload.aggregate_id(),
+        event_type: event_type.as_str().to_owned(),
+        key: payload.key(),
+        payload: serde_json::to_string(&payload).unwrap_or_default(),
+    }
+}
+
+/// The write request that made the change.
+fn requested(change: &RelationEvent) -> WriteRequest {
+    WriteRequest {
+        tenant: change.tenant.clone(),
+        user: change.follower,
+        action: change.action,
+        target: change.followee,
+        now_ms: change.occurred_at_ms,
+    }
+}
