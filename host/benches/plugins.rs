@@ -2,6 +2,8 @@
 //! - the bundled `follow-counts` projector per event, as WASM (built against WIT 0.2.0 and, as deployed
 //!   before it, 0.1.0) and compiled natively, at batch 1, 16, 256;
 //! - instantiation (a call on an empty batch);
+//! - the JavaScript rate limiter and Python projector examples beside Rust's: size, compile, instantiation,
+//!   per input;
 //! - a hot swap (deploy: compile, conformance run, store, swap), cold and with the compile cache warm;
 //! - the rate-limit decision (policy call + bucket) added to a follow, embedded and on Redis, and with a
 //!   canary of the policy running (the canary choice's added latency).
@@ -15,7 +17,8 @@ use std::time::{Duration, Instant};
 use strand::api::Caller;
 use strand::graph::{Database, TenantId, UserId};
 use strand::plugins::{
-    Action, PluginKind, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent, Singleton, Staged, BUNDLED,
+    Action, PluginKind, PluginLimits, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent, Singleton, Staged,
+    WriteRequest, BUNDLED,
 };
 use strand::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
 use strand::tenants::TenantSettings;
@@ -96,6 +99,7 @@ async fn main() {
         black_box(runtime.project(&projector, runtime.limits(), &[]).result.expect("empty call"));
     }
     println!("instantiate + empty call: {:.1} µs", per_event(started.elapsed(), rounds));
+    print_other_languages(&all);
 
     let database = Backend::Sqlite.fresh_database().await.expect("bench database");
     let db = Database::open(&database.url, 4).await.expect("database");
@@ -138,6 +142,64 @@ async fn main() {
         black_box(registry.choose(&tenant, Singleton::RateLimiter, &user.to_string(), None));
     }
     println!("canary choice alone: {:.0} ns", started.elapsed().as_secs_f64() * 1e9 / rounds as f64);
+}
+
+/// The JavaScript and Python examples beside Rust: size, compile, instantiation and per-input cost. They
+/// are built by `strand plugin build plugins/js-rate-limit` and `… plugins/py-follow-counts` (the authoring
+/// test does both); a missing one is reported, not built here.
+fn print_other_languages(events: &[RelationEvent]) {
+    // Their runtimes need more than the default 16 MiB and 50 ms for a cold call.
+    let limits = PluginLimits { deadline: Duration::from_secs(5), memory_bytes: 256 << 20, fuel: None };
+    let runtime = PluginRuntime::new(limits, None).expect("runtime");
+    let requests: Vec<WriteRequest> = events
+        .iter()
+        .map(|e| WriteRequest {
+            tenant: e.tenant.clone(),
+            user: e.follower,
+            action: e.action,
+            target: e.followee,
+            now_ms: 0,
+        })
+        .collect();
+    let rust_limiter = BUNDLED.iter().find(|b| b.kind == PluginKind::RateLimiter).expect("bundled policy").wasm;
+    let rust_counts = BUNDLED.iter().find(|b| b.name == "follow-counts").expect("bundled counts").wasm;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins");
+    let read = |example: &str| std::fs::read(root.join(example).join("dist/plugin.wasm")).ok();
+    let rows = [
+        ("rate limiter, Rust", Some(rust_limiter.to_vec()), PluginKind::RateLimiter),
+        ("rate limiter, JavaScript", read("js-rate-limit"), PluginKind::RateLimiter),
+        ("projector, Rust", Some(rust_counts.to_vec()), PluginKind::Projector),
+        ("projector, Python", read("py-follow-counts"), PluginKind::Projector),
+    ];
+    println!("by language: size, compile, instantiate + empty call, per input at batch 1 and 256 (µs)");
+    for (label, wasm, kind) in rows {
+        let Some(wasm) = wasm else {
+            println!("{label}: not built (strand plugin build plugins/…)");
+            continue;
+        };
+        let started = Instant::now();
+        let plugin = runtime.prepare(kind, &wasm).expect("prepared");
+        let compile = started.elapsed();
+        let call = |inputs: usize| match kind {
+            PluginKind::RateLimiter => runtime.decide(&plugin, limits, &requests[..inputs]).result.map(|_| ()),
+            _ => runtime.project(&plugin, limits, &events[..inputs]).result.map(|_| ()),
+        };
+        call(1).expect("a first call");
+        let timed = |inputs: usize, rounds: usize| {
+            let started = Instant::now();
+            for _ in 0..rounds {
+                call(inputs).expect("a call");
+            }
+            started.elapsed().as_secs_f64() * 1e6 / rounds as f64
+        };
+        let empty = timed(0, 200);
+        let (one, batch) = (timed(1, 200), timed(256, 20) / 256.0);
+        println!(
+            "{label}: {:.1} MiB, compile {:.0} ms, instantiate {empty:.0} µs, per input {one:.1} / {batch:.2}",
+            wasm.len() as f64 / (1 << 20) as f64,
+            compile.as_secs_f64() * 1e3
+        );
+    }
 }
 
 /// p50 and p99 of 5,000 decisions of distinct users.

@@ -17,6 +17,7 @@ mod readable;
 mod registry;
 pub mod rollout;
 mod runtime;
+mod wasi;
 
 pub use bindings::{
     Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, Level, ZsetEntry,

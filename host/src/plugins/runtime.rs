@@ -15,13 +15,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits};
 use wasmtime::{StoreLimitsBuilder, Trap};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{add_log_to_linker, v0_1, Level, LogHost};
 use super::bindings::{projector::ProjectorPre, rate_limiter::RateLimiterPre, router::RouterPre};
 use super::logs::{CallLog, LogLine};
+use super::wasi;
 use super::PluginKind;
 
 /// How often the epoch advances; deadlines are rounded up to it.
@@ -152,10 +154,19 @@ impl PreparedPlugin {
     }
 }
 
-/// Per-call store data: the limiter and the call's log lines. Plugins get no other host state.
+/// Per-call store data: the limiter, the call's log lines and an empty WASI. Plugins get no other host
+/// state.
 pub struct PluginState {
     limits: StoreLimits,
     log: CallLog,
+    wasi: WasiCtx,
+    table: ResourceTable,
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
 }
 
 impl LogHost for PluginState {
@@ -285,10 +296,8 @@ impl PluginRuntime {
         let mut linker = Linker::<PluginState>::new(&self.engine);
         add_log_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)
             .map_err(|e| PluginError::host("linking the log import", e))?;
-        // Rust's std makes even a pure plugin import WASI; those imports trap if ever called.
-        linker
-            .define_unknown_imports_as_traps(&component)
-            .map_err(|e| PluginError::host("linking unknown imports as traps", e))?;
+        // Also satisfies newer or older 0.2.x imports (semver); an import of anything else is refused here.
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| PluginError::host("linking WASI", e))?;
         let instance_pre = linker
             .instantiate_pre(&component)
             .map_err(|e| PluginError::WrongWorld { kind, detail: format!("{e:#}") })?;
@@ -353,7 +362,13 @@ impl PluginRuntime {
         let limits = self.for_batch(limits, inputs);
         let store_limits =
             StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build();
-        let mut store = Store::new(&self.engine, PluginState { limits: store_limits, log: CallLog::default() });
+        let state = PluginState {
+            limits: store_limits,
+            log: CallLog::default(),
+            wasi: wasi::empty(),
+            table: ResourceTable::new(),
+        };
+        let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limits);
         // With metering on (a platform maximum of fuel), a version without fuel of its own gets the maximum.
         let fuel = self.maxima.fuel.map(|maximum| limits.fuel.unwrap_or(maximum));
@@ -366,7 +381,7 @@ impl PluginRuntime {
         store.set_epoch_deadline(ticks);
         store.epoch_deadline_trap();
         let started = Instant::now();
-        let result = call(&mut store);
+        let result = off_the_async_workers(|| call(&mut store));
         let consumed = fuel.map(|total| total - store.get_fuel().unwrap_or(total));
         let cost = CallCost { elapsed: started.elapsed(), fuel: consumed };
         let result = match result {
@@ -378,6 +393,17 @@ impl PluginRuntime {
             }),
         };
         (result, store.into_data().log)
+    }
+}
+
+/// Runs `work` where it may block: WASI's synchronous host calls (a plugin writing to stderr, say) block on
+/// the ambient tokio runtime, which an async worker thread must not do.
+fn off_the_async_workers<R>(work: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
     }
 }
 

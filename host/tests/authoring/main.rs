@@ -48,3 +48,72 @@ async fn a_projector_project_made_outside_the_repository_tests_builds_and_deploy
     let written = String::from_utf8_lossy(&wit.stdout).trim().to_owned();
     assert_eq!(std::fs::read_to_string(place.path().join(written)).unwrap(), include_str!("../../../wit/strand.wit"));
 }
+
+/// Copies the example project `plugins/{name}` into `place` (without what a build leaves behind).
+fn copy_example(name: &str, place: &Path) -> std::path::PathBuf {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins").join(name);
+    let to = place.join(name);
+    let mut pending = vec![(from, to.clone())];
+    while let Some((from, to)) = pending.pop() {
+        std::fs::create_dir_all(&to).unwrap();
+        for entry in std::fs::read_dir(&from).unwrap().map(Result::unwrap) {
+            let name = entry.file_name();
+            if ["node_modules", "dist", "wit", "__pycache__", "wit_world"].contains(&name.to_str().unwrap()) {
+                continue;
+            }
+            if entry.file_type().unwrap().is_dir() {
+                pending.push((entry.path(), to.join(&name)));
+            } else {
+                std::fs::copy(entry.path(), to.join(&name)).unwrap();
+            }
+        }
+    }
+    to
+}
+
+/// `strand plugin build` of the example `name` (copied out of the repository); the component.
+fn build_example(name: &str, place: &Path) -> Vec<u8> {
+    let project = copy_example(name, place);
+    let built = run(env!("CARGO_BIN_EXE_strand"), &["plugin", "build"], &project, &place.join("target"));
+    let wasm = String::from_utf8_lossy(&built.stdout).lines().last().unwrap().to_owned();
+    assert!(wasm.ends_with("dist/plugin.wasm"), "{wasm}");
+    std::fs::read(wasm).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_javascript_rate_limiter_and_a_python_projector_build_deploy_and_run_like_rust_ones() {
+    let place = tempfile::tempdir().unwrap();
+    let (limiter, projector) =
+        (build_example("js-rate-limit", place.path()), build_example("py-follow-counts", place.path()));
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.relay = strand::config::RelayMode::Poll;
+        c.relay_idle_ms = 10;
+        c.workers = true;
+        c.refresh_ms = 100;
+    })
+    .await;
+    let admin = server.admin();
+    // Through the same conformance run and limits as any upload.
+    let deployed = admin.upload(Method::PUT, "/admin/v1/tenants/poly/plugins/rate-limiter/default", limiter).await;
+    assert_eq!(deployed.status, 200, "{deployed:?}");
+    let path = "/admin/v1/tenants/poly/plugins/projector/py-counts?readable=counter:followers";
+    let deployed = admin.upload(Method::PUT, path, projector).await;
+    assert_eq!(deployed.status, 200, "{deployed:?}");
+
+    // The JavaScript policy's bucket: 100 follows of user 1 go through, then it is empty.
+    let alice = server.client("poly", 1);
+    let mut statuses = Vec::new();
+    for target in 2..=111 {
+        statuses.push(alice.put(&format!("/v1/me/following/{target}")).await.status);
+    }
+    let allowed = statuses.iter().filter(|s| **s == 200).count();
+    assert!((100..110).contains(&allowed) && statuses.contains(&429), "{allowed} of 110 allowed: {statuses:?}");
+    // The Python projector counts them.
+    for follower in 2..=4 {
+        assert_eq!(server.client("poly", follower).put("/v1/me/following/50").await.status, 200);
+    }
+    strand_test_support::wait_until("the Python projector's counter", std::time::Duration::from_secs(60), || async {
+        alice.get("/v1/projections/py-counts/followers/50").await.body["value"] == 4
+    })
+    .await;
+}

@@ -47,7 +47,8 @@ async fn a_candidate_is_replayed_beside_the_active_version_on_the_tenants_recent
     assert!(summary["candidate"]["fuel"].as_u64().is_some_and(|f| f > 0), "{summary}");
 
     // A policy denying everything, beside the bundled one: every recent write would have been refused.
-    let (different, summary) = replay(&server, &["--kind", "rate-limiter", "--last", "4"], &test_plugin("deny-all")).await;
+    let (different, summary) =
+        replay(&server, &["--kind", "rate-limiter", "--last", "4"], &test_plugin("deny-all")).await;
     assert_eq!((summary["inputs"].as_u64(), summary["different"].as_u64()), (Some(4), Some(4)), "{summary}");
     assert_eq!(summary["active"]["version"], 0, "the bundled policy is what runs now");
     let first = &different[0];

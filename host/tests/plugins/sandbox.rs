@@ -54,7 +54,7 @@ async fn the_runtime_says_why_a_call_was_stopped() {
     let timeout = call(&on_the_clock, 666);
     assert!(matches!(timeout, PluginError::Timeout(d) if d == deadline), "{timeout}");
     assert!(matches!(call(&metered, 666), PluginError::OutOfFuel(5_000_000)));
-    // A Rust panic traps (its hook even reaches for WASI `getenv`, which the host links as a trap).
+    // A Rust panic traps (its hook writes to stderr: the empty WASI takes the text and it goes nowhere).
     let trap = call(&on_the_clock, 667);
     assert!(matches!(&trap, PluginError::Trap(_)), "{trap}");
     let memory = call(&on_the_clock, 668);

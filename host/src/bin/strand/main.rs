@@ -1,5 +1,6 @@
 //! The `strand` command: serve the API, mint a development token, build, test and deploy plugins.
 
+mod build;
 mod plugin;
 mod progress_bar;
 mod replay;

@@ -2,7 +2,6 @@
 //! shadow), compare a shadow with the active version, promote or abort, list, roll back.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::{progress_bar, scaffold};
@@ -195,7 +194,7 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
             println!("{}", scaffold::write_wit(&dir)?.display());
             Ok(())
         }
-        PluginCommand::Build { dir } => build(&dir),
+        PluginCommand::Build { dir } => crate::build::build(&dir),
         PluginCommand::Test { kind, replay: true, tenant: Some(tenant), name, last, wasm, .. } => {
             let bytes = std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
             crate::replay::replay(config, &tenant, kind, &name, last, &bytes).await
@@ -313,39 +312,6 @@ async fn follow_build(config: &Config, admin: &AdminArgs, slot: &SlotArgs, versi
         }
         tokio::time::sleep(BUILD_POLL).await;
     }
-}
-
-fn build(dir: &Path) -> anyhow::Result<()> {
-    let status = Command::new("rustup").args(["target", "add", "wasm32-wasip2"]).stdout(Stdio::null()).status();
-    if !status.is_ok_and(|s| s.success()) {
-        eprintln!("warning: could not run `rustup target add wasm32-wasip2`; trying the build anyway");
-    }
-    let output = Command::new("cargo")
-        .current_dir(dir)
-        .args(["build", "--release", "--target", "wasm32-wasip2", "--message-format=json-render-diagnostics"])
-        .stderr(Stdio::inherit())
-        .output()
-        .context("running cargo")?;
-    if !output.status.success() {
-        bail!("the plugin did not build");
-    }
-    let mut built = 0;
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        if message["reason"] != "compiler-artifact" {
-            continue;
-        }
-        for file in message["filenames"].as_array().into_iter().flatten().filter_map(|f| f.as_str()) {
-            if file.ends_with(".wasm") {
-                println!("{file}");
-                built += 1;
-            }
-        }
-    }
-    if built == 0 {
-        bail!("cargo built no .wasm: is the crate a cdylib (`crate-type = [\"cdylib\"]`)?");
-    }
-    Ok(())
 }
 
 fn test(config: &Config, kind: PluginKind, input: Option<&Path>, wasm: &Path) -> anyhow::Result<()> {
