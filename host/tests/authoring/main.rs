@@ -1,6 +1,7 @@
 //! A plugin written anywhere: `strand plugin new` → `cargo test` (native) → `strand plugin build` →
 //! `strand plugin test` → deploy, in a directory outside the repository, with nothing but the `strand`
-//! binary and the Rust toolchain; `strand plugin wit` hands out the contract. A test binary of its own:
+//! binary and the language's toolchain (Rust; Node.js with componentize-js; componentize-py);
+//! `strand plugin wit` hands out the contract. A test binary of its own:
 //! its compiles load every core, which would starve the tight plugin deadlines of tests running beside it.
 
 use std::path::Path;
@@ -49,42 +50,24 @@ async fn a_projector_project_made_outside_the_repository_tests_builds_and_deploy
     assert_eq!(std::fs::read_to_string(place.path().join(written)).unwrap(), include_str!("../../../wit/strand.wit"));
 }
 
-/// Copies the example project `plugins/{name}` into `place` (without what a build leaves behind).
-fn copy_example(name: &str, place: &Path) -> std::path::PathBuf {
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins").join(name);
-    let to = place.join(name);
-    let mut pending = vec![(from, to.clone())];
-    while let Some((from, to)) = pending.pop() {
-        std::fs::create_dir_all(&to).unwrap();
-        for entry in std::fs::read_dir(&from).unwrap().map(Result::unwrap) {
-            let name = entry.file_name();
-            if ["node_modules", "dist", "wit", "__pycache__", "wit_world"].contains(&name.to_str().unwrap()) {
-                continue;
-            }
-            if entry.file_type().unwrap().is_dir() {
-                pending.push((entry.path(), to.join(&name)));
-            } else {
-                std::fs::copy(entry.path(), to.join(&name)).unwrap();
-            }
-        }
-    }
-    to
-}
-
-/// `strand plugin build` of the example `name` (copied out of the repository); the component.
-fn build_example(name: &str, place: &Path) -> Vec<u8> {
-    let project = copy_example(name, place);
-    let built = run(env!("CARGO_BIN_EXE_strand"), &["plugin", "build"], &project, &place.join("target"));
+/// `strand plugin new --lang LANG --kind KIND NAME` in `place`, then `strand plugin build` and `strand plugin
+/// test` of it; the component.
+fn new_and_build(lang: &str, kind: &str, name: &str, place: &Path) -> Vec<u8> {
+    let (strand, target) = (env!("CARGO_BIN_EXE_strand"), place.join("target"));
+    run(strand, &["plugin", "new", "--lang", lang, "--kind", kind, name], place, &target);
+    let built = run(strand, &["plugin", "build", name], place, &target);
     let wasm = String::from_utf8_lossy(&built.stdout).lines().last().unwrap().to_owned();
     assert!(wasm.ends_with("dist/plugin.wasm"), "{wasm}");
+    let checked = run(strand, &["plugin", "test", "--kind", kind, &wasm], place, &target);
+    assert!(String::from_utf8_lossy(&checked.stdout).contains("\"output\""), "its output is printed");
     std::fs::read(wasm).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_javascript_rate_limiter_and_a_python_projector_build_deploy_and_run_like_rust_ones() {
+async fn a_javascript_rate_limiter_and_a_python_projector_made_anywhere_build_deploy_and_run_like_rust_ones() {
     let place = tempfile::tempdir().unwrap();
-    let (limiter, projector) =
-        (build_example("js-rate-limit", place.path()), build_example("py-follow-counts", place.path()));
+    let limiter = new_and_build("js", "rate-limiter", "my-limiter", place.path());
+    let projector = new_and_build("python", "projector", "my-counts", place.path());
     let server = TestServer::start_with(Backend::Sqlite, |c| {
         c.relay = strand::config::RelayMode::Poll;
         c.relay_idle_ms = 10;

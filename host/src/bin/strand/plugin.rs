@@ -34,6 +34,9 @@ pub enum PluginCommand {
         /// The directory to create the project in.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
+        /// rust (any kind), js (rate-limiter) or python (projector).
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: scaffold::Lang,
     },
     /// Write the WIT package (`strand.wit`) into DIR, for wit-bindgen, jco or componentize-py.
     Wit {
@@ -184,10 +187,10 @@ const BUILD_POLL: Duration = Duration::from_millis(250);
 
 pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> {
     match command {
-        PluginCommand::New { name, kind, dir } => {
-            let root = scaffold::new_rust_project(&dir, &name, kind)?;
+        PluginCommand::New { name, kind, dir, lang } => {
+            let root = scaffold::new_project(&dir, &name, kind, lang)?;
             println!("{}", root.display());
-            eprintln!("created; `cd {} && cargo test && strand plugin build` builds the component", root.display());
+            eprintln!("created; `strand plugin build {}` builds the component", root.display());
             Ok(())
         }
         PluginCommand::Wit { dir } => {

@@ -18,6 +18,30 @@ const CONTRACT_LIB: &str = include_str!("../../../../plugins/contract/src/lib.rs
 const RATE_LIMITER: &str = include_str!("../../../../plugins/default-rate-limit/src/lib.rs");
 const ROUTER: &str = include_str!("../../../../plugins/default-router/src/lib.rs");
 const PROJECTOR: &str = include_str!("../../../../plugins/follow-counts/src/lib.rs");
+/// The JavaScript and Python examples, each a whole project.
+const JS_RATE_LIMITER: [(&str, &str); 6] = [
+    ("package.json", include_str!("../../../../plugins/js-rate-limit/package.json")),
+    ("package-lock.json", include_str!("../../../../plugins/js-rate-limit/package-lock.json")),
+    (".gitignore", include_str!("../../../../plugins/js-rate-limit/.gitignore")),
+    ("src/policy.js", include_str!("../../../../plugins/js-rate-limit/src/policy.js")),
+    ("src/rate-limiter.js", include_str!("../../../../plugins/js-rate-limit/src/rate-limiter.js")),
+    ("test/policy.test.js", include_str!("../../../../plugins/js-rate-limit/test/policy.test.js")),
+];
+const PYTHON_PROJECTOR: [(&str, &str); 4] = [
+    ("pyproject.toml", include_str!("../../../../plugins/py-follow-counts/pyproject.toml")),
+    (".gitignore", include_str!("../../../../plugins/py-follow-counts/.gitignore")),
+    ("app.py", include_str!("../../../../plugins/py-follow-counts/app.py")),
+    ("test_app.py", include_str!("../../../../plugins/py-follow-counts/test_app.py")),
+];
+
+/// A plugin project's language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    Rust,
+    Js,
+    Python,
+}
+
 /// The wit-bindgen the SDK was built and tested with.
 const WIT_BINDGEN: &str = "=0.46.0";
 
@@ -29,9 +53,32 @@ pub fn write_wit(dir: &Path) -> anyhow::Result<PathBuf> {
     Ok(file)
 }
 
-/// Creates the Rust project `name` of `kind` in `parent/name`: a cdylib crate with a working example and
-/// its unit test, and the SDK beside it in `strand-sdk/`. Refuses to write into an existing directory.
-pub fn new_rust_project(parent: &Path, name: &str, kind: PluginKind) -> anyhow::Result<PathBuf> {
+/// Creates the project `name` of `kind` in `lang` in `parent/name`, from a working example with its unit
+/// test. Refuses to write into an existing directory.
+pub fn new_project(parent: &Path, name: &str, kind: PluginKind, lang: Lang) -> anyhow::Result<PathBuf> {
+    match (lang, kind) {
+        (Lang::Rust, _) => new_rust_project(parent, name, kind),
+        (Lang::Js, PluginKind::RateLimiter) => new_example_project(parent, name, "js-rate-limit", &JS_RATE_LIMITER),
+        (Lang::Python, PluginKind::Projector) => {
+            new_example_project(parent, name, "py-follow-counts", &PYTHON_PROJECTOR)
+        }
+        (lang, kind) => bail!(
+            "no {lang:?} example of a {kind} yet (JavaScript: rate-limiter, Python: projector); \
+             `strand plugin wit` writes the contract to start from"
+        ),
+    }
+}
+
+/// The example project `example` as `parent/name`, renamed.
+fn new_example_project(parent: &Path, name: &str, example: &str, files: &[(&str, &str)]) -> anyhow::Result<PathBuf> {
+    let root = project_root(parent, name)?;
+    let files = files.iter().map(|(path, text)| (*path, text.replace(example, name)));
+    write_files(&root, files)?;
+    Ok(root)
+}
+
+/// `parent/name`, if `name` is a plugin name and nothing is there yet.
+fn project_root(parent: &Path, name: &str) -> anyhow::Result<PathBuf> {
     let valid = !name.is_empty()
         && name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -43,6 +90,13 @@ pub fn new_rust_project(parent: &Path, name: &str, kind: PluginKind) -> anyhow::
     if root.exists() {
         bail!("{} exists already", root.display());
     }
+    Ok(root)
+}
+
+/// Creates the Rust project `name` of `kind` in `parent/name`: a cdylib crate with a working example and
+/// its unit test, and the SDK beside it in `strand-sdk/`.
+fn new_rust_project(parent: &Path, name: &str, kind: PluginKind) -> anyhow::Result<PathBuf> {
+    let root = project_root(parent, name)?;
     let example = match kind {
         PluginKind::RateLimiter => RATE_LIMITER,
         PluginKind::Router => ROUTER,
@@ -61,6 +115,11 @@ pub fn new_rust_project(parent: &Path, name: &str, kind: PluginKind) -> anyhow::
         ("strand-sdk/contract/Cargo.toml", contract_manifest()),
         ("strand-sdk/contract/src/lib.rs", CONTRACT_LIB.to_owned()),
     ];
+    write_files(&root, files)?;
+    Ok(root)
+}
+
+fn write_files<'a>(root: &Path, files: impl IntoIterator<Item = (&'a str, String)>) -> anyhow::Result<()> {
     for (path, text) in files {
         let path = root.join(path);
         if let Some(dir) = path.parent() {
@@ -68,7 +127,7 @@ pub fn new_rust_project(parent: &Path, name: &str, kind: PluginKind) -> anyhow::
         }
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(root)
+    Ok(())
 }
 
 fn project_manifest(name: &str) -> String {
