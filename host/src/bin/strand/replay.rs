@@ -74,7 +74,7 @@ pub async fn replay(
                 compare(batch, run(&active.prepared), run(&candidate), &mut summary)?;
             }
             PluginKind::Router => {
-                let events: Vec<OutboxEvent> = batch.iter().map(published).collect();
+                let events = batch.iter().map(published).collect::<Result<Vec<OutboxEvent>, _>>()?;
                 let run = |p: &PreparedPlugin| runtime.route(p, runtime.limits(), &events);
                 compare(&events, run(&active.prepared), run(&candidate), &mut summary)?;
             }
@@ -133,7 +133,7 @@ fn compare<I: Serialize, O: Serialize>(
 }
 
 /// The outbox event the change's write published.
-fn published(change: &RelationEvent) -> OutboxEvent {
+fn published(change: &RelationEvent) -> serde_json::Result<OutboxEvent> {
     let event_type = if change.action == Action::Follow { EventType::Follow } else { EventType::Unfollow };
     let payload = Payload {
         event_id: change.event_id.clone(),
@@ -145,15 +145,15 @@ fn published(change: &RelationEvent) -> OutboxEvent {
         occurred_at: rfc3339_millis(change.occurred_at_ms),
         followed_back: change.followed_back,
     };
-    OutboxEvent {
+    Ok(OutboxEvent {
         id: 0,
         tenant: change.tenant.clone(),
         aggregate_type: strand::graph::AGGREGATE_TYPE.to_owned(),
         aggregate_id: payload.aggregate_id(),
         event_type: event_type.as_str().to_owned(),
         key: payload.key(),
-        payload: serde_json::to_string(&payload).unwrap_or_default(),
-    }
+        payload: serde_json::to_string(&payload)?,
+    })
 }
 
 /// The write request that made the change.
