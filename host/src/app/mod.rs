@@ -33,6 +33,7 @@ use crate::cache::CacheError;
 use crate::config::Config;
 use crate::graph::{Database, DatabaseError};
 use crate::observability;
+use crate::plugins::logs::LogTopic;
 use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
 use crate::projection::{SourceError, WorkerFactory};
 use crate::relay::RelayError;
@@ -93,6 +94,17 @@ fn publisher(config: &Config, db: &Database) -> Result<Publisher, StartupError> 
     })
 }
 
+/// Where a Kafka deployment publishes plugins' log lines besides the database; `None` on the embedded bus
+/// (the database's table is the store there).
+fn log_topic(config: &Config, db: &Database) -> Result<Option<LogTopic>, StartupError> {
+    Ok(match publisher(config, db)? {
+        publisher @ Publisher::Kafka(_) => {
+            Some(LogTopic { publisher, topic: Topology::new(&config.topic_prefix).plugin_logs_topic() })
+        }
+        Publisher::Embedded(_) => None,
+    })
+}
+
 /// How this deployment's projection workers are built: from Kafka or the embedded bus, dead letters
 /// published where events are.
 fn worker_factory(config: &Config, db: &Database) -> Result<WorkerFactory, StartupError> {
@@ -130,8 +142,8 @@ async fn refreshed_plugins(
             tracing::error!(error = %e, "/healthz and /metrics stopped");
         }
     };
-    let (writer, logs_db) = (plugins.clone(), db.clone());
-    let keep_logs = async move { writer.logs().write(&logs_db).await };
+    let (writer, logs_db, topic) = (plugins.clone(), db.clone(), log_topic(config, db)?);
+    let keep_logs = async move { writer.logs().write(&logs_db, topic.as_ref()).await };
     let companion = tokio::spawn(async move {
         tokio::join!(refresh, serve, keep_logs);
     });

@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::relay::RestartableRelay;
-use super::{load_plugins, open_database, refresh_from_database, worker_factory, StartupError};
+use super::{load_plugins, log_topic, open_database, refresh_from_database, worker_factory, StartupError};
 use crate::api::{self, AppState, Authenticator};
 use crate::bus::Topology;
 use crate::cache::Cache;
@@ -22,6 +22,7 @@ use crate::graph::Database;
 use crate::health::Readiness;
 use crate::lag::LagProbe;
 use crate::observability;
+use crate::plugins::logs::LogTopic;
 use crate::plugins::PluginRegistry;
 use crate::projection::{CachedReads, Projections};
 use crate::ratelimit::{RateLimiting, TokenBuckets};
@@ -38,6 +39,8 @@ pub struct Server {
     refresh_every: Duration,
     relay: Option<RestartableRelay>,
     projections: Option<Projections>,
+    /// Where plugins' log lines are also published (a Kafka deployment).
+    log_topic: Option<LogTopic>,
     /// The relay, workers and refresh, supervised; `/readyz` reports those that are down.
     tasks: Tasks,
 }
@@ -83,6 +86,7 @@ impl Server {
             }
             false => None,
         };
+        let log_topic = log_topic(config, &db)?;
         Ok(Self {
             listener,
             router: api::router(state),
@@ -92,6 +96,7 @@ impl Server {
             refresh_every: config.refresh_every(),
             relay,
             projections,
+            log_topic,
             tasks,
         })
     }
@@ -109,7 +114,7 @@ impl Server {
     /// Serves until `shutdown` completes, then drains in-flight requests and closes the database.
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
         tracing::info!(addr = %self.local_addr()?, database = ?self.db.kind(), "strand is serving");
-        supervise_plugin_logs(&self.tasks, self.plugins.clone(), self.db.clone());
+        supervise_plugin_logs(&self.tasks, self.plugins.clone(), self.db.clone(), self.log_topic.map(Arc::new));
         supervise_refresh(&self.tasks, self.plugins, self.tenants, self.refresh_every);
         if let Some(relay) = self.relay {
             // Down, it is restarted; the API keeps serving meanwhile (rows wait in the outbox).
@@ -128,13 +133,13 @@ impl Server {
 
 /// Writes the plugins' log lines into the database (`strand plugin logs`, the admin page), as a supervised
 /// task.
-fn supervise_plugin_logs(tasks: &Tasks, plugins: Arc<PluginRegistry>, db: Database) {
+fn supervise_plugin_logs(tasks: &Tasks, plugins: Arc<PluginRegistry>, db: Database, topic: Option<Arc<LogTopic>>) {
     tasks.spawn("plugin-logs", move |stop: CancellationToken| {
-        let (plugins, db) = (plugins.clone(), db.clone());
+        let (plugins, db, topic) = (plugins.clone(), db.clone(), topic.clone());
         async move {
             tokio::select! {
                 () = stop.cancelled() => Ok(()),
-                () = plugins.logs().write(&db) => anyhow::bail!("the plugin log writer ended"),
+                () = plugins.logs().write(&db, topic.as_deref()) => anyhow::bail!("the plugin log writer ended"),
             }
         }
     });

@@ -32,6 +32,12 @@ impl Topology {
         self.topic(&format!("dead-letter.{projection}"))
     }
 
+    /// `{prefix}plugin-logs`: plugins' log lines on a Kafka deployment (keyed by tenant), as Redpanda keeps
+    /// its transforms' logs, for the operator's log pipeline.
+    pub fn plugin_logs_topic(&self) -> String {
+        self.topic("plugin-logs")
+    }
+
     /// `projector.{plugin}`: the projection that runs projector plugin `plugin` (its subscriber name and
     /// the suffix of its group and dead-letter topic).
     pub fn projector_projection(plugin: &str) -> String {

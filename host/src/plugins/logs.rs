@@ -17,6 +17,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::bindings::Level;
 use super::inputs::Input;
 use super::PluginKind;
+use crate::bus::{Message, Publisher};
 use crate::graph::{now_ms, rfc3339_millis, Database};
 
 /// Most lines one call keeps.
@@ -95,7 +96,7 @@ pub struct LogSource {
 
 impl LogSource {
     /// Counts `lines` of this plugin's that were not kept, by why: `rate` (per call or per second),
-    /// `queue` (the writer was behind), `database` (the write failed).
+    /// `queue` (the writer was behind), `database` or `kafka` (the write or the publish failed).
     fn count_dropped(&self, reason: &'static str, lines: usize) {
         if lines > 0 {
             let labels = [
@@ -194,10 +195,41 @@ impl PluginLogs {
     }
 }
 
+/// Where a Kafka deployment also publishes the lines: the publisher and the topic.
+pub struct LogTopic {
+    pub publisher: Publisher,
+    pub topic: String,
+}
+
+impl LogTopic {
+    async fn publish(&self, batch: &[Kept]) {
+        let messages: Vec<Message> = batch.iter().map(|kept| self.message(kept)).collect();
+        if let Err(e) = self.publisher.publish(&messages).await {
+            tracing::error!(error = %e, lines = batch.len(), topic = %self.topic, "cannot publish plugin log lines");
+            batch.iter().for_each(|kept| kept.source.count_dropped("kafka", 1));
+        }
+    }
+
+    fn message(&self, kept: &Kept) -> Message {
+        let LogSource { tenant, kind, name, version } = &kept.source;
+        let payload = serde_json::json!({
+            "at": rfc3339_millis(kept.at), "tenant": tenant, "kind": kind, "plugin": name, "version": version,
+            "level": level_name(kept.line.level), "input": kept.line.input, "message": kept.line.message,
+        });
+        Message {
+            topic: self.topic.clone(),
+            key: tenant.clone(),
+            headers: vec![("tenant".into(), tenant.clone()), ("plugin".into(), format!("{kind}/{name}"))],
+            payload: payload.to_string(),
+        }
+    }
+}
+
 impl PluginLogs {
-    /// Writes queued lines into `db` as they come, and keeps each tenant's newest [`KEPT_PER_TENANT`].
-    /// A failed write is logged and its lines counted as dropped; the writer goes on.
-    pub async fn write(&self, db: &Database) {
+    /// Writes queued lines into `db` as they come, and keeps each tenant's newest [`KEPT_PER_TENANT`]; on a
+    /// Kafka deployment also publishes them to `topic`. A failed write is logged and its lines counted as
+    /// dropped; the writer goes on.
+    pub async fn write(&self, db: &Database, topic: Option<&LogTopic>) {
         let mut queued = self.queued.lock().await;
         let (mut batch, mut written) = (Vec::new(), HashSet::new());
         let mut pruned = Instant::now();
@@ -205,6 +237,9 @@ impl PluginLogs {
             if let Err(e) = insert(db, &batch).await {
                 tracing::error!(error = %e, lines = batch.len(), "cannot keep plugin log lines");
                 batch.iter().for_each(|kept| kept.source.count_dropped("database", 1));
+            }
+            if let Some(topic) = topic {
+                topic.publish(&batch).await;
             }
             written.extend(batch.drain(..).map(|kept| kept.source.tenant));
             if pruned.elapsed() >= PRUNE_EVERY {

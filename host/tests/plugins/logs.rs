@@ -86,3 +86,30 @@ async fn a_trap_is_logged_with_its_wasm_backtrace_after_what_the_plugin_said_bef
     assert_eq!(kept[0]["level"], "error");
     assert!(trap.starts_with("trapped:") && trap.contains("wasm backtrace"), "{trap}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_kafka_the_lines_are_also_published_to_the_plugin_logs_topic_keyed_by_tenant() {
+    let kafka = strand_test_support::Kafka::shared().unwrap();
+    let prefix = kafka.unique_prefix();
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.kafka_brokers = Some(kafka.brokers());
+        c.topic_prefix = prefix.clone();
+    })
+    .await;
+    assert_eq!(deploy(&server, "shipped", "rate-limiter", "default", test_plugin("deny-all")).await.status, 200);
+    assert_eq!(server.client("shipped", 1).put("/v1/me/following/2").await.status, 429);
+    let topic = format!("{prefix}plugin-logs");
+    let received =
+        tokio::task::spawn_blocking(move || kafka.read(&topic, 3, 1, Duration::from_secs(60))).await.unwrap();
+    assert_eq!(received.len(), 1, "{received:?}");
+    let line: Value = serde_json::from_str(&received[0].payload).unwrap();
+    assert_eq!(received[0].key, "shipped");
+    assert_eq!(
+        (&line["tenant"], &line["kind"], &line["plugin"]),
+        (&json!("shipped"), &json!("rate-limiter"), &json!("default"))
+    );
+    assert_eq!(
+        (&line["level"], &line["input"], &line["message"]),
+        (&json!("warn"), &json!("1->2"), &json!("<b>denied</b> 1 -> 2"))
+    );
+}
