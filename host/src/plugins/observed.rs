@@ -34,9 +34,16 @@ pub async fn observed<R: Send + 'static>(
         };
         lines.push(LogLine { level: Level::Error, input: None, message: bounded(message) });
     }
-    let source =
-        LogSource { tenant: tenant.to_owned(), kind: plugin.kind, name: plugin.name.clone(), version: plugin.version };
-    logs.keep(&source, lines, dropped);
+    // Most calls say nothing: only those that did are named and kept.
+    if !lines.is_empty() || dropped > 0 {
+        let source = LogSource {
+            tenant: tenant.to_owned(),
+            kind: plugin.kind,
+            name: plugin.name.clone(),
+            version: plugin.version,
+        };
+        logs.keep(&source, lines, dropped);
+    }
     let outcome = match &result {
         Ok(_) => "ok",
         Err(PluginError::Timeout(_)) => "timeout",

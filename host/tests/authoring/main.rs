@@ -68,13 +68,7 @@ async fn a_javascript_rate_limiter_and_a_python_projector_made_anywhere_build_de
     let place = tempfile::tempdir().unwrap();
     let limiter = new_and_build("js", "rate-limiter", "my-limiter", place.path());
     let projector = new_and_build("python", "projector", "my-counts", place.path());
-    let server = TestServer::start_with(Backend::Sqlite, |c| {
-        c.relay = strand::config::RelayMode::Poll;
-        c.relay_idle_ms = 10;
-        c.workers = true;
-        c.refresh_ms = 100;
-    })
-    .await;
+    let server = TestServer::start_pipeline(Backend::Sqlite, None).await;
     let admin = server.admin();
     // Through the same conformance run and limits as any upload.
     let deployed = admin.upload(Method::PUT, "/admin/v1/tenants/poly/plugins/rate-limiter/default", limiter).await;

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use strand::config::RelayMode;
 use strand::plugins::{sample_events, PluginKind, PluginRuntime, BUNDLED};
 use strand_test_support::{wait_until, Backend, TestServer};
 
@@ -26,13 +25,7 @@ fn a_0_1_0_projector_projects_what_its_0_2_0_build_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn plugins_built_against_0_1_0_deploy_and_run_on_this_host() {
-    let server = TestServer::start_with(Backend::Sqlite, |c| {
-        c.relay = RelayMode::Poll;
-        c.relay_idle_ms = 10;
-        c.workers = true;
-        c.refresh_ms = 100;
-    })
-    .await;
+    let server = TestServer::start_pipeline(Backend::Sqlite, None).await;
     for (kind, name, wasm) in [("rate-limiter", "default", OLD_RATE_LIMIT), ("router", "default", OLD_ROUTER)] {
         let reply = deploy(&server, "legacy", kind, name, wasm.to_vec()).await;
         assert_eq!(reply.status, 200, "{kind}: {reply:?}");

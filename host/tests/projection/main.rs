@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use strand::cache::{Cache, RedisCache};
-use strand::config::RelayMode;
 use strand_test_support::{wait_until, Backend, StrandCommand, TestServer, ADMIN_TOKEN};
 
 /// Users 1..=6 of `tenant` following and unfollowing each other concurrently over HTTP.
@@ -59,14 +58,7 @@ pub async fn strand_command(args: &[&str], database_url: &str, redis_url: &str) 
 /// The whole pipeline on the embedded default plus Redis: poll relay, workers (new projectors picked up
 /// within 100 ms), projections in Redis at `redis_url`.
 pub async fn pipeline(redis_url: &str) -> TestServer {
-    TestServer::start_with(Backend::Sqlite, |c| {
-        c.relay = RelayMode::Poll;
-        c.relay_idle_ms = 10;
-        c.workers = true;
-        c.redis_url = Some(redis_url.to_owned());
-        c.refresh_ms = 100;
-    })
-    .await
+    TestServer::start_pipeline(Backend::Sqlite, Some(redis_url)).await
 }
 
 /// The cache in Redis at `url`, as the workers and `strand reconcile` use it.

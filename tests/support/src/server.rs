@@ -43,6 +43,19 @@ impl TestServer {
         Self::start_with(backend, |_| {}).await
     }
 
+    /// The whole flow in one process: the poll relay (idling 10 ms), the workers, plugins refreshed every
+    /// 100 ms; projector data in Redis at `redis_url`, else in this process's memory.
+    pub async fn start_pipeline(backend: Backend, redis_url: Option<&str>) -> Self {
+        Self::start_with(backend, |c| {
+            c.relay = RelayMode::Poll;
+            c.relay_idle_ms = 10;
+            c.workers = true;
+            c.redis_url = redis_url.map(str::to_owned);
+            c.refresh_ms = 100;
+        })
+        .await
+    }
+
     /// Starts a server whose configuration `adjust` may change (keys, tenants, limits).
     pub async fn start_with(backend: Backend, adjust: impl FnOnce(&mut Config)) -> Self {
         let database = backend.fresh_database().await.expect("a fresh test database");

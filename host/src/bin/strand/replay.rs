@@ -12,8 +12,8 @@ use serde::Serialize;
 use strand::config::Config;
 use strand::graph::{rfc3339_millis, Database, EventType, OutboxEvent as Payload, TenantId};
 use strand::plugins::{
-    Action, ActivePlugin, CallCost, Called, OutboxEvent, PluginKind, PluginRegistry, PluginRuntime, PreparedPlugin,
-    RelationEvent, WriteRequest, BUNDLED, INPUTS_PER_LIMIT,
+    Action, CallCost, Called, OutboxEvent, PluginKind, PluginRegistry, PluginRuntime, PreparedPlugin, RelationEvent,
+    WriteRequest, INPUTS_PER_LIMIT,
 };
 use strand::projection::recent_changes;
 
@@ -57,7 +57,6 @@ pub async fn replay(
     let registry = PluginRegistry::load(runtime.clone(), db.clone()).await?;
     let active = registry
         .active(&tenant, kind, name)
-        .or_else(|| bundled(&runtime, kind, name))
         .with_context(|| format!("{tenant} has no {kind} {name:?} and none is bundled"))?;
     let candidate = runtime.prepare(kind, candidate)?;
     let changes = recent_changes(&db, &tenant, last).await?;
@@ -88,20 +87,6 @@ pub async fn replay(
     println!("{}", serde_json::to_string_pretty(&summary)?);
     db.close().await;
     Ok(())
-}
-
-fn bundled(runtime: &PluginRuntime, kind: PluginKind, name: &str) -> Option<Arc<ActivePlugin>> {
-    let plugin = BUNDLED.iter().find(|b| b.kind == kind && b.name == name)?;
-    let prepared = runtime.prepare(kind, plugin.wasm).ok()?;
-    Some(Arc::new(ActivePlugin {
-        kind,
-        name: name.to_owned(),
-        version: 0,
-        sha256: strand::plugins::hex_sha256(plugin.wasm),
-        prepared,
-        limits: runtime.limits(),
-        readable: Vec::new(),
-    }))
 }
 
 /// Prints each input whose outputs differ (a failed call's output is its error) and adds up the costs.
