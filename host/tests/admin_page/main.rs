@@ -138,7 +138,10 @@ async fn an_operator_sees_tenants_and_lag_deploys_and_rolls_back_from_the_admin_
     wait_for_text(&browser, "#tenant-name", "acme").await;
     deploy_from_file(&browser, &first, 1).await;
     deploy_from_file(&browser, &second, 2).await;
-    wait_for_text(&browser, "#plugins tr.active", "2").await;
+    // Version 2 is the active row and version 1 offers its roll back (the table is redrawn after a deploy:
+    // wait for the new drawing, not any row that happens to contain a "2").
+    wait_for_text(&browser, "#plugins tr.active[data-plugin='rate-limiter/default/2']", "active").await;
+    wait_for_text(&browser, "tr[data-plugin='rate-limiter/default/1']", "Roll back to v1").await;
     // The tenant is now denied every write: the deny-all limiter is live.
     assert_eq!(server.client("acme", 1).put("/v1/me/following/3").await.status, 429);
 
@@ -223,7 +226,7 @@ async fn a_tenants_team_signs_in_with_its_key_and_sees_only_its_tenant_and_its_a
         .await
         .unwrap();
     wait_for_text(&browser, "#status", "canary v2 promoted").await;
-    wait_for_text(&browser, "#plugins tr.active", "2").await;
+    wait_for_text(&browser, "#plugins tr.active[data-plugin='rate-limiter/default/2']", "active").await;
     assert_eq!(server.client("acme", 1).put("/v1/me/following/3").await.status, 200, "the promoted policy serves all");
     wait_for_text(&browser, "#audit tbody", "promote").await;
     browser.close().await.unwrap();
