@@ -9,6 +9,7 @@
 pub mod api;
 pub mod app;
 pub mod audit;
+pub mod bounded;
 pub mod bus;
 pub mod cache;
 pub mod config;

@@ -36,6 +36,7 @@ pub struct Server {
     db: Database,
     plugins: Arc<PluginRegistry>,
     tenants: Arc<TenantSettings>,
+    rate_limiting: Arc<RateLimiting>,
     refresh_every: Duration,
     relay: Option<RestartableRelay>,
     projections: Option<Projections>,
@@ -64,7 +65,7 @@ impl Server {
         let state = AppState {
             db: db.clone(),
             auth,
-            rate_limiting,
+            rate_limiting: rate_limiting.clone(),
             plugins: plugins.clone(),
             tenants: tenants.clone(),
             reads: Arc::new(CachedReads::new(cache.clone())),
@@ -93,6 +94,7 @@ impl Server {
             db,
             plugins,
             tenants,
+            rate_limiting,
             refresh_every: config.refresh_every(),
             relay,
             projections,
@@ -115,6 +117,7 @@ impl Server {
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
         tracing::info!(addr = %self.local_addr()?, database = ?self.db.kind(), "strand is serving");
         supervise_plugin_logs(&self.tasks, self.plugins.clone(), self.db.clone(), self.log_topic.map(Arc::new));
+        supervise_request_sample(&self.tasks, self.rate_limiting, self.db.clone());
         supervise_refresh(&self.tasks, self.plugins, self.tenants, self.refresh_every);
         if let Some(relay) = self.relay {
             // Down, it is restarted; the API keeps serving meanwhile (rows wait in the outbox).
@@ -140,6 +143,20 @@ fn supervise_plugin_logs(tasks: &Tasks, plugins: Arc<PluginRegistry>, db: Databa
             tokio::select! {
                 () = stop.cancelled() => Ok(()),
                 () = plugins.logs().write(&db, topic.as_deref()) => anyhow::bail!("the plugin log writer ended"),
+            }
+        }
+    });
+}
+
+/// Writes the sampled write requests into the database (`strand plugin test --replay` of a rate limiter), as
+/// a supervised task.
+fn supervise_request_sample(tasks: &Tasks, rate_limiting: Arc<RateLimiting>, db: Database) {
+    tasks.spawn("request-sample", move |stop: CancellationToken| {
+        let (rate_limiting, db) = (rate_limiting.clone(), db.clone());
+        async move {
+            tokio::select! {
+                () = stop.cancelled() => Ok(()),
+                () = rate_limiting.sample().write(&db) => anyhow::bail!("the request sample writer ended"),
             }
         }
     });

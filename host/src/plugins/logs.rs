@@ -5,18 +5,15 @@
 //! dropped and counted, never queued without end: a chatty plugin cannot slow the host or crowd out another
 //! tenant's lines.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
-use tokio::sync::mpsc;
 use utoipa::{IntoParams, ToSchema};
 
 use super::bindings::Level;
 use super::inputs::Input;
 use super::PluginKind;
+use crate::bounded::{KeyedRate, TenantQueue};
 use crate::bus::{Message, Publisher};
 use crate::graph::{now_ms, rfc3339_millis, Database};
 
@@ -112,15 +109,11 @@ impl LogSource {
 
 /// Whose lines share one rate: a plugin of a tenant, across its versions.
 type Writer = (String, PluginKind, String);
-/// Lines a writer may still keep, and when that was counted.
-type Tokens = (f64, Instant);
 
 /// Lines waiting for the database; beyond this they are dropped (and counted).
 const QUEUED: usize = 10_000;
 /// Lines kept per tenant; older ones are deleted.
 pub const KEPT_PER_TENANT: i64 = 10_000;
-/// How often the writer deletes what is beyond [`KEPT_PER_TENANT`].
-const PRUNE_EVERY: Duration = Duration::from_secs(10);
 /// Most lines one page holds.
 pub const MAX_PAGE: u32 = 500;
 
@@ -134,23 +127,21 @@ struct Kept {
 /// Keeps plugins' lines within their rate, in the process log and (through [`PluginLogs::write`]) in the
 /// database.
 pub struct PluginLogs {
-    buckets: Mutex<HashMap<Writer, Tokens>>,
-    queue: mpsc::Sender<Kept>,
-    /// Shared by the writer's runs (a restarted writer goes on with what is queued).
-    queued: tokio::sync::Mutex<mpsc::Receiver<Kept>>,
+    rate: KeyedRate<Writer>,
+    queue: TenantQueue<Kept>,
 }
 
 impl Default for PluginLogs {
     fn default() -> Self {
-        let (queue, queued) = mpsc::channel(QUEUED);
-        Self { buckets: Mutex::default(), queue, queued: tokio::sync::Mutex::new(queued) }
+        Self { rate: KeyedRate::new(LINES_PER_SECOND, BURST), queue: TenantQueue::new(QUEUED) }
     }
 }
 
 impl PluginLogs {
     /// Keeps what `source` wrote, within its rate; `dropped` lines were already dropped by the call's bound.
     pub fn keep(&self, source: &LogSource, lines: Vec<LogLine>, dropped: u32) {
-        let allowed = self.take(source, lines.len());
+        let writer = (source.tenant.clone(), source.kind, source.name.clone());
+        let allowed = self.rate.take(writer, lines.len());
         source.count_dropped("rate", dropped as usize + lines.len() - allowed);
         let mut queue_full = 0;
         for line in lines.into_iter().take(allowed) {
@@ -170,28 +161,12 @@ impl PluginLogs {
                     tracing::error!(target: "strand::plugin", %tenant, %kind, plugin = %name, version, input, message)
                 }
             }
-            if self.queue.try_send(Kept { at: now_ms(), source: source.clone(), line }).is_err() {
+            if !self.queue.push(Kept { at: now_ms(), source: source.clone(), line }) {
                 // The writer is behind (or runs in no task of this process): the database misses the line.
                 queue_full += 1;
             }
         }
         source.count_dropped("queue", queue_full);
-    }
-
-    /// How many of `wanted` lines `source` may keep now.
-    fn take(&self, source: &LogSource, wanted: usize) -> usize {
-        if wanted == 0 {
-            return 0;
-        }
-        let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let now = Instant::now();
-        let key = (source.tenant.clone(), source.kind, source.name.clone());
-        let (tokens, counted) = buckets.entry(key).or_insert((BURST, now));
-        *tokens = (*tokens + now.duration_since(*counted).as_secs_f64() * LINES_PER_SECOND).min(BURST);
-        *counted = now;
-        let allowed = (*tokens as usize).min(wanted);
-        *tokens -= allowed as f64;
-        allowed
     }
 }
 
@@ -230,27 +205,23 @@ impl PluginLogs {
     /// Kafka deployment also publishes them to `topic`. A failed write is logged and its lines counted as
     /// dropped; the writer goes on.
     pub async fn write(&self, db: &Database, topic: Option<&LogTopic>) {
-        let mut queued = self.queued.lock().await;
-        let (mut batch, mut written) = (Vec::new(), HashSet::new());
-        let mut pruned = Instant::now();
-        while queued.recv_many(&mut batch, 256).await > 0 {
-            if let Err(e) = insert(db, &batch).await {
-                tracing::error!(error = %e, lines = batch.len(), "cannot keep plugin log lines");
-                batch.iter().for_each(|kept| kept.source.count_dropped("database", 1));
-            }
-            if let Some(topic) = topic {
-                topic.publish(&batch).await;
-            }
-            written.extend(batch.drain(..).map(|kept| kept.source.tenant));
-            if pruned.elapsed() >= PRUNE_EVERY {
-                for tenant in written.drain() {
-                    if let Err(e) = prune(db, &tenant).await {
-                        tracing::warn!(%tenant, error = %e, "cannot delete old plugin log lines; trying again later");
-                    }
-                }
-                pruned = Instant::now();
-            }
+        fn tenant_of(kept: &Kept) -> &str {
+            &kept.source.tenant
         }
+        self.queue
+            .drain(db, "plugin_logs", KEPT_PER_TENANT, tenant_of, |batch| {
+                Box::pin(async move {
+                    if let Err(e) = insert(db, &batch).await {
+                        tracing::error!(error = %e, lines = batch.len(), "cannot keep plugin log lines");
+                        batch.iter().for_each(|kept| kept.source.count_dropped("database", 1));
+                    }
+                    if let Some(topic) = topic {
+                        topic.publish(&batch).await;
+                    }
+                    batch
+                })
+            })
+            .await;
     }
 }
 
@@ -268,24 +239,6 @@ async fn insert(db: &Database, batch: &[Kept]) -> Result<(), sqlx::Error> {
             .push_bind(kept.line.message.clone());
     });
     insert.build().execute(db.writer()).await?;
-    Ok(())
-}
-
-/// Deletes `tenant`'s lines older than its newest [`KEPT_PER_TENANT`].
-async fn prune(db: &Database, tenant: &str) -> Result<(), sqlx::Error> {
-    let oldest_kept: Option<i64> =
-        sqlx::query_scalar("SELECT id FROM plugin_logs WHERE tenant_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?")
-            .bind(tenant)
-            .bind(KEPT_PER_TENANT - 1)
-            .fetch_optional(db.reader())
-            .await?;
-    if let Some(oldest_kept) = oldest_kept {
-        sqlx::query("DELETE FROM plugin_logs WHERE tenant_id = ? AND id < ?")
-            .bind(tenant)
-            .bind(oldest_kept)
-            .execute(db.writer())
-            .await?;
-    }
     Ok(())
 }
 

@@ -7,9 +7,11 @@
 
 mod local;
 mod redis;
+mod sample;
 
 pub use self::redis::RedisBuckets;
 pub use local::LocalBuckets;
+pub use sample::{recent_requests, RequestSample};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +32,17 @@ pub enum Verdict {
     },
     /// The policy or bucket store failed and the tenant fails closed: 503.
     Unavailable,
+}
+
+impl Verdict {
+    /// As metrics and the request sample name it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verdict::Allowed => "allowed",
+            Verdict::Limited { .. } => "limited",
+            Verdict::Unavailable => "unavailable",
+        }
+    }
 }
 
 /// Where token buckets live: one enum over the two stores, so every operation is written for both (see
@@ -71,37 +84,39 @@ pub struct RateLimiting {
     registry: Arc<PluginRegistry>,
     tenants: Arc<TenantSettings>,
     buckets: TokenBuckets,
+    sample: RequestSample,
 }
 
 impl RateLimiting {
     pub fn new(registry: Arc<PluginRegistry>, tenants: Arc<TenantSettings>, buckets: TokenBuckets) -> Self {
-        Self { registry, tenants, buckets }
+        Self { registry, tenants, buckets, sample: RequestSample::default() }
+    }
+
+    /// The decided requests this node samples for replay; its writer runs as a task of the server.
+    pub fn sample(&self) -> &RequestSample {
+        &self.sample
     }
 
     /// Decides whether `user` of `tenant` may follow or unfollow `target` now; counted in
-    /// `strand_rate_limit_decisions_total` by tenant and decision.
+    /// `strand_rate_limit_decisions_total` by tenant and decision; sampled for replay.
     pub async fn check(&self, caller: &Caller, follow: bool, target: UserId) -> Verdict {
         let tenant = &caller.tenant;
-        let verdict = self.verdict(caller, follow, target).await;
-        let decision = match verdict {
-            Verdict::Allowed => "allowed",
-            Verdict::Limited { .. } => "limited",
-            Verdict::Unavailable => "unavailable",
-        };
-        let labels = [("tenant", tenant.to_string()), ("decision", decision.to_owned())];
-        metrics::counter!("strand_rate_limit_decisions_total", &labels).increment(1);
-        verdict
-    }
-
-    async fn verdict(&self, caller: &Caller, follow: bool, target: UserId) -> Verdict {
-        let (tenant, user) = (&caller.tenant, caller.user);
         let request = WriteRequest {
             tenant: tenant.to_string(),
-            user: user.get(),
+            user: caller.user.get(),
             action: if follow { Action::Follow } else { Action::Unfollow },
             target: target.get(),
             now_ms: crate::graph::now_ms(),
         };
+        let verdict = self.verdict(caller, request.clone()).await;
+        self.sample.offer(&request, &verdict);
+        let labels = [("tenant", tenant.to_string()), ("decision", verdict.name().to_owned())];
+        metrics::counter!("strand_rate_limit_decisions_total", &labels).increment(1);
+        verdict
+    }
+
+    async fn verdict(&self, caller: &Caller, request: WriteRequest) -> Verdict {
+        let (tenant, user) = (&caller.tenant, caller.user);
         // A running canary takes its share of the users, always the same ones; test traffic may pin it.
         let pinned = caller.pinned_version.filter(|_| self.tenants.get(tenant).allow_pinned_versions);
         let chosen = self.registry.choose(tenant, Singleton::RateLimiter, &user.to_string(), pinned);

@@ -1,5 +1,6 @@
 //! `strand plugin test --replay`: a candidate beside the active version on the tenant's recent real
-//! changes, printing the inputs where they differ and what both cost.
+//! changes (a rate limiter: its sampled requests, refused ones too), printing the inputs where they differ
+//! and what both cost.
 
 use std::time::Duration;
 
@@ -46,12 +47,46 @@ async fn a_candidate_is_replayed_beside_the_active_version_on_the_tenants_recent
     assert_eq!(summary["active"]["version"], 1);
     assert!(summary["candidate"]["fuel"].as_u64().is_some_and(|f| f > 0), "{summary}");
 
-    // A policy denying everything, beside the bundled one: every recent write would have been refused.
+    // A policy denying everything, beside the bundled one: every recent request would have been refused.
+    wait_for_samples(&server, 7).await;
     let (different, summary) =
         replay(&server, &["--kind", "rate-limiter", "--last", "4"], &test_plugin("deny-all")).await;
     assert_eq!((summary["inputs"].as_u64(), summary["different"].as_u64()), (Some(4), Some(4)), "{summary}");
+    assert_eq!(summary["answered"], serde_json::json!({"allowed": 4}), "{summary}");
     assert_eq!(summary["active"]["version"], 0, "the bundled policy is what runs now");
     let first = &different[0];
     assert_eq!(first["candidate"], serde_json::json!({"Deny": "deny-all test policy"}), "{first}");
     assert_eq!(first["input"]["target"], 9, "{first}");
+
+    // Requests the active policy refused never reached the truth, yet they are replayed: the bundled policy
+    // as the candidate would have charged a bucket for each.
+    let deny_all = test_plugin("deny-all");
+    assert_eq!(deploy(&server, "replayed", "rate-limiter", "default", deny_all.clone()).await.status, 200);
+    for target in [11, 12] {
+        assert_eq!(server.client("replayed", 3).put(&format!("/v1/me/following/{target}")).await.status, 429);
+    }
+    wait_for_samples(&server, 9).await;
+    let bundled_policy = bundled("rate-limiter", "default");
+    let (different, summary) = replay(&server, &["--kind", "rate-limiter", "--last", "2"], &bundled_policy).await;
+    assert_eq!(summary["answered"], serde_json::json!({"limited": 2}), "{summary}");
+    assert_eq!(summary["different"], 2, "{summary}");
+    assert_eq!(different.iter().map(|d| d["input"]["target"].clone()).collect::<Vec<_>>(), [11, 12]);
+    assert!(different[0]["candidate"].get("Charge").is_some(), "{different:?}");
+
+    // The same policy as the active one: no difference.
+    let (different, summary) = replay(&server, &["--kind", "rate-limiter"], &deny_all).await;
+    assert_eq!((summary["inputs"].as_u64(), summary["different"].as_u64()), (Some(9), Some(0)), "{summary}");
+    assert!(different.is_empty(), "{different:?}");
+}
+
+/// Waits until the server's sampler has written `requests` of the tenant's requests.
+async fn wait_for_samples(server: &TestServer, requests: i64) {
+    strand_test_support::wait_until("the requests are sampled", Duration::from_secs(20), || async {
+        let sampled: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM write_request_samples WHERE tenant_id = 'replayed'")
+            .fetch_one(server.database().reader())
+            .await
+            .unwrap();
+        sampled >= requests
+    })
+    .await;
 }

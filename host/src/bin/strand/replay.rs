@@ -1,10 +1,11 @@
 //! `strand plugin test --replay`: a candidate component beside the tenant's active version (or the
 //! bundled one), on the tenant's real recent inputs, before it is deployed — Shopify's `function replay`.
-//! The inputs are the pairs the tenant changed last, read from the truth: as relation events for a
-//! projector, as the outbox events their writes published for a router, and as the write requests that
-//! made them for a rate limiter (requests it refused never reached the truth, so they are not replayed).
-//! Prints, per input whose outputs differ, both outputs; then what both cost.
+//! A projector's and a router's inputs are the pairs the tenant changed last, read from the truth (as
+//! relation events, and as the outbox events their writes published); a rate limiter's are the tenant's
+//! sampled write requests, refused ones too (`write_request_samples`, which the API nodes keep). Prints,
+//! per input whose outputs differ, both outputs; then what both cost.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -16,11 +17,15 @@ use strand::plugins::{
     WriteRequest, INPUTS_PER_LIMIT,
 };
 use strand::projection::recent_changes;
+use strand::ratelimit::recent_requests;
 
 /// What a replay found.
 #[derive(Serialize)]
 struct Summary {
     inputs: usize,
+    /// A rate limiter's inputs by what the host answered them when they were made.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    answered: BTreeMap<String, usize>,
     different: usize,
     active: Cost,
     candidate: Cost,
@@ -59,28 +64,35 @@ pub async fn replay(
         .active(&tenant, kind, name)
         .with_context(|| format!("{tenant} has no {kind} {name:?} and none is bundled"))?;
     let candidate = runtime.prepare(kind, candidate)?;
-    let changes = recent_changes(&db, &tenant, last).await?;
     let mut summary = Summary {
-        inputs: changes.len(),
+        inputs: 0,
+        answered: BTreeMap::new(),
         different: 0,
         active: Cost { version: active.version, ..Cost::default() },
         candidate: Cost::default(),
     };
-    for batch in changes.chunks(INPUTS_PER_LIMIT) {
-        match kind {
-            PluginKind::Projector => {
+    if kind == PluginKind::RateLimiter {
+        let sampled = recent_requests(&db, &tenant, last).await?;
+        for (_, verdict) in &sampled {
+            *summary.answered.entry(verdict.clone()).or_default() += 1;
+        }
+        let requests: Vec<WriteRequest> = sampled.into_iter().map(|(request, _)| request).collect();
+        summary.inputs = requests.len();
+        for batch in requests.chunks(INPUTS_PER_LIMIT) {
+            let run = |p: &PreparedPlugin| runtime.decide(p, runtime.limits(), batch);
+            compare(batch, run(&active.prepared), run(&candidate), &mut summary)?;
+        }
+    } else {
+        let changes = recent_changes(&db, &tenant, last).await?;
+        summary.inputs = changes.len();
+        for batch in changes.chunks(INPUTS_PER_LIMIT) {
+            if kind == PluginKind::Projector {
                 let run = |p: &PreparedPlugin| runtime.project(p, runtime.limits(), batch);
                 compare(batch, run(&active.prepared), run(&candidate), &mut summary)?;
-            }
-            PluginKind::Router => {
+            } else {
                 let events = batch.iter().map(published).collect::<Result<Vec<OutboxEvent>, _>>()?;
                 let run = |p: &PreparedPlugin| runtime.route(p, runtime.limits(), &events);
                 compare(&events, run(&active.prepared), run(&candidate), &mut summary)?;
-            }
-            PluginKind::RateLimiter => {
-                let requests: Vec<WriteRequest> = batch.iter().map(requested).collect();
-                let run = |p: &PreparedPlugin| runtime.decide(p, runtime.limits(), &requests);
-                compare(&requests, run(&active.prepared), run(&candidate), &mut summary)?;
             }
         }
     }
@@ -139,15 +151,4 @@ fn published(change: &RelationEvent) -> serde_json::Result<OutboxEvent> {
         key: payload.key(),
         payload: serde_json::to_string(&payload)?,
     })
-}
-
-/// The write request that made the change.
-fn requested(change: &RelationEvent) -> WriteRequest {
-    WriteRequest {
-        tenant: change.tenant.clone(),
-        user: change.follower,
-        action: change.action,
-        target: change.followee,
-        now_ms: change.occurred_at_ms,
-    }
 }

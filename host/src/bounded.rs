@@ -1,0 +1,105 @@
+//! Bounds on what the host keeps of tenants' activity (plugins' log lines, sampled write requests): a rate
+//! per key, so one busy writer cannot crowd out the others, and a table trimmed to each tenant's newest
+//! rows, so nothing a tenant does grows the database without end.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use tokio::sync::mpsc;
+
+use crate::graph::Database;
+
+/// A token bucket per key: `per_second` tokens a second, at most `burst` held.
+pub struct KeyedRate<K> {
+    per_second: f64,
+    burst: f64,
+    buckets: Mutex<HashMap<K, (f64, Instant)>>,
+}
+
+impl<K: Eq + Hash> KeyedRate<K> {
+    pub fn new(per_second: f64, burst: f64) -> Self {
+        Self { per_second, burst, buckets: Mutex::default() }
+    }
+
+    /// How many of `wanted` tokens `key` may take now (taking them).
+    pub fn take(&self, key: K, wanted: usize) -> usize {
+        if wanted == 0 {
+            return 0;
+        }
+        let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = Instant::now();
+        let (tokens, counted) = buckets.entry(key).or_insert((self.burst, now));
+        *tokens = (*tokens + now.duration_since(*counted).as_secs_f64() * self.per_second).min(self.burst);
+        *counted = now;
+        let allowed = (*tokens as usize).min(wanted);
+        *tokens -= allowed as f64;
+        allowed
+    }
+}
+
+/// Deletes `tenant`'s rows of `table` (one with an ascending `id` and a `tenant_id`) older than its newest
+/// `keep`.
+async fn keep_newest(db: &Database, table: &'static str, tenant: &str, keep: i64) -> Result<(), sqlx::Error> {
+    let newest = format!("SELECT id FROM {table} WHERE tenant_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?");
+    let oldest_kept: Option<i64> =
+        sqlx::query_scalar(&newest).bind(tenant).bind(keep - 1).fetch_optional(db.reader()).await?;
+    if let Some(oldest_kept) = oldest_kept {
+        let older = format!("DELETE FROM {table} WHERE tenant_id = ? AND id < ?");
+        sqlx::query(&older).bind(tenant).bind(oldest_kept).execute(db.writer()).await?;
+    }
+    Ok(())
+}
+
+/// How often a [`TenantQueue`]'s writer deletes what is beyond each tenant's share.
+const PRUNE_EVERY: Duration = Duration::from_secs(10);
+
+/// Rows on their way to a table bounded per tenant: a bounded queue (a full one refuses, it never blocks
+/// the caller), drained by one writer task at a time (a restarted writer goes on with what is queued).
+pub struct TenantQueue<T> {
+    queue: mpsc::Sender<T>,
+    queued: tokio::sync::Mutex<mpsc::Receiver<T>>,
+}
+
+impl<T> TenantQueue<T> {
+    pub fn new(capacity: usize) -> Self {
+        let (queue, queued) = mpsc::channel(capacity);
+        Self { queue, queued: tokio::sync::Mutex::new(queued) }
+    }
+
+    /// Queues `row`; `false` when the queue is full (the writer is behind, or runs in no task of this
+    /// process).
+    pub fn push(&self, row: T) -> bool {
+        self.queue.try_send(row).is_ok()
+    }
+
+    /// Hands queued rows to `write` in batches as they come (it hands the batch back), and every
+    /// [`PRUNE_EVERY`] keeps the newest `keep` rows of `table` of each tenant written meanwhile. `write`
+    /// reports its own failures.
+    pub async fn drain<'a>(
+        &self,
+        db: &Database,
+        table: &'static str,
+        keep: i64,
+        tenant_of: fn(&T) -> &str,
+        mut write: impl FnMut(Vec<T>) -> BoxFuture<'a, Vec<T>>,
+    ) {
+        let mut queued = self.queued.lock().await;
+        let (mut batch, mut written) = (Vec::new(), HashSet::new());
+        let mut pruned = Instant::now();
+        while queued.recv_many(&mut batch, 256).await > 0 {
+            batch = write(batch).await;
+            written.extend(batch.drain(..).map(|row| tenant_of(&row).to_owned()));
+            if pruned.elapsed() >= PRUNE_EVERY {
+                for tenant in written.drain() {
+                    if let Err(e) = keep_newest(db, table, &tenant, keep).await {
+                        tracing::warn!(%tenant, table, error = %e, "cannot delete old rows; trying again later");
+                    }
+                }
+                pruned = Instant::now();
+            }
+        }
+    }
+}
