@@ -5,15 +5,10 @@
 //! the size). Figures are printed, never asserted.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use futures::future::join_all;
 use strand::graph::{self, Database, TenantId, UserId};
+use strand_test_support::bench::{measure, setting};
 use strand_test_support::{Backend, TestServer};
-
-fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 #[tokio::main]
 async fn main() {
@@ -49,55 +44,7 @@ async fn main() {
     .await;
 
     println!("write_path: {writes} follows, {concurrency} concurrent writers, MariaDB (binlog on)");
-    http.print("HTTP PUT /v1/me/following");
-    direct.print("direct sqlx transaction");
+    http.print("HTTP PUT /v1/me/following", "writes");
+    direct.print("direct sqlx transaction", "writes");
     println!("ratio HTTP/direct throughput: {:.2}", http.per_second() / direct.per_second());
-}
-
-struct Measurement {
-    count: usize,
-    elapsed: Duration,
-    latencies: Vec<Duration>,
-}
-
-impl Measurement {
-    fn per_second(&self) -> f64 {
-        self.count as f64 / self.elapsed.as_secs_f64()
-    }
-
-    fn print(&self, label: &str) {
-        let quantile = |q: f64| self.latencies[((self.latencies.len() - 1) as f64 * q) as usize];
-        println!(
-            "{label:<28} {:>8.0} writes/s   p50 {:>7.2?}   p99 {:>7.2?}",
-            self.per_second(),
-            quantile(0.50),
-            quantile(0.99)
-        );
-    }
-}
-
-/// Runs `concurrency` workers, each issuing `per_worker` operations one after another.
-async fn measure<F, Fut>(concurrency: usize, per_worker: usize, operation: F) -> Measurement
-where
-    F: Fn(usize, usize) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let started = Instant::now();
-    let workers = (0..concurrency).map(|worker| {
-        let operations: Vec<_> = (0..per_worker).map(|i| operation(worker, i)).collect();
-        tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(operations.len());
-            for op in operations {
-                let start = Instant::now();
-                op.await;
-                latencies.push(start.elapsed());
-            }
-            latencies
-        })
-    });
-    let mut latencies: Vec<Duration> =
-        join_all(workers).await.into_iter().flat_map(|r| r.expect("a bench worker")).collect();
-    let elapsed = started.elapsed();
-    latencies.sort();
-    Measurement { count: latencies.len(), elapsed, latencies }
 }

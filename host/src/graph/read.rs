@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::{AnyPool, Row};
 
-use super::{Database, TenantId, UserId};
+use super::{Database, DatabaseKind, TenantId, UserId};
 
 /// One side of the graph around a user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,8 +137,7 @@ pub async fn relationships(
     me: UserId,
     others: &[UserId],
 ) -> Result<Vec<Relationship>, sqlx::Error> {
-    let following = active_partners(db.reader(), tenant, me, Direction::Following, others).await?;
-    let followed_by = active_partners(db.reader(), tenant, me, Direction::Followers, others).await?;
+    let (following, followed_by) = active_partners(db, tenant, me, others).await?;
     Ok(others
         .iter()
         .map(|other| Relationship {
@@ -163,27 +162,47 @@ pub async fn counts(db: &Database, tenant: &TenantId, users: &[UserId]) -> Resul
         .collect())
 }
 
-/// Those of `candidates` that `user` follows (or that follow `user`) right now.
+/// Those of `candidates` that `user` follows, and those that follow `user`, right now: one round trip of
+/// one primary-key lookup per candidate and direction, whatever the follower counts on either side. Left to
+/// itself the planner may walk a secondary index over all of `user`'s followers (a celebrity's million) or
+/// all of a candidate's followings; so MariaDB/MySQL is told to use the primary key, and SQLite's
+/// `+rel_status` keeps that column out of index choice, leaving the primary key as the one that matches.
 async fn active_partners(
-    pool: &AnyPool,
+    db: &Database,
     tenant: &TenantId,
     user: UserId,
-    direction: Direction,
     candidates: &[UserId],
-) -> Result<HashSet<i64>, sqlx::Error> {
+) -> Result<(HashSet<i64>, HashSet<i64>), sqlx::Error> {
+    let (mut following, mut followed_by) = (HashSet::new(), HashSet::new());
     if candidates.is_empty() {
-        return Ok(HashSet::new());
+        return Ok((following, followed_by));
     }
-    let (owner, listed) = direction.columns();
-    let sql = format!(
-        "SELECT {listed} FROM following WHERE tenant_id = ? AND {owner} = ? AND rel_status = 1 AND {listed} IN ({})",
-        placeholders(candidates.len())
-    );
-    let mut query = sqlx::query(&sql).bind(tenant.as_str()).bind(user.get());
-    for candidate in candidates {
-        query = query.bind(candidate.get());
+    let (table, status) = match db.kind() {
+        DatabaseKind::Sqlite => ("following", "+rel_status"),
+        DatabaseKind::MySql => ("following FORCE INDEX (PRIMARY)", "rel_status"),
+    };
+    let select = |direction: Direction| {
+        let (owner, listed) = direction.columns();
+        let followers = i64::from(direction == Direction::Followers);
+        format!(
+            "SELECT {followers}, {listed} FROM {table} WHERE tenant_id = ? AND {owner} = ? AND {status} = 1 \
+             AND {listed} IN ({})",
+            placeholders(candidates.len())
+        )
+    };
+    let sql = format!("{} UNION ALL {}", select(Direction::Following), select(Direction::Followers));
+    let mut query = sqlx::query(&sql);
+    for _ in 0..2 {
+        query = query.bind(tenant.as_str()).bind(user.get());
+        for candidate in candidates {
+            query = query.bind(candidate.get());
+        }
     }
-    query.fetch_all(pool).await?.iter().map(|row| row.try_get(0)).collect()
+    for row in query.fetch_all(db.reader()).await? {
+        let (followers, partner): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+        if followers == 1 { &mut followed_by } else { &mut following }.insert(partner);
+    }
+    Ok((following, followed_by))
 }
 
 async fn count_by(

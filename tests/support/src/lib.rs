@@ -1,6 +1,7 @@
 //! What Strand's tests and benchmarks share: throwaway database servers, the real server in-process, and an
 //! HTTP client that mints its own tokens. Tests read as specifications; this crate keeps the plumbing out.
 
+pub mod bench;
 mod kafka;
 mod mariadb;
 mod process;

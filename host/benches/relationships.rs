@@ -1,0 +1,89 @@
+//! Relationship status (`GET /v1/me/relationships`, the follow button on every profile) read from the
+//! truth for callers with 10, 10k and 1M followers, on SQLite and MariaDB: its cost should depend on the
+//! ids asked about, not on either side's follower count. Seeded with bulk SQL; figures printed, never
+//! asserted.
+//!
+//! `cargo bench -p strand --bench relationships` (`STRAND_BENCH_READS`, `STRAND_BENCH_CONCURRENCY`).
+
+use std::sync::Arc;
+
+use strand::graph::{self, Database, DatabaseKind, Direction, TenantId, UserId};
+use strand_test_support::bench::{measure, setting};
+use strand_test_support::Backend;
+
+/// Followers of each benchmarked caller; caller `i` is user `i + 1`.
+const FOLLOWERS: [i64; 3] = [10, 10_000, 1_000_000];
+/// The callers' followers are users from here on.
+const FIRST_FOLLOWER: i64 = 10_000_000;
+/// The ten users each read asks about (the first five follow every caller), each following
+/// [`FOLLOWED_BY_ASKED`] users from [`FIRST_FOLLOWED`] on.
+const ASKED: i64 = 100;
+const FOLLOWED_BY_ASKED: i64 = 100_000;
+const FIRST_FOLLOWED: i64 = 20_000_000;
+
+#[tokio::main]
+async fn main() {
+    let reads = setting("STRAND_BENCH_READS", 4000);
+    let concurrency = setting("STRAND_BENCH_CONCURRENCY", 8);
+    let tenant: TenantId = "bench".parse().expect("a tenant");
+    println!(
+        "relationships: 10 ids per read (5 followers, 5 not, each following {FOLLOWED_BY_ASKED}), {reads} reads, \
+         {concurrency} concurrent"
+    );
+    for backend in [Backend::Sqlite, Backend::MariaDb] {
+        let database = backend.fresh_database().await.expect("a bench database");
+        let db = Arc::new(Database::open(&database.url, concurrency as u32).await.expect("the bench database"));
+        // The users asked about follow many themselves: five of them follow every caller.
+        for k in 0..10 {
+            seed(&db, &tenant, ASKED + k, Direction::Following, FIRST_FOLLOWED, FOLLOWED_BY_ASKED).await;
+        }
+        for (i, followers) in FOLLOWERS.into_iter().enumerate() {
+            let me = i as i64 + 1;
+            seed(&db, &tenant, me, Direction::Followers, FIRST_FOLLOWER, followers).await;
+            for k in 0..5 {
+                seed(&db, &tenant, ASKED + k, Direction::Following, me, 1).await;
+            }
+        }
+        let others: Arc<Vec<UserId>> =
+            Arc::new((0..10).map(|k| UserId::try_from(ASKED + k).expect("positive")).collect());
+        for (i, followers) in FOLLOWERS.into_iter().enumerate() {
+            let me = UserId::try_from(i as i64 + 1).expect("positive");
+            let measured = measure(concurrency, reads / concurrency, |_, _| {
+                let (db, tenant, others) = (db.clone(), tenant.clone(), others.clone());
+                async move {
+                    let found = graph::relationships(&db, &tenant, me, &others).await.expect("a read");
+                    assert_eq!(found.iter().filter(|r| r.followed_by).count(), 5);
+                }
+            })
+            .await;
+            measured.print(&format!("{backend:?}, caller with {followers} followers"), "reads");
+        }
+    }
+}
+
+/// `count` rows inserted by one statement: `user` follows users `first..` (`Direction::Following`) or they
+/// follow `user` (`Direction::Followers`).
+async fn seed(db: &Database, tenant: &TenantId, user: i64, direction: Direction, first: i64, count: i64) {
+    // The first of the two bound users is the follower.
+    let (from, to, a, b) = match direction {
+        Direction::Following => ("?", "? + i", user, first),
+        Direction::Followers => ("? + i", "?", first, user),
+    };
+    let sql = match db.kind() {
+        DatabaseKind::Sqlite => format!(
+            "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at) \
+             WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?) \
+             SELECT ?, {from}, {to}, 1, 1, i, i FROM n"
+        ),
+        DatabaseKind::MySql => format!(
+            "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at) \
+             SELECT ?, {from}, {to}, 1, 1, i, i FROM (SELECT seq AS i FROM seq_0_to_999999 WHERE seq < ?) n"
+        ),
+    };
+    let query = sqlx::query(&sql);
+    let query = match db.kind() {
+        DatabaseKind::Sqlite => query.bind(count).bind(tenant.as_str()).bind(a).bind(b),
+        DatabaseKind::MySql => query.bind(tenant.as_str()).bind(a).bind(b).bind(count),
+    };
+    query.execute(db.writer()).await.expect("seeding follows");
+}

@@ -1,0 +1,64 @@
+//! Throughput and latency of concurrent operations, for the benchmarks: printed, never asserted.
+
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+
+/// Operations done, how long they took together, and each one's latency (sorted).
+pub struct Measurement {
+    pub count: usize,
+    pub elapsed: Duration,
+    pub latencies: Vec<Duration>,
+}
+
+impl Measurement {
+    pub fn per_second(&self) -> f64 {
+        self.count as f64 / self.elapsed.as_secs_f64()
+    }
+
+    pub fn quantile(&self, q: f64) -> Duration {
+        self.latencies[((self.latencies.len() - 1) as f64 * q) as usize]
+    }
+
+    /// One line: `label`, operations per second (as `unit`/s), p50 and p99.
+    pub fn print(&self, label: &str, unit: &str) {
+        println!(
+            "{label:<40} {:>8.0} {unit}/s   p50 {:>8.2?}   p99 {:>8.2?}",
+            self.per_second(),
+            self.quantile(0.50),
+            self.quantile(0.99)
+        );
+    }
+}
+
+/// Runs `concurrency` workers, worker `w` issuing `operation(w, i)` for `i` in `0..per_worker`, one after
+/// another.
+pub async fn measure<F, Fut>(concurrency: usize, per_worker: usize, operation: F) -> Measurement
+where
+    F: Fn(usize, usize) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let started = Instant::now();
+    let workers = (0..concurrency).map(|worker| {
+        let operations: Vec<_> = (0..per_worker).map(|i| operation(worker, i)).collect();
+        tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(operations.len());
+            for op in operations {
+                let start = Instant::now();
+                op.await;
+                latencies.push(start.elapsed());
+            }
+            latencies
+        })
+    });
+    let mut latencies: Vec<Duration> =
+        join_all(workers).await.into_iter().flat_map(|r| r.expect("a bench worker")).collect();
+    let elapsed = started.elapsed();
+    latencies.sort();
+    Measurement { count: latencies.len(), elapsed, latencies }
+}
+
+/// The environment variable `name` as a number, or `default`.
+pub fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
