@@ -5,7 +5,6 @@
 //! dropped and counted, never queued without end: a chatty plugin cannot slow the host or crowd out another
 //! tenant's lines.
 
-
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use utoipa::{IntoParams, ToSchema};

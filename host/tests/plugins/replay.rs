@@ -82,10 +82,11 @@ async fn a_candidate_is_replayed_beside_the_active_version_on_the_tenants_recent
 /// Waits until the server's sampler has written `requests` of the tenant's requests.
 async fn wait_for_samples(server: &TestServer, requests: i64) {
     strand_test_support::wait_until("the requests are sampled", Duration::from_secs(20), || async {
-        let sampled: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM write_request_samples WHERE tenant_id = 'replayed'")
-            .fetch_one(server.database().reader())
-            .await
-            .unwrap();
+        let sampled: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM write_request_samples WHERE tenant_id = 'replayed'")
+                .fetch_one(server.database().reader())
+                .await
+                .unwrap();
         sampled >= requests
     })
     .await;
