@@ -2,7 +2,8 @@
 //! take the row inserts of `outbox` from committed transactions, publish them, and advance the checkpoint
 //! only once the bus acknowledged them. The checkpoint transaction also deletes the published rows (the
 //! retention of binlog mode), so the outbox table always holds exactly the rows not yet covered by the
-//! checkpoint — which is what makes the first start and a reset after a purged binlog lossless.
+//! checkpoint — which is what makes the first start, a reset after a purged binlog and a failover to a
+//! replica lossless.
 //!
 //! A transaction's rows are published only after its commit event (XID) was read, in binlog (commit) order,
 //! so a long transaction that commits late is published when it commits, and a rolled-back one never is.
@@ -112,10 +113,20 @@ impl BinlogRelay {
         mut shutdown: Pin<&mut impl Future<Output = ()>>,
     ) -> Result<(), RelayError> {
         let mut conn = Conn::new(self.source.clone()).await?;
-        check_server(&mut conn).await?;
+        let server = check_server(&mut conn).await?;
         let start = match Checkpoint::load(&self.db).await? {
-            Some(position) => position,
-            None => self.first_start(&mut conn).await?,
+            Some(saved) if saved.server_id.is_none_or(|id| id == server) => saved.position,
+            Some(saved) => {
+                // A failover: the checkpoint (replicated with the data) is a place in the old primary's
+                // binlog. The outbox here holds every row that checkpoint did not cover, so starting as
+                // on a first start loses nothing; rows the old relay published whose deletion had not
+                // replicated yet go out again (at-least-once; consumers dedupe by event id).
+                tracing::warn!(checkpoint = %saved.position, checkpoint_server = ?saved.server_id, server,
+                    "the checkpoint is another server's binlog position (a failover): resuming from the outbox");
+                metrics::counter!("strand_relay_server_changes_total").increment(1);
+                self.first_start(&mut conn, server).await?
+            }
+            None => self.first_start(&mut conn, server).await?,
         };
         check_retained(&mut conn, &start).await?;
         let table = OutboxTable::describe(&mut conn).await?;
@@ -136,7 +147,7 @@ impl BinlogRelay {
             let next = tokio::select! {
                 () = &mut shutdown => {
                     // What was read and committed is published before stopping; the rest is read again.
-                    self.flush(leadership, &mut reader, &mut saved).await?;
+                    self.flush(leadership, &mut reader, &mut saved, server).await?;
                     stream.close().await?;
                     return Ok(());
                 }
@@ -144,7 +155,7 @@ impl BinlogRelay {
             };
             let event = match next {
                 Err(_elapsed) if flush_due.is_some_and(|due| due <= Instant::now()) => {
-                    self.flush(leadership, &mut reader, &mut saved).await?;
+                    self.flush(leadership, &mut reader, &mut saved, server).await?;
                     flush_due = None;
                     continue;
                 }
@@ -156,7 +167,7 @@ impl BinlogRelay {
             let table_map = |id| stream.get_tme(id);
             reader.read(&event, &table, table_map)?;
             if reader.ready.len() >= BATCH {
-                self.flush(leadership, &mut reader, &mut saved).await?;
+                self.flush(leadership, &mut reader, &mut saved, server).await?;
                 flush_due = None;
             } else if !reader.ready.is_empty() {
                 let soon = Instant::now() + LINGER;
@@ -176,6 +187,7 @@ impl BinlogRelay {
         leadership: &mut Option<Leadership>,
         reader: &mut TransactionReader,
         saved: &mut BinlogPosition,
+        server: u32,
     ) -> Result<(), RelayError> {
         if reader.committed == *saved {
             return Ok(());
@@ -194,17 +206,17 @@ impl BinlogRelay {
         if !rows.is_empty() {
             self.outlet.publish_and_delete(&mut tx, rows).await?;
         }
-        Checkpoint::save(&mut tx, &reader.committed).await?;
+        Checkpoint::save(&mut tx, &reader.committed, server).await?;
         tx.commit().await?;
         *saved = reader.committed.clone();
         tracing::debug!(published = count, checkpoint = %saved, "relayed outbox rows from the binlog");
         Ok(())
     }
 
-    /// The first start (no checkpoint): note the binlog's end and the rows still in the outbox, consistently
+    /// The first start (no checkpoint, or another server's): note the binlog's end and the rows still in the outbox, consistently
     /// — every row committed before that end is in the table, every later one in the binlog after it. The
     /// rows are published now, then the binlog is followed from that end.
-    async fn first_start(&self, conn: &mut Conn) -> Result<BinlogPosition, RelayError> {
+    async fn first_start(&self, conn: &mut Conn, server: u32) -> Result<BinlogPosition, RelayError> {
         let (end, ids) = outbox_snapshot(conn).await?;
         tracing::info!(unpublished = ids.len(), binlog_end = %end, "first start: publishing the outbox, then following the binlog");
         for chunk in ids.chunks(BATCH) {
@@ -219,7 +231,7 @@ impl BinlogRelay {
         }
         let mut db = self.db.writer().acquire().await?;
         let mut tx = db.begin().await?;
-        Checkpoint::save(&mut tx, &end).await?;
+        Checkpoint::save(&mut tx, &end, server).await?;
         tx.commit().await?;
         Ok(end)
     }
@@ -380,12 +392,12 @@ fn text(value: Option<&BinlogValue<'_>>) -> String {
     }
 }
 
-/// Refuses a server whose binlog cannot carry the outbox rows.
-async fn check_server(conn: &mut Conn) -> Result<(), RelayError> {
-    let settings: Option<(i64, String, String)> =
-        conn.query_first("SELECT @@log_bin, @@binlog_format, @@binlog_row_image").await?;
+/// Refuses a server whose binlog cannot carry the outbox rows; else its `@@server_id`.
+async fn check_server(conn: &mut Conn) -> Result<u32, RelayError> {
+    let settings: Option<(i64, String, String, u32)> =
+        conn.query_first("SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id").await?;
     match settings {
-        Some((1, format, image)) if format == "ROW" && image == "FULL" => Ok(()),
+        Some((1, format, image, server)) if format == "ROW" && image == "FULL" => Ok(server),
         other => Err(RelayError::BinlogNotConfigured(format!(
             "binlog mode needs log_bin=ON, binlog_format=ROW and binlog_row_image=FULL (found {other:?}); \
              configure the server, or use relay = \"poll\""

@@ -16,7 +16,7 @@ mod poll;
 use std::future::Future;
 
 pub use binlog::BinlogRelay;
-pub use checkpoint::{BinlogPosition, Checkpoint};
+pub use checkpoint::{BinlogPosition, Checkpoint, Saved};
 pub use leader::{Lead, Leadership, RELAY_LOCK};
 use messages::to_messages;
 pub use outlet::Outlet;

@@ -79,7 +79,8 @@ async fn a_relay_task_that_stops_makes_its_node_unready_within_seconds() {
     // A checkpoint naming a binlog file the server never had: the binlog relay stops with an operator error.
     let mut conn = server.database().writer().acquire().await.unwrap();
     let gone = BinlogPosition { file: "mysql-bin.999999".into(), pos: 4 };
-    Checkpoint::save(&mut conn, &gone).await.unwrap();
+    let server_id: i64 = sqlx::query_scalar("SELECT @@server_id").fetch_one(&mut *conn).await.unwrap();
+    Checkpoint::save(&mut conn, &gone, server_id as u32).await.unwrap();
     drop(conn);
     server.config.relay = RelayMode::Binlog;
     let server = server.restart().await;

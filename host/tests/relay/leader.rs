@@ -99,7 +99,7 @@ async fn a_poll_relay_that_loses_and_retakes_the_lock_forgets_a_binlog_checkpoin
     // lock in one check: the checkpoint is stale once it deletes outbox rows, so it must go.
     let mut conn = db.writer().acquire().await.unwrap();
     let position = BinlogPosition { file: "mysql-bin.000001".into(), pos: 4 };
-    Checkpoint::save(&mut conn, &position).await.unwrap();
+    Checkpoint::save(&mut conn, &position, 1).await.unwrap();
     drop(conn);
     let lock_connection = holder().await.unwrap();
     sqlx::query(&format!("KILL {lock_connection}")).execute(db.writer()).await.unwrap();

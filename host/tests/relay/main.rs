@@ -1,6 +1,7 @@
 //! The relay and the embedded bus against real databases.
 
 mod binlog;
+mod failover;
 mod bus;
 mod faults;
 mod kafka;

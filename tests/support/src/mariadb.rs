@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 use anyhow::{bail, Context};
-use sqlx::{Connection, Executor, MySqlConnection};
+use sqlx::{Connection, Executor, MySqlConnection, Row};
 
 use crate::watched::{scratch_dir, server_path, WatchedServer};
 
@@ -33,19 +33,66 @@ impl MariaDb {
 
     fn start() -> anyhow::Result<Self> {
         let dir = install()?;
-        Ok(MariaDb { server: WatchedServer::start(&dir, crate::free_port()?, MARIADBD)? })
+        Ok(MariaDb { server: WatchedServer::start(&dir, crate::free_port()?, &mariadbd(1))? })
+    }
+
+    /// A server of the test's own replicating `primary` by GTID from its first transaction (server id 2,
+    /// writing what it applies to its own binlog, as a replica that may be promoted does).
+    pub async fn replica_of(primary: &MariaDb) -> anyhow::Result<Self> {
+        let dir = install()?;
+        let replica = MariaDb { server: WatchedServer::start(&dir, crate::free_port()?, &mariadbd(2))? };
+        let mut conn = MySqlConnection::connect(&replica.url("mysql")).await.context("connecting to the replica")?;
+        let source = format!(
+            "CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = {}, MASTER_USER = 'root', \
+             MASTER_CONNECT_RETRY = 1, MASTER_USE_GTID = slave_pos",
+            primary.port()
+        );
+        conn.execute(source.as_str()).await?;
+        conn.execute("START SLAVE").await?;
+        conn.close().await?;
+        Ok(replica)
+    }
+
+    /// Makes this replica a primary, as a failover does: once it has applied everything it received from
+    /// its (gone) primary, it stops replicating and forgets the source.
+    pub async fn promote(&self) -> anyhow::Result<()> {
+        let mut conn = MySqlConnection::connect(&self.url("mysql")).await.context("connecting to the replica")?;
+        conn.execute("STOP SLAVE IO_THREAD").await?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let status = sqlx::query("SHOW SLAVE STATUS").fetch_one(&mut conn).await?;
+            let read: u64 = status.try_get("Read_Master_Log_Pos")?;
+            let executed: u64 = status.try_get("Exec_Master_Log_Pos")?;
+            let (reading, executing): (String, String) =
+                (status.try_get("Master_Log_File")?, status.try_get("Relay_Master_Log_File")?);
+            if read == executed && reading == executing {
+                break;
+            }
+            anyhow::ensure!(std::time::Instant::now() < deadline, "the replica never applied what it received");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        conn.execute("STOP SLAVE").await?;
+        conn.execute("RESET SLAVE ALL").await?;
+        conn.close().await?;
+        Ok(())
+    }
+
+    /// Kills the server as a crash would (SIGKILL), for good.
+    pub fn kill(&self) -> anyhow::Result<()> {
+        kill_mariadbd(&self.server)
     }
 
     /// A server of the test's own that can go down ([`Self::go_down`]) and come back with its data
     /// ([`Self::come_back`]): an outage, not a new server.
     pub fn restartable() -> anyhow::Result<Self> {
         let dir = install()?;
+        let mariadbd = mariadbd(1);
         // While `$DIR/down` exists the server stays down; the watchdog's TERM stops the loop and the server.
         let command = format!(
             "sh -c 'trap \"kill \\$child 2>/dev/null; wait \\$child; exit\" TERM
             while :; do
               if [ -e \"$DIR/down\" ]; then sleep 0.05; continue; fi
-              {MARIADBD} & child=$!
+              {mariadbd} & child=$!
               wait $child
             done'"
         );
@@ -55,20 +102,7 @@ impl MariaDb {
     /// Stops the server (as a crash would) and keeps it down until [`Self::come_back`].
     pub fn go_down(&self) -> anyhow::Result<()> {
         std::fs::write(self.server.dir.join("down"), b"")?;
-        let data = self.server.dir.join("data");
-        for entry in std::fs::read_dir(&data)? {
-            let path = entry?.path();
-            if path.extension().is_some_and(|e| e == "pid") {
-                let pid = std::fs::read_to_string(&path)?;
-                Command::new("kill").args(["-KILL", pid.trim()]).status()?;
-            }
-        }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", self.server.port)).is_ok() {
-            anyhow::ensure!(std::time::Instant::now() < deadline, "MariaDB did not go down");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        Ok(())
+        kill_mariadbd(&self.server)
     }
 
     /// Starts the server again on its data; returns once it accepts connections.
@@ -102,10 +136,31 @@ impl MariaDb {
 }
 
 /// `mariadbd` on `$DIR/data` and `$PORT`, with the binlog as production has it.
-const MARIADBD: &str = "mariadbd --no-defaults --datadir=\"$DIR/data\" --tmpdir=\"$DIR/tmp\" --port=\"$PORT\" \
-    --socket=\"$DIR/sock\" --bind-address=127.0.0.1 --log-bin=\"$DIR/data/binlog\" --binlog-format=ROW \
-    --binlog-row-image=FULL --binlog-row-metadata=FULL --server-id=1 --user=root \
-    --innodb-flush-log-at-trx-commit=2 --max-connections=500";
+fn mariadbd(server_id: u32) -> String {
+    format!(
+        "mariadbd --no-defaults --datadir=\"$DIR/data\" --tmpdir=\"$DIR/tmp\" --port=\"$PORT\" \
+         --socket=\"$DIR/sock\" --bind-address=127.0.0.1 --log-bin=\"$DIR/data/binlog\" --binlog-format=ROW \
+         --binlog-row-image=FULL --binlog-row-metadata=FULL --server-id={server_id} --log-slave-updates \
+         --user=root --innodb-flush-log-at-trx-commit=2 --max-connections=500"
+    )
+}
+
+/// SIGKILLs the `mariadbd` of `server` (by its pid file) and waits until its port is closed.
+fn kill_mariadbd(server: &WatchedServer) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(server.dir.join("data"))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "pid") {
+            let pid = std::fs::read_to_string(&path)?;
+            Command::new("kill").args(["-KILL", pid.trim()]).status()?;
+        }
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", server.port)).is_ok() {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "MariaDB did not go down");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
+}
 
 /// A new data directory, bootstrapped.
 fn install() -> anyhow::Result<std::path::PathBuf> {
