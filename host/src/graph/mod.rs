@@ -5,6 +5,7 @@ mod database;
 mod event_id;
 mod read;
 mod write;
+mod write_mysql;
 
 pub use database::{Database, DatabaseError, DatabaseKind};
 pub use event_id::EventId;

@@ -1,16 +1,15 @@
 //! Follow and unfollow: the pair's row and, when its state really changed, an outbox row, in one transaction.
 //!
-//! A real 0↔1 change is detected under a row lock, never from affected-rows (sqlx's MySQL driver sets
-//! CLIENT_FOUND_ROWS, so a no-op update reports one row). For a follow the row is first created if missing
-//! with `INSERT … ON DUPLICATE KEY UPDATE` / `ON CONFLICT DO NOTHING`, which on InnoDB takes the exclusive
-//! row lock straight away: concurrent writers of one pair then queue on that lock instead of deadlocking on a
-//! shared-to-exclusive upgrade. Deadlocks and lock time-outs that still happen are retried whole.
+//! A real 0↔1 change is detected under the row's lock, never from a plain affected-rows count (sqlx's
+//! MySQL driver sets CLIENT_FOUND_ROWS, so a no-op update reports one row). MariaDB/MySQL run the
+//! transaction in two round trips (`write_mysql.rs`); SQLite, in process, statement by statement.
+//! Deadlocks and lock time-outs are retried whole.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, SecondsFormat};
 use serde::Serialize;
-use sqlx::{Any, Row, Transaction};
+use sqlx::Row;
 
 use super::{Database, DatabaseKind, EventId, TenantId, UserId};
 
@@ -79,6 +78,11 @@ impl OutboxEvent {
     pub fn key(&self) -> String {
         format!("{}:{}", self.tenant, self.from)
     }
+
+    /// The outbox row's `payload`: the event as JSON.
+    pub fn payload(&self) -> String {
+        serde_json::to_string(self).expect("an OutboxEvent always serialises")
+    }
 }
 
 /// Why a write was refused or failed. Nothing is half-written in any case: the transaction rolls back.
@@ -123,44 +127,40 @@ async fn try_set_following(
     follow: bool,
     now_ms: i64,
 ) -> Result<FollowChange, WriteError> {
+    match db.kind() {
+        DatabaseKind::MySql => super::write_mysql::set_following(db, tenant, from, to, follow, now_ms).await,
+        DatabaseKind::Sqlite => set_following_sqlite(db, tenant, from, to, follow, now_ms).await,
+    }
+}
+
+/// SQLite: in-process, so round trips cost nothing; its single writer connection excludes every other
+/// writer, so plain reads see the state the change is decided on.
+async fn set_following_sqlite(
+    db: &Database,
+    tenant: &TenantId,
+    from: UserId,
+    to: UserId,
+    follow: bool,
+    now_ms: i64,
+) -> Result<FollowChange, WriteError> {
     let mut tx = db.writer().begin().await?;
     if follow {
-        let ensure_row = match db.kind() {
-            DatabaseKind::MySql => {
-                "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at) \
-                 VALUES (?, ?, ?, 0, 0, ?, ?) ON DUPLICATE KEY UPDATE rel_status = rel_status"
-            }
-            DatabaseKind::Sqlite => {
-                "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at) \
-                 VALUES (?, ?, ?, 0, 0, ?, ?) ON CONFLICT DO NOTHING"
-            }
-        };
-        sqlx::query(ensure_row)
-            .bind(tenant.as_str())
-            .bind(from.get())
-            .bind(to.get())
-            .bind(now_ms)
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?;
-    }
-    let locking_read = match db.kind() {
-        DatabaseKind::MySql => {
-            "SELECT rel_status, version, created_at FROM following \
-             WHERE tenant_id = ? AND from_user_id = ? AND to_user_id = ? FOR UPDATE"
-        }
-        // SQLite's single writer connection already excludes every other writer.
-        DatabaseKind::Sqlite => {
-            "SELECT rel_status, version, created_at FROM following \
-             WHERE tenant_id = ? AND from_user_id = ? AND to_user_id = ?"
-        }
-    };
-    let current = sqlx::query(locking_read)
+        sqlx::query(
+            "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at) \
+             VALUES (?, ?, ?, 0, 0, ?, ?) ON CONFLICT DO NOTHING",
+        )
         .bind(tenant.as_str())
         .bind(from.get())
         .bind(to.get())
-        .fetch_optional(&mut *tx)
+        .bind(now_ms)
+        .bind(now_ms)
+        .execute(&mut *tx)
         .await?;
+    }
+    let pair = "SELECT rel_status, version, created_at FROM following \
+                WHERE tenant_id = ? AND from_user_id = ? AND to_user_id = ?";
+    let current =
+        sqlx::query(pair).bind(tenant.as_str()).bind(from.get()).bind(to.get()).fetch_optional(&mut *tx).await?;
     let Some(row) = current else {
         // Unfollowing a pair that never existed: nothing to change, nothing to publish.
         return Ok(FollowChange { following: false, changed: false, version: 0 });
@@ -186,52 +186,14 @@ async fn try_set_following(
     .bind(to.get())
     .execute(&mut *tx)
     .await?;
-    let followed_back = reverse_follows(db, &mut tx, tenant, from, to).await?;
-    let event = OutboxEvent {
-        event_id: EventId { tenant: tenant.as_str(), from: from.get(), to: to.get(), version }.to_string(),
-        event_type: if follow { EventType::Follow } else { EventType::Unfollow },
-        tenant: tenant.to_string(),
-        from: from.get(),
-        to: to.get(),
-        version,
-        occurred_at: rfc3339_millis(now_ms),
-        followed_back,
-    };
-    insert_outbox(&mut tx, &event, now_ms).await?;
-    tx.commit().await?;
-    Ok(FollowChange { following: follow, changed: true, version })
-}
-
-/// Whether `to` follows `from`, read with a shared lock (MariaDB/MySQL) held to commit: of two people
-/// following each other at once, one waits for the other's commit (or their deadlock is retried), so
-/// exactly one of the two events says `followed_back`.
-async fn reverse_follows(
-    db: &Database,
-    tx: &mut Transaction<'static, Any>,
-    tenant: &TenantId,
-    from: UserId,
-    to: UserId,
-) -> Result<bool, WriteError> {
-    let read = match db.kind() {
-        DatabaseKind::MySql => {
-            "SELECT rel_status FROM following WHERE tenant_id = ? AND from_user_id = ? AND to_user_id = ? \
-             LOCK IN SHARE MODE"
-        }
-        DatabaseKind::Sqlite => {
-            "SELECT rel_status FROM following WHERE tenant_id = ? AND from_user_id = ? AND to_user_id = ?"
-        }
-    };
-    let status: Option<i64> = sqlx::query_scalar(read)
-        .bind(tenant.as_str())
-        .bind(to.get())
-        .bind(from.get())
-        .fetch_optional(&mut **tx)
-        .await?;
-    Ok(status == Some(1))
-}
-
-async fn insert_outbox(tx: &mut Transaction<'static, Any>, event: &OutboxEvent, now_ms: i64) -> Result<(), WriteError> {
-    let payload = serde_json::to_string(event).expect("an OutboxEvent always serialises");
+    let reverse: Option<i64> =
+        sqlx::query_scalar(pair.replacen("rel_status, version, created_at", "rel_status", 1).as_str())
+            .bind(tenant.as_str())
+            .bind(to.get())
+            .bind(from.get())
+            .fetch_optional(&mut *tx)
+            .await?;
+    let event = change_event(tenant, from, to, follow, version, now_ms, reverse == Some(1));
     sqlx::query(
         "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -241,11 +203,34 @@ async fn insert_outbox(tx: &mut Transaction<'static, Any>, event: &OutboxEvent, 
     .bind(event.aggregate_id())
     .bind(event.event_type.as_str())
     .bind(event.key())
-    .bind(payload)
+    .bind(event.payload())
     .bind(now_ms)
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?;
-    Ok(())
+    tx.commit().await?;
+    Ok(FollowChange { following: follow, changed: true, version })
+}
+
+/// The event of a real change of `from → to` to `version` at `now_ms`.
+pub(super) fn change_event(
+    tenant: &TenantId,
+    from: UserId,
+    to: UserId,
+    follow: bool,
+    version: i64,
+    now_ms: i64,
+    followed_back: bool,
+) -> OutboxEvent {
+    OutboxEvent {
+        event_id: EventId { tenant: tenant.as_str(), from: from.get(), to: to.get(), version }.to_string(),
+        event_type: if follow { EventType::Follow } else { EventType::Unfollow },
+        tenant: tenant.to_string(),
+        from: from.get(),
+        to: to.get(),
+        version,
+        occurred_at: rfc3339_millis(now_ms),
+        followed_back,
+    }
 }
 
 /// Wall-clock time in epoch milliseconds: the time a write records and lists are ordered by.

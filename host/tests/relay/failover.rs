@@ -52,8 +52,7 @@ async fn committed_event_ids(db: &Database) -> HashSet<String> {
         .unwrap();
     rows.iter()
         .flat_map(|row| {
-            let (tenant, from, to, version): (String, i64, i64, i64) =
-                (row.get(0), row.get(1), row.get(2), row.get(3));
+            let (tenant, from, to, version): (String, i64, i64, i64) = (row.get(0), row.get(1), row.get(2), row.get(3));
             (1..=version).map(move |v| format!("{tenant}:{from}:{to}:{v}"))
         })
         .collect()
@@ -87,10 +86,8 @@ async fn after_a_failover_to_the_replica_every_change_it_holds_is_published() {
         })
     });
     let writers: Vec<_> = writers.collect();
-    wait_until("the storm is under way", Duration::from_secs(60), || async {
-        changes.load(Ordering::Relaxed) >= 400
-    })
-    .await;
+    wait_until("the storm is under way", Duration::from_secs(60), || async { changes.load(Ordering::Relaxed) >= 400 })
+        .await;
     primary.kill().unwrap();
     join_all(writers).await;
     drop(stop);
@@ -118,10 +115,14 @@ async fn after_a_failover_to_the_replica_every_change_it_holds_is_published() {
     })
     .await
     .unwrap();
-    let published: HashSet<String> =
-        received.iter().filter_map(|m| m.header("event-id")).map(str::to_owned).collect();
+    let published: HashSet<String> = received.iter().filter_map(|m| m.header("event-id")).map(str::to_owned).collect();
     let missing: Vec<_> = expected.difference(&published).collect();
-    assert!(missing.is_empty(), "{} of {} committed changes never published: {missing:?}", missing.len(), expected.len());
+    assert!(
+        missing.is_empty(),
+        "{} of {} committed changes never published: {missing:?}",
+        missing.len(),
+        expected.len()
+    );
     // Published but not on the new primary: changes the old one committed that never replicated (the
     // loss an asynchronous failover allows; `strand reconcile` finds them in the projections).
     let unreplicated = published.difference(&expected).count();

@@ -1,8 +1,8 @@
 //! The relay and the embedded bus against real databases.
 
 mod binlog;
-mod failover;
 mod bus;
+mod failover;
 mod faults;
 mod kafka;
 mod leader;
