@@ -69,7 +69,7 @@ impl MariaDb {
                 break;
             }
             anyhow::ensure!(std::time::Instant::now() < deadline, "the replica never applied what it received");
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         conn.execute("STOP SLAVE").await?;
         conn.execute("RESET SLAVE ALL").await?;
