@@ -1,6 +1,7 @@
 //! Projection figures, printed (never asserted):
-//! - events/s through each bundled projector (WASM) and its Redis effects (one Lua call per batch of 256),
-//!   first delivery and a redelivery of the same events (markers make it a no-op);
+//! - events/s through each bundled projector (WASM) and its Redis effects (one Lua call per batch of 256;
+//!   on a 3-master Redis Cluster, one per shard of the batch), first delivery and a redelivery of the same
+//!   events (markers make it a no-op);
 //! - the same for a deployed projector alone and with a shadow version beside it (every event projected
 //!   and applied twice), and the time from `promote` to reads served by the shadow's space;
 //! - follow → visible in the `follower` table and in Redis counters, p50/p99, at 50 follows/s through the
@@ -19,7 +20,7 @@ use strand::config::RelayMode;
 use strand::graph::{self, Database, EventType, OutboxEvent, TenantId, UserId};
 use strand::plugins::{PluginKind, PluginRegistry, PluginRuntime, PluginSlot, Staged, BUNDLED};
 use strand::projection::{spaces, PluginProjection};
-use strand_test_support::{Backend, Redis, TestServer};
+use strand_test_support::{Backend, Redis, RedisCluster, TestServer};
 
 const EVENTS: i64 = 20_000;
 const BATCH: usize = 256;
@@ -54,18 +55,22 @@ async fn main() {
     let runtime = Arc::new(PluginRuntime::new(Default::default(), None).expect("runtime"));
     let registry = Arc::new(PluginRegistry::load(runtime, db.clone()).await.expect("registry"));
     let cache = Cache::Redis(RedisCache::connect(&redis_url).await.expect("redis"));
+    let cluster_url = RedisCluster::shared().expect("redis cluster").url();
+    let on_cluster = Cache::Redis(RedisCache::connect(&cluster_url).await.expect("redis cluster"));
     println!("projector + Redis effects, {EVENTS} events in batches of {BATCH}");
-    for name in ["follow-counts", "follow-lists", "top-followers"] {
-        let projection = PluginProjection::new(registry.clone(), name, cache.clone(), db.clone());
-        let tenant = format!("bench{}", std::process::id());
-        let events = events(&tenant);
-        for delivery in ["first", "again"] {
-            let started = Instant::now();
-            for batch in events.chunks(BATCH) {
-                projection.apply(batch).await.expect("applied");
+    for (store, cache) in [("redis", &cache), ("cluster", &on_cluster)] {
+        for name in ["follow-counts", "follow-lists", "top-followers"] {
+            let projection = PluginProjection::new(registry.clone(), name, cache.clone(), db.clone());
+            let tenant = format!("bench{}{store}", std::process::id());
+            let events = events(&tenant);
+            for delivery in ["first", "again"] {
+                let started = Instant::now();
+                for batch in events.chunks(BATCH) {
+                    projection.apply(batch).await.expect("applied");
+                }
+                let per_second = events.len() as f64 / started.elapsed().as_secs_f64();
+                println!("{store:<8} {name:<14} {delivery:<6} {per_second:>9.0} events/s");
             }
-            let per_second = events.len() as f64 / started.elapsed().as_secs_f64();
-            println!("{name:<14} {delivery:<6} {per_second:>9.0} events/s");
         }
     }
     shadow_figures(&registry, &cache, &db).await;

@@ -1,11 +1,11 @@
 //! Relay figures on MariaDB, binlog and poll mode, printed (never asserted):
-//! - outbox rows/s from a backlog to acknowledged publication, to the embedded bus and to Kafka (tansu):
+//! - outbox rows/s from a backlog to acknowledged publication, to the embedded bus and to Kafka (the test broker, nisshi):
 //!   the rows are committed while the relay is stopped, then it is started and timed until the outbox is
 //!   empty (every row published — for Kafka, acknowledged — and deleted);
 //! - commit-to-publication lag, p50/p99, at 50 writes/s: from a follow's commit until its outbox row is
 //!   gone, with the relay running.
 //!
-//! `cargo bench -p strand --bench relay` (needs `tansu`; see the README).
+//! `cargo bench -p strand --bench relay` (needs `nisshi`; see the README).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,7 +55,7 @@ async fn start(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) ->
 
 #[tokio::main]
 async fn main() {
-    let kafka = Kafka::shared().expect("tansu");
+    let kafka = Kafka::shared().expect("the test broker");
     let runtime = Arc::new(PluginRuntime::new(Default::default(), None).expect("runtime"));
     let tenant: TenantId = "bench".parse().expect("tenant");
     println!("relay on MariaDB, backlog of {BACKLOG} rows; lag at 50 writes/s");

@@ -43,7 +43,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Where the development JWT secret is kept when no key is configured (embedded SQLite only).
     pub dev_key_file: PathBuf,
-    /// `redis://HOST:PORT` for token buckets (and, later, caches); unset: in-process buckets.
+    /// `redis://HOST:PORT` for token buckets and projector data, or several comma-separated seeds of a Redis
+    /// Cluster; unset: in-process buckets and cache.
     pub redis_url: Option<String>,
     /// Bearer token of the admin API (`/admin/v1/…`); unset: the admin API is disabled.
     pub admin_token: Option<String>,

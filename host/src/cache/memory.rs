@@ -6,7 +6,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::{counter_swings, in_order, member, within_range, Applied, DataKind, Gate, PageStart, Space, MARKER_TTL};
+use super::{
+    applies, counter_swings, home_shard, in_order, member, within_range, Applied, DataKind, Gate, PageStart, Space,
+    MARKER_TTL,
+};
 use crate::plugins::{Effect, RelationEvent};
 
 /// Writes between sweeps of expired entries.
@@ -103,7 +106,7 @@ impl MemoryCache {
         if state.text(&gate_key, now) != Some(holder) {
             return Applied::Refused;
         }
-        let in_range = counter_swings(space, effects)
+        let in_range = counter_swings(space, effects.iter().flatten())
             .into_iter()
             .all(|(counter, up, down)| within_range(state.number(&counter, now), up, down));
         if !in_range {
@@ -118,9 +121,13 @@ impl MemoryCache {
         };
         let mut applied = 0;
         for (event, effects) in events.iter().zip(effects) {
-            let (versions, floors) = (space.versions_key(event), space.floors_key(event));
+            // One lock holds the whole batch: an event is one unit here, its bookkeeping in its home shard.
+            let shard = home_shard(event);
+            let (versions, floors) = (space.versions_key(shard, event), space.floors_key(shard, event));
             let floor = state.version(&floors, event.followee, now);
-            let fresh = event.version > floor && state.set_new(space.marker_key(event), now + MARKER_TTL, now);
+            let fresh = applies(event, snapshot)
+                && event.version > floor
+                && state.set_new(space.marker_key(shard, event), now + MARKER_TTL, now);
             let mut newer = false;
             if fresh {
                 applied += 1;
@@ -144,14 +151,14 @@ impl MemoryCache {
         state.put(key.to_owned(), Data::Text(value.to_owned()), None);
     }
 
-    pub(super) fn clear(&self, prefix: &str) {
+    pub(super) fn clear(&self, inside: impl Fn(&str) -> bool) {
         let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        state.entries.retain(|key, _| !key.starts_with(prefix));
+        state.entries.retain(|key, _| !inside(key));
     }
 
-    pub(super) fn keys(&self, prefix: &str) -> Vec<String> {
+    pub(super) fn keys(&self, inside: impl Fn(&str) -> bool) -> Vec<String> {
         let state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        state.entries.keys().filter(|key| key.starts_with(prefix)).cloned().collect()
+        state.entries.keys().filter(|key| inside(key)).cloned().collect()
     }
 
     pub(super) fn lock(&self, key: &str, owner: &str, ttl: Duration) -> bool {

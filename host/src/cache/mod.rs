@@ -8,21 +8,33 @@
 //! wins: a late, older event changes nothing). So a redelivered batch, a replayed partition, one pair's
 //! events out of order, or a crash between effects and offset commit never double-count. A backfill applies
 //! each pair's current state as a snapshot event and raises the pair's floor to its version: bus events at
-//! or below the floor are already counted by it.
+//! or below the floor are already counted by it (a snapshot's unfollow applies nothing: it only raises the
+//! floors, in every shard its effects name).
 //!
 //! Each batch carries a [`Gate`] checked in the same atomic step: live events apply only to a space that a
 //! backfill completed for the plugin version projecting them, snapshot events only while their builder
-//! still holds the space's build lock. Keys are rendered `tenant:plugin:space:id:…`: a plugin names only its
-//! own data.
+//! still holds the space's build lock. Keys are rendered `{tenant:plugin@version#shard}:…`: a plugin names
+//! only its own data.
+//!
+//! **Shards.** A space is spread over [`SHARDS`] slot groups by the first id of each key (a user's
+//! counters and sets stay together; a tenant's data spreads over every node of a Redis Cluster). The hash
+//! tag makes each shard one cluster slot, and the atomic unit is an event's effects *within one shard*:
+//! each shard keeps its own markers, pair versions, floors, completion mark and builder copy, so every
+//! shard's part of an event applies exactly once in result, on its own. On one Redis (and in memory) a
+//! batch is still one atomic step; on a cluster it is one script per shard. A guarded effect reads a
+//! counter in its own shard: plugin output whose guard is keyed by another first id is refused
+//! (`plugins/calls.rs`), on every backend alike.
 
+mod connection;
 mod memory;
 mod redis;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use self::connection::RedisConnection;
 pub use self::memory::MemoryCache;
-pub use self::redis::{connection as redis_connection, RedisCache};
+pub use self::redis::RedisCache;
 use crate::plugins::{Effect, Key, RelationEvent};
 
 /// How long an applied event's marker is kept: redelivery older than this could count twice.
@@ -111,6 +123,27 @@ impl DataKind {
 /// 2^52, a counter plus a batch's checked adds stays exact, so both backends refuse the same batch.
 pub const COUNTER_LIMIT: i64 = 1 << 52;
 
+/// How many slot groups one space is spread over (see the module's documentation): enough to spread a big
+/// space over every master of a cluster, few enough that per-shard marks stay cheap to write.
+pub const SHARDS: u16 = 64;
+
+/// The shard of a key: by its first id, so a key and the guard it reads (same first id) stay together.
+/// Keys without ids are in shard 0.
+pub fn shard(key: &Key) -> u16 {
+    key.ids.first().map_or(0, |id| id.rem_euclid(i64::from(SHARDS)) as u16)
+}
+
+/// The shard that keeps an event's own bookkeeping, also when its effects touch no key (the follower's).
+pub fn home_shard(event: &RelationEvent) -> u16 {
+    event.follower.rem_euclid(i64::from(SHARDS)) as u16
+}
+
+impl std::fmt::Display for Space<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}@{}", self.tenant, self.plugin, self.version)
+    }
+}
+
 impl<'a> Space<'a> {
     /// The bundled version's space: the one the API serves counts and lists from (those projector names are
     /// reserved, so no tenant deploys another version of them).
@@ -118,9 +151,9 @@ impl<'a> Space<'a> {
         Self { tenant, plugin, version: 0 }
     }
 
-    /// A plugin's key holding `kind` data, rendered `tenant:plugin@version:{c|z|v}.space:id:…`.
+    /// A plugin's key holding `kind` data, rendered `{tenant:plugin@version#shard}:{c|z|v}.space:id:…`.
     pub fn key(&self, kind: DataKind, key: &Key) -> String {
-        let mut rendered = self.named(kind.tag());
+        let mut rendered = self.in_shard(shard(key), kind.tag());
         rendered.push_str(&key.space);
         for id in &key.ids {
             rendered.push(':');
@@ -144,46 +177,90 @@ impl<'a> Space<'a> {
         self.key(DataKind::Value, &Key { space: name.to_owned(), ids: ids.into_iter().collect() })
     }
 
-    /// `tenant:plugin@version:name`.
-    pub fn named(&self, name: &str) -> String {
-        format!("{}:{}@{}:{name}", self.tenant, self.plugin, self.version)
+    /// `{tenant:plugin@version#shard}`: the hash tag that puts a shard in one cluster slot.
+    fn tag(&self, shard: u16) -> String {
+        format!("{{{self}#{shard}}}")
     }
 
-    /// A key of this space without the space's prefix (`c.followers:7`), as a diff shows it.
+    /// `{tenant:plugin@version#shard}:name`: a key inside the space.
+    fn in_shard(&self, shard: u16, name: &str) -> String {
+        format!("{}:{name}", self.tag(shard))
+    }
+
+    /// Whether `key` is inside this space (its data or bookkeeping; not the build lock or builder copies).
+    fn holds(&self, key: &str) -> bool {
+        self.relative_part(key).is_some()
+    }
+
+    /// The glob of every key inside the space, for `SCAN`.
+    fn pattern(&self) -> String {
+        format!("{{{self}#*}}:*")
+    }
+
+    /// A key of this space without the space's prefix and shard (`c.followers:7`), as a diff shows it.
     pub fn relative<'k>(&self, key: &'k str) -> &'k str {
-        key.strip_prefix(&self.prefix()).unwrap_or(key)
+        self.relative_part(key).unwrap_or(key)
     }
 
-    /// Every key of the space starts with it.
-    fn prefix(&self) -> String {
-        self.named("")
+    fn relative_part<'k>(&self, key: &'k str) -> Option<&'k str> {
+        let rest = key.strip_prefix('{')?.strip_prefix(self.to_string().as_str())?.strip_prefix('#')?;
+        let (shard, relative) = rest.split_once("}:")?;
+        (!shard.is_empty() && shard.bytes().all(|b| b.is_ascii_digit())).then_some(relative)
     }
 
-    /// Holds the identity of the plugin version that completed the space. Its name changes with the
-    /// layout of keys (`2`: kinds in key names), so a space built under an older layout is stale and
-    /// rebuilt after an upgrade, never read under the new names.
+    /// The key of this space that [`Space::relative`] shows as `relative` (`c.followers:7`).
+    pub fn absolute(&self, relative: &str) -> Option<String> {
+        let kind = DataKind::ALL.into_iter().find(|kind| relative.starts_with(kind.tag()))?;
+        let mut parts = relative[kind.tag().len()..].split(':');
+        let space = parts.next()?.to_owned();
+        let ids = parts.map(str::parse).collect::<Result<Vec<i64>, _>>().ok()?;
+        Some(self.key(kind, &Key { space, ids }))
+    }
+
+    /// Holds the identity of the plugin version that completed the space: shard 0's completion mark, which
+    /// is written after every other shard's and deleted before them. Its name changes with the layout of
+    /// keys (`3`: sharded hash tags), so a space built under an older layout is stale and rebuilt after an
+    /// upgrade, never read under the new names.
     pub fn ready_key(&self) -> String {
-        self.named("~ready2")
+        self.ready_key_in(0)
+    }
+
+    /// A shard's copy of the completion mark, which that shard's live batches check.
+    fn ready_key_in(&self, shard: u16) -> String {
+        self.in_shard(shard, "~ready3")
     }
 
     /// Outside every space (tenant ids have no `~`), so clearing the space keeps it.
     fn lock_key(&self) -> String {
-        format!("~building:{}:{}@{}", self.tenant, self.plugin, self.version)
+        format!("~building:{self}")
     }
 
-    fn marker_key(&self, event: &RelationEvent) -> String {
-        self.named(&format!("~applied:{}", event.event_id))
+    /// A shard's copy of the build lock's holder, which that shard's snapshot pages check; outside the
+    /// space (`}~`, not `}:`), so clearing the space keeps it.
+    fn builder_key_in(&self, shard: u16) -> String {
+        format!("{}~builder", self.tag(shard))
+    }
+
+    fn marker_key(&self, shard: u16, event: &RelationEvent) -> String {
+        self.in_shard(shard, &format!("~applied:{}", event.event_id))
     }
 
     /// Per follower: the last version applied per followee.
-    fn versions_key(&self, event: &RelationEvent) -> String {
-        self.named(&format!("~versions:{}", event.follower))
+    fn versions_key(&self, shard: u16, event: &RelationEvent) -> String {
+        self.in_shard(shard, &format!("~versions:{}", event.follower))
     }
 
     /// Per follower: the version each followee's snapshot covers.
-    fn floors_key(&self, event: &RelationEvent) -> String {
-        self.named(&format!("~floors:{}", event.follower))
+    fn floors_key(&self, shard: u16, event: &RelationEvent) -> String {
+        self.in_shard(shard, &format!("~floors:{}", event.follower))
     }
+}
+
+/// Whether an event's effects may apply: not those of a backfill's unfollow, which only raises its pair's
+/// floors — in every shard its effects name, so that a bus event the snapshot covers is skipped wherever it
+/// would land.
+fn applies(event: &RelationEvent, snapshot: bool) -> bool {
+    !(snapshot && event.action == crate::plugins::Action::Unfollow)
 }
 
 /// An event's effects in the order both backends apply them: memberships that follow a counter last, so
@@ -196,9 +273,9 @@ fn in_order(effects: &[Effect]) -> impl Iterator<Item = &Effect> {
 /// Per counter a batch adds to: the key, and the sums of its positive and of its negative adds — the
 /// furthest the counter can move up and down if every add applies. Both backends check these against
 /// [`COUNTER_LIMIT`] before they change anything, so a batch is applied whole or not at all.
-fn counter_swings(space: Space<'_>, effects: &[Vec<Effect>]) -> Vec<(String, i64, i64)> {
+fn counter_swings<'e>(space: Space<'_>, effects: impl IntoIterator<Item = &'e Effect>) -> Vec<(String, i64, i64)> {
     let mut swings: std::collections::BTreeMap<String, (i64, i64)> = std::collections::BTreeMap::new();
-    for (counter, delta) in effects.iter().flatten().filter_map(|effect| match effect {
+    for (counter, delta) in effects.into_iter().filter_map(|effect| match effect {
         Effect::CounterAdd((counter, delta)) => Some((counter, *delta)),
         _ => None,
     }) {
@@ -253,15 +330,26 @@ impl Cache {
         }
     }
 
-    /// The identity of the plugin version that completed `space`, if one did.
+    /// The identity of the plugin version that completed `space`, if one did: shard 0's mark, which readers
+    /// check (cheap: one key).
     pub async fn built_by(&self, space: Space<'_>) -> Result<Option<String>, CacheError> {
         Ok(self.texts(&[space.ready_key()]).await?.pop().flatten())
+    }
+
+    /// Like [`Cache::built_by`], but only if every shard still has the mark: after a Redis failover lost some
+    /// shards' marks (their live batches are refused), the space must be built again although shard 0 says
+    /// it is complete.
+    pub async fn built_whole_by(&self, space: Space<'_>) -> Result<Option<String>, CacheError> {
+        let Self::Redis(_) = self else { return self.built_by(space).await };
+        let marks = self.texts(&(0..SHARDS).map(|shard| space.ready_key_in(shard)).collect::<Vec<_>>()).await?;
+        let first = marks.first().cloned().flatten();
+        Ok(first.filter(|identity| marks.iter().all(|mark| mark.as_deref() == Some(identity.as_str()))))
     }
 
     /// Marks `space` complete, built by the plugin version `identity`: reads may use it, live events apply.
     pub async fn mark_built(&self, space: Space<'_>, identity: &str) -> Result<(), CacheError> {
         match self {
-            Self::Redis(redis) => redis.set(&space.ready_key(), identity).await,
+            Self::Redis(redis) => redis.mark_built(space, identity).await,
             Self::Memory(memory) => {
                 memory.set(&space.ready_key(), identity);
                 Ok(())
@@ -272,9 +360,9 @@ impl Cache {
     /// Deletes everything in `space`, its completion mark first.
     pub async fn clear(&self, space: Space<'_>) -> Result<(), CacheError> {
         match self {
-            Self::Redis(redis) => redis.clear(&space.ready_key(), &space.prefix()).await,
+            Self::Redis(redis) => redis.clear(space).await,
             Self::Memory(memory) => {
-                memory.clear(&space.prefix());
+                memory.clear(|key| space.holds(key));
                 Ok(())
             }
         }
@@ -283,12 +371,11 @@ impl Cache {
     /// The keys of `space`'s data (its bookkeeping — marks, markers, versions, floors — left out), found by
     /// a scan of the store: for diffs and audits, not for the request path.
     pub async fn data_keys(&self, space: Space<'_>) -> Result<Vec<String>, CacheError> {
-        let bookkeeping = space.named("~");
         let mut keys = match self {
-            Self::Redis(redis) => redis.keys(&space.prefix()).await?,
-            Self::Memory(memory) => memory.keys(&space.prefix()),
+            Self::Redis(redis) => redis.keys(&space.pattern()).await?,
+            Self::Memory(memory) => memory.keys(|key| space.holds(key)),
         };
-        keys.retain(|key| !key.starts_with(&bookkeeping));
+        keys.retain(|key| !space.relative(key).starts_with('~'));
         keys.sort_unstable();
         Ok(keys)
     }
@@ -296,7 +383,7 @@ impl Cache {
     /// Takes (or renews) `space`'s build lock for `owner`; false while another owner holds it.
     pub async fn lock(&self, space: Space<'_>, owner: &str, ttl: Duration) -> Result<bool, CacheError> {
         match self {
-            Self::Redis(redis) => redis.lock(&space.lock_key(), owner, ttl).await,
+            Self::Redis(redis) => redis.lock(space, owner, ttl).await,
             Self::Memory(memory) => Ok(memory.lock(&space.lock_key(), owner, ttl)),
         }
     }
@@ -304,7 +391,7 @@ impl Cache {
     /// Releases `space`'s build lock if `owner` still holds it.
     pub async fn unlock(&self, space: Space<'_>, owner: &str) -> Result<(), CacheError> {
         match self {
-            Self::Redis(redis) => redis.unlock(&space.lock_key(), owner).await,
+            Self::Redis(redis) => redis.unlock(space, owner).await,
             Self::Memory(memory) => {
                 memory.unlock(&space.lock_key(), owner);
                 Ok(())

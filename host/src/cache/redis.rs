@@ -1,97 +1,122 @@
-//! The cache in Redis: one Lua script call per batch, so a batch and its gate are one atomic step.
+//! The cache in Redis: one Lua script call per batch (per shard on a cluster), so a batch and its gate are
+//! one atomic step.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
 use std::time::Duration;
 
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use ::redis::{AsyncCommands, Script, ScriptInvocation};
-use futures::StreamExt;
+use ::redis::{AsyncCommands, Script};
+use futures::future::try_join_all;
 
-use super::{counter_swings, in_order, member, Applied, CacheError, DataKind, Gate, PageStart, Space};
-use super::{COUNTER_LIMIT, MARKER_TTL};
+use super::{
+    applies, counter_swings, home_shard, in_order, member, shard, Applied, CacheError, DataKind, Gate, PageStart,
+};
+use super::{RedisConnection, Space, COUNTER_LIMIT, MARKER_TTL, SHARDS};
 use crate::plugins::{Effect, RelationEvent, ZsetEntry};
 
 const SORTED: DataKind = DataKind::SortedSet;
 
-/// ARGV: gate key, gate value, gate TTL (ms; renewed when > 0), marker TTL (ms), snapshot flag, counter
-/// limit, number of counter checks, then per check: counter key, most it may rise, most it may fall; then per
-/// event: marker key, pair-versions hash, floors hash, pair field, version, op count, then per op an op code
-/// and its operands. Returns -1 when the gate does not hold, -2 when a counter would leave the limit (both
-/// before anything is written), else how many events were new.
+/// ARGV: marker TTL (ms), snapshot flag, counter limit, then per shard group: gate key, gate value, number
+/// of counter checks, per check: counter key, most it may rise, most it may fall; how many ARGV entries its
+/// events take, then per event: marker key, pair-versions hash, floors hash, pair field, version, its index
+/// in the batch, whether its effects may apply (0: a snapshot's unfollow, which only raises floors), op
+/// count, then per op an op code and its operands. Returns {-1} when a gate does not hold,
+/// {-2} when a counter would leave the limit (both before anything is written), else {0, the indices of
+/// the events that were new here…}.
 const APPLY: &str = r#"
-if redis.call('GET', ARGV[1]) ~= ARGV[2] then return -1 end
-local limit = tonumber(ARGV[6])
-local i = 8
-for _ = 1, tonumber(ARGV[7]) do
-  local current = tonumber(redis.call('GET', ARGV[i]) or '0')
-  if current + tonumber(ARGV[i + 1]) > limit or current + tonumber(ARGV[i + 2]) < -limit then return -2 end
-  i = i + 3
-end
-if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', ARGV[1], ARGV[3]) end
-local ttl, snapshot = ARGV[4], ARGV[5] == '1'
-local applied = 0
+local ttl, snapshot, limit = ARGV[1], ARGV[2] == '1', tonumber(ARGV[3])
+local i = 4
 while i <= #ARGV do
-  local marker, pairs, floors, pair = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local version, n = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
-  i = i + 6
-  local floor = tonumber(redis.call('HGET', floors, pair) or '0')
-  local fresh = version > floor and redis.call('SET', marker, '1', 'NX', 'PX', ttl)
-  local newer = false
-  if fresh then
-    applied = applied + 1
-    if version > tonumber(redis.call('HGET', pairs, pair) or '0') then
-      redis.call('HSET', pairs, pair, version)
-      newer = true
-    end
+  if redis.call('GET', ARGV[i]) ~= ARGV[i + 1] then return {-1} end
+  local checks = tonumber(ARGV[i + 2])
+  i = i + 3
+  for _ = 1, checks do
+    local current = tonumber(redis.call('GET', ARGV[i]) or '0')
+    if current + tonumber(ARGV[i + 1]) > limit or current + tonumber(ARGV[i + 2]) < -limit then return {-2} end
+    i = i + 3
   end
-  if snapshot and version > floor then redis.call('HSET', floors, pair, version) end
-  for _ = 1, n do
-    local op, key = ARGV[i], ARGV[i + 1]
-    if op == 'counter' then
-      if fresh then redis.call('INCRBY', key, ARGV[i + 2]) end
-      i = i + 3
-    elseif op == 'zadd' then
-      local keep, guard, at_least = tonumber(ARGV[i + 4]), ARGV[i + 5], tonumber(ARGV[i + 6])
-      if newer and (guard == '' or tonumber(redis.call('GET', guard) or '0') >= at_least) then
-        redis.call('ZADD', key, ARGV[i + 3], ARGV[i + 2])
-        if keep > 0 then redis.call('ZREMRANGEBYRANK', key, 0, -keep - 1) end
+  i = i + 1 + tonumber(ARGV[i])
+end
+local applied = {0}
+i = 4
+while i <= #ARGV do
+  i = i + 3 + 3 * tonumber(ARGV[i + 2])
+  local stop = i + tonumber(ARGV[i])
+  i = i + 1
+  while i <= stop do
+    local marker, pairs, floors, pair = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local version, index, applies, n = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6] == '1', tonumber(ARGV[i + 7])
+    i = i + 8
+    local floor = tonumber(redis.call('HGET', floors, pair) or '0')
+    local fresh = applies and version > floor and redis.call('SET', marker, '1', 'NX', 'PX', ttl)
+    local newer = false
+    if fresh then
+      table.insert(applied, index)
+      if version > tonumber(redis.call('HGET', pairs, pair) or '0') then
+        redis.call('HSET', pairs, pair, version)
+        newer = true
       end
-      i = i + 7
-    elseif op == 'zsync' then
-      if fresh then
-        if tonumber(redis.call('GET', ARGV[i + 5]) or '0') >= tonumber(ARGV[i + 6]) then
+    end
+    if snapshot and version > floor then redis.call('HSET', floors, pair, version) end
+    for _ = 1, n do
+      local op, key = ARGV[i], ARGV[i + 1]
+      if op == 'counter' then
+        if fresh then redis.call('INCRBY', key, ARGV[i + 2]) end
+        i = i + 3
+      elseif op == 'zadd' then
+        local keep, guard, at_least = tonumber(ARGV[i + 4]), ARGV[i + 5], tonumber(ARGV[i + 6])
+        if newer and (guard == '' or tonumber(redis.call('GET', guard) or '0') >= at_least) then
           redis.call('ZADD', key, ARGV[i + 3], ARGV[i + 2])
-        else
-          redis.call('ZREM', key, ARGV[i + 2])
+          if keep > 0 then redis.call('ZREMRANGEBYRANK', key, 0, -keep - 1) end
         end
+        i = i + 7
+      elseif op == 'zsync' then
+        if fresh then
+          if tonumber(redis.call('GET', ARGV[i + 5]) or '0') >= tonumber(ARGV[i + 6]) then
+            redis.call('ZADD', key, ARGV[i + 3], ARGV[i + 2])
+          else
+            redis.call('ZREM', key, ARGV[i + 2])
+          end
+        end
+        i = i + 7
+      elseif op == 'zrem' then
+        if newer then redis.call('ZREM', key, ARGV[i + 2]) end
+        i = i + 3
+      elseif op == 'set' then
+        if newer then redis.call('SET', key, ARGV[i + 2]) end
+        i = i + 3
+      elseif op == 'del' then
+        if newer then redis.call('DEL', key) end
+        i = i + 2
+      elseif op == 'expire' then
+        if newer then redis.call('PEXPIRE', key, ARGV[i + 2]) end
+        i = i + 3
+      else
+        return redis.error_reply('unknown effect ' .. tostring(op))
       end
-      i = i + 7
-    elseif op == 'zrem' then
-      if newer then redis.call('ZREM', key, ARGV[i + 2]) end
-      i = i + 3
-    elseif op == 'set' then
-      if newer then redis.call('SET', key, ARGV[i + 2]) end
-      i = i + 3
-    elseif op == 'del' then
-      if newer then redis.call('DEL', key) end
-      i = i + 2
-    elseif op == 'expire' then
-      if newer then redis.call('PEXPIRE', key, ARGV[i + 2]) end
-      i = i + 3
-    else
-      return redis.error_reply('unknown effect ' .. tostring(op))
     end
   end
 end
 return applied
 "#;
 
-/// Takes the lock (KEYS[1]) for ARGV[1] for ARGV[2] ms if it is free or already ARGV[1]'s.
+/// Takes the lock (KEYS[1]) for ARGV[1] for ARGV[2] ms if it is free (2; unless ARGV[3] is '1': only renew)
+/// or already ARGV[1]'s (1); 0 when another holds it (or, renewing only, nobody).
 const LOCK: &str = r#"
 local holder = redis.call('GET', KEYS[1])
-if holder and holder ~= ARGV[1] then return 0 end
+if holder ~= ARGV[1] and (holder or ARGV[3] == '1') then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
+if holder then return 1 end
+return 2
 "#;
+
+/// What the lock script did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lock {
+    Held,
+    Renewed,
+    Taken,
+}
 
 /// Deletes the lock (KEYS[1]) if ARGV[1] holds it.
 const UNLOCK: &str = r#"
@@ -99,40 +124,28 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 "#;
 
-/// How long connecting to Redis may take before a call fails.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-/// How long a Redis call may take.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// A connection to Redis that reconnects by itself but, while Redis is down, fails each call within
-/// about a second — so callers fall back (reads to the database, rate limits to the tenant's failure mode)
-/// instead of holding requests through the default retries.
-pub async fn connection(url: &str) -> Result<ConnectionManager, ::redis::RedisError> {
-    let config = ConnectionManagerConfig::new()
-        .set_number_of_retries(1)
-        .set_min_delay(Duration::from_millis(50))
-        .set_connection_timeout(Some(CONNECT_TIMEOUT))
-        .set_response_timeout(Some(RESPONSE_TIMEOUT));
-    ConnectionManager::new_with_config(::redis::Client::open(url)?, config).await
-}
-
-/// A Redis connection and the scripts.
+/// Projector data in one Redis or a Redis Cluster.
 #[derive(Clone)]
 pub struct RedisCache {
-    connection: ConnectionManager,
-    apply: Script,
-    lock: Script,
-    unlock: Script,
+    connection: RedisConnection,
+}
+
+/// The scripts, each hashed once per process (calls send only the hash).
+static APPLY_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(APPLY));
+static LOCK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(LOCK));
+static UNLOCK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(UNLOCK));
+
+/// Operands of the apply script.
+type Operands = Vec<Vec<u8>>;
+
+fn push(operands: &mut Operands, value: impl ::redis::ToRedisArgs) {
+    operands.extend(value.to_redis_args());
 }
 
 impl RedisCache {
+    /// Connects to `url`: one Redis, or several comma-separated seeds of a cluster.
     pub async fn connect(url: &str) -> Result<Self, CacheError> {
-        Ok(Self {
-            connection: connection(url).await?,
-            apply: Script::new(APPLY),
-            lock: Script::new(LOCK),
-            unlock: Script::new(UNLOCK),
-        })
+        Ok(Self { connection: RedisConnection::connect(url).await? })
     }
 
     pub(super) async fn apply(
@@ -142,103 +155,162 @@ impl RedisCache {
         effects: &[Vec<Effect>],
         gate: Gate<'_>,
     ) -> Result<Applied, CacheError> {
-        let mut invocation = self.apply.prepare_invoke();
-        match gate {
-            Gate::Built(identity) => invocation.arg(space.ready_key()).arg(identity).arg(0),
-            Gate::Building { owner, ttl } => invocation.arg(space.lock_key()).arg(owner).arg(ttl.as_millis() as u64),
+        let (holder, snapshot) = match gate {
+            Gate::Built(identity) => (identity, false),
+            Gate::Building { owner, ttl } => {
+                // Renewed here, checked per shard by the builder's copies (see `lock`).
+                if self.take_lock(space, owner, ttl, true).await? != Lock::Renewed {
+                    return Ok(Applied::Refused);
+                }
+                (owner, true)
+            }
         };
-        let snapshot = matches!(gate, Gate::Building { .. });
-        invocation.arg(MARKER_TTL.as_millis() as u64).arg(u8::from(snapshot)).arg(COUNTER_LIMIT);
-        let swings = counter_swings(space, effects);
-        invocation.arg(swings.len());
-        for (counter, up, down) in swings {
-            invocation.arg(counter).arg(up).arg(down);
-        }
-        for (event, effects) in events.iter().zip(effects) {
-            // An expiry is one op per kind of data its key may name.
-            let expiries = effects.iter().filter(|e| matches!(e, Effect::Expire(_))).count();
-            invocation
-                .arg(space.marker_key(event))
-                .arg(space.versions_key(event))
-                .arg(space.floors_key(event))
-                .arg(event.followee)
-                .arg(event.version)
-                .arg(effects.len() + expiries * (DataKind::ALL.len() - 1));
+        let mut parts: BTreeMap<u16, Vec<(usize, Vec<&Effect>)>> = BTreeMap::new();
+        for (index, (event, effects)) in events.iter().zip(effects).enumerate() {
+            let mut by_shard: BTreeMap<u16, Vec<&Effect>> = BTreeMap::from([(home_shard(event), Vec::new())]);
             for effect in in_order(effects) {
-                match effect {
-                    Effect::CounterAdd((counter, delta)) => {
-                        invocation.arg("counter").arg(space.key(DataKind::Counter, counter)).arg(delta);
-                    }
-                    Effect::ZsetAdd(e) => zadd(&mut invocation, "zadd", space.key(SORTED, &e.key), e, 0, None),
-                    Effect::ZsetAddCapped(c) => {
-                        zadd(&mut invocation, "zadd", space.key(SORTED, &c.entry.key), &c.entry, c.keep, None)
-                    }
-                    Effect::ZsetAddGuarded(g) => {
-                        let (c, e) = (&g.add, &g.add.entry);
-                        let guard = Some((space.key(DataKind::Counter, &g.counter), g.at_least));
-                        zadd(&mut invocation, "zadd", space.key(SORTED, &e.key), e, c.keep, guard)
-                    }
-                    Effect::ZsetMemberWhile(w) => {
-                        let guard = Some((space.key(DataKind::Counter, &w.counter), w.at_least));
-                        zadd(&mut invocation, "zsync", space.key(SORTED, &w.entry.key), &w.entry, 0, guard)
-                    }
-                    Effect::ZsetRemove((set, id)) => {
-                        invocation.arg("zrem").arg(space.key(SORTED, set)).arg(member(*id));
-                    }
-                    Effect::ValueSet((value, text)) => {
-                        invocation.arg("set").arg(space.key(DataKind::Value, value)).arg(text);
-                    }
-                    Effect::ValueDelete(value) => {
-                        invocation.arg("del").arg(space.key(DataKind::Value, value));
-                    }
-                    Effect::Expire((expiring, ms)) => {
-                        for kind in DataKind::ALL {
-                            invocation.arg("expire").arg(space.key(kind, expiring)).arg(ms);
-                        }
-                    }
-                };
+                by_shard.entry(shard(effect_key(effect))).or_default().push(effect);
+            }
+            for (shard, effects) in by_shard {
+                parts.entry(shard).or_default().push((index, effects));
             }
         }
-        let applied: i64 = invocation.invoke_async(&mut self.connection.clone()).await?;
-        Ok(match applied {
-            -2 => Applied::OutOfRange,
-            applied => usize::try_from(applied).map_or(Applied::Refused, Applied::Events),
+        let header = |operands: &mut Operands| {
+            push(operands, MARKER_TTL.as_millis() as u64);
+            push(operands, u8::from(snapshot));
+            push(operands, COUNTER_LIMIT);
+        };
+        let part = |shard: u16, part: &[(usize, Vec<&Effect>)], operands: &mut Operands| {
+            let gate_key = if snapshot { space.builder_key_in(shard) } else { space.ready_key_in(shard) };
+            push(operands, &gate_key);
+            push(operands, holder);
+            let swings = counter_swings(space, part.iter().flat_map(|(_, effects)| effects.iter().copied()));
+            push(operands, swings.len());
+            for (counter, up, down) in swings {
+                push(operands, counter);
+                push(operands, up);
+                push(operands, down);
+            }
+            let mut units = Operands::new();
+            for (index, effects) in part {
+                unit(&mut units, (space, shard, snapshot), *index, &events[*index], effects);
+            }
+            push(operands, units.len());
+            operands.extend(units);
+            gate_key
+        };
+        let outcomes = if self.connection.is_cluster() {
+            // One script per shard: each shard is one slot, and slots live on different servers.
+            let calls = parts.iter().map(|(&shard, shard_part)| {
+                let mut operands = Operands::new();
+                header(&mut operands);
+                let gate_key = part(shard, shard_part, &mut operands);
+                self.run(Some(gate_key), operands)
+            });
+            try_join_all(calls).await?
+        } else {
+            let mut operands = Operands::new();
+            header(&mut operands);
+            for (&shard, shard_part) in &parts {
+                part(shard, shard_part, &mut operands);
+            }
+            vec![self.run(None, operands).await?]
+        };
+        // An event is new if any of its shards' parts was (a retry after a partial failure finds the rest).
+        let statuses: Vec<i64> = outcomes.iter().map(|outcome| outcome.first().copied().unwrap_or(0)).collect();
+        Ok(if statuses.contains(&-1) {
+            Applied::Refused
+        } else if statuses.contains(&-2) {
+            Applied::OutOfRange
+        } else {
+            let new: BTreeSet<i64> = outcomes.iter().flat_map(|outcome| outcome.iter().skip(1).copied()).collect();
+            Applied::Events(new.len())
         })
+    }
+
+    /// Runs the apply script on `operands`, routed by `key` on a cluster.
+    async fn run(&self, key: Option<String>, operands: Operands) -> Result<Vec<i64>, CacheError> {
+        let mut invocation = APPLY_SCRIPT.prepare_invoke();
+        if let Some(key) = key {
+            invocation.key(key);
+        }
+        for operand in &operands {
+            invocation.arg(operand.as_slice());
+        }
+        Ok(invocation.invoke_async(&mut self.connection.clone()).await?)
     }
 
     pub(super) async fn ping(&self) -> Result<(), CacheError> {
         Ok(::redis::cmd("PING").query_async(&mut self.connection.clone()).await?)
     }
 
-    pub(super) async fn set(&self, key: &str, value: &str) -> Result<(), CacheError> {
-        Ok(self.connection.clone().set(key, value).await?)
+    /// Marks every shard complete, shard 0 — the one readers check — last.
+    pub(super) async fn mark_built(&self, space: Space<'_>, identity: &str) -> Result<(), CacheError> {
+        let others = (1..SHARDS).map(|shard| self.set(space.ready_key_in(shard), identity, None));
+        try_join_all(others).await?;
+        self.set(space.ready_key(), identity, None).await
     }
 
-    pub(super) async fn clear(&self, ready_key: &str, prefix: &str) -> Result<(), CacheError> {
+    async fn set(&self, key: String, value: &str, ttl: Option<Duration>) -> Result<(), CacheError> {
         let mut connection = self.connection.clone();
-        let _: () = connection.del(ready_key).await?;
-        for chunk in self.keys(prefix).await?.chunks(500) {
+        match ttl {
+            Some(ttl) => connection.pset_ex::<_, _, ()>(key, value, ttl.as_millis() as u64).await?,
+            None => connection.set::<_, _, ()>(key, value).await?,
+        }
+        Ok(())
+    }
+
+    /// Deletes the completion marks (shard 0's first: readers stop at once), then every key of the space.
+    pub(super) async fn clear(&self, space: Space<'_>) -> Result<(), CacheError> {
+        let mut connection = self.connection.clone();
+        let _: () = connection.del(space.ready_key()).await?;
+        let marks: Vec<String> = (1..SHARDS).map(|shard| space.ready_key_in(shard)).collect();
+        let _: () = connection.del(marks).await?;
+        for chunk in self.keys(&space.pattern()).await?.chunks(500) {
             let _: () = connection.del(chunk).await?;
         }
         Ok(())
     }
 
-    /// Every key starting with `prefix`, by `SCAN` (which never blocks the server for long).
-    pub(super) async fn keys(&self, prefix: &str) -> Result<Vec<String>, CacheError> {
-        let mut scanning = self.connection.clone();
-        let found: Vec<Result<String, ::redis::RedisError>> =
-            scanning.scan_match::<_, String>(format!("{prefix}*")).await?.collect().await;
-        Ok(found.into_iter().collect::<Result<_, _>>()?)
+    /// Every key matching `pattern`, on every server.
+    pub(super) async fn keys(&self, pattern: &str) -> Result<Vec<String>, CacheError> {
+        Ok(self.connection.scan(pattern).await?)
     }
 
-    pub(super) async fn lock(&self, key: &str, owner: &str, ttl: Duration) -> Result<bool, CacheError> {
-        let mut invocation = self.lock.key(key);
-        invocation.arg(owner).arg(ttl.as_millis() as u64);
-        Ok(invocation.invoke_async::<i64>(&mut self.connection.clone()).await? == 1)
+    /// Takes the build lock. Taken anew, its holder is copied into every shard first: a shard's snapshot
+    /// pages check their own copy, so a builder that lost the lock is refused everywhere once another took
+    /// it — before that one clears the space.
+    pub(super) async fn lock(&self, space: Space<'_>, owner: &str, ttl: Duration) -> Result<bool, CacheError> {
+        Ok(match self.take_lock(space, owner, ttl, false).await? {
+            Lock::Held => false,
+            Lock::Renewed => true,
+            Lock::Taken => {
+                let copies = (0..SHARDS).map(|shard| self.set(space.builder_key_in(shard), owner, Some(MARKER_TTL)));
+                try_join_all(copies).await?;
+                true
+            }
+        })
     }
 
-    pub(super) async fn unlock(&self, key: &str, owner: &str) -> Result<(), CacheError> {
-        let _: i64 = self.unlock.key(key).arg(owner).invoke_async(&mut self.connection.clone()).await?;
+    /// Runs the lock script; `renew_only`: never takes a free lock (a page of a build that lost it).
+    async fn take_lock(
+        &self,
+        space: Space<'_>,
+        owner: &str,
+        ttl: Duration,
+        renew_only: bool,
+    ) -> Result<Lock, CacheError> {
+        let mut invocation = LOCK_SCRIPT.key(space.lock_key());
+        invocation.arg(owner).arg(ttl.as_millis() as u64).arg(u8::from(renew_only));
+        Ok(match invocation.invoke_async::<i64>(&mut self.connection.clone()).await? {
+            0 => Lock::Held,
+            1 => Lock::Renewed,
+            _ => Lock::Taken,
+        })
+    }
+
+    pub(super) async fn unlock(&self, space: Space<'_>, owner: &str) -> Result<(), CacheError> {
+        let _: i64 = UNLOCK_SCRIPT.key(space.lock_key()).arg(owner).invoke_async(&mut self.connection.clone()).await?;
         Ok(())
     }
 
@@ -285,16 +357,88 @@ impl RedisCache {
     }
 }
 
+/// One event's part in one shard: its bookkeeping there and its effects there.
+fn unit(
+    operands: &mut Operands,
+    (space, shard, snapshot): (Space<'_>, u16, bool),
+    index: usize,
+    event: &RelationEvent,
+    effects: &[&Effect],
+) {
+    // An expiry is one op per kind of data its key may name.
+    let expiries = effects.iter().filter(|e| matches!(e, Effect::Expire(_))).count();
+    push(operands, space.marker_key(shard, event));
+    push(operands, space.versions_key(shard, event));
+    push(operands, space.floors_key(shard, event));
+    push(operands, event.followee);
+    push(operands, event.version);
+    push(operands, index);
+    push(operands, u8::from(applies(event, snapshot)));
+    push(operands, effects.len() + expiries * (DataKind::ALL.len() - 1));
+    for effect in effects {
+        match effect {
+            Effect::CounterAdd((counter, delta)) => {
+                push(operands, "counter");
+                push(operands, space.key(DataKind::Counter, counter));
+                push(operands, delta);
+            }
+            Effect::ZsetAdd(e) => zadd(operands, "zadd", space.key(SORTED, &e.key), e, 0, None),
+            Effect::ZsetAddCapped(c) => zadd(operands, "zadd", space.key(SORTED, &c.entry.key), &c.entry, c.keep, None),
+            Effect::ZsetAddGuarded(g) => {
+                let (c, e) = (&g.add, &g.add.entry);
+                let guard = Some((space.key(DataKind::Counter, &g.counter), g.at_least));
+                zadd(operands, "zadd", space.key(SORTED, &e.key), e, c.keep, guard)
+            }
+            Effect::ZsetMemberWhile(w) => {
+                let guard = Some((space.key(DataKind::Counter, &w.counter), w.at_least));
+                zadd(operands, "zsync", space.key(SORTED, &w.entry.key), &w.entry, 0, guard)
+            }
+            Effect::ZsetRemove((set, id)) => {
+                push(operands, "zrem");
+                push(operands, space.key(SORTED, set));
+                push(operands, member(*id));
+            }
+            Effect::ValueSet((value, text)) => {
+                push(operands, "set");
+                push(operands, space.key(DataKind::Value, value));
+                push(operands, text);
+            }
+            Effect::ValueDelete(value) => {
+                push(operands, "del");
+                push(operands, space.key(DataKind::Value, value));
+            }
+            Effect::Expire((expiring, ms)) => {
+                for kind in DataKind::ALL {
+                    push(operands, "expire");
+                    push(operands, space.key(kind, expiring));
+                    push(operands, ms);
+                }
+            }
+        }
+    }
+}
+
+/// The key an effect writes, which places it in its shard (a guard shares its first id: checked output).
+fn effect_key(effect: &Effect) -> &crate::plugins::Key {
+    match effect {
+        Effect::CounterAdd((key, _)) | Effect::ZsetRemove((key, _)) | Effect::ValueSet((key, _)) => key,
+        Effect::ValueDelete(key) | Effect::Expire((key, _)) => key,
+        Effect::ZsetAdd(entry) => &entry.key,
+        Effect::ZsetAddCapped(capped) => &capped.entry.key,
+        Effect::ZsetAddGuarded(guarded) => &guarded.add.entry.key,
+        Effect::ZsetMemberWhile(syncing) => &syncing.entry.key,
+    }
+}
+
 /// The operands of the script's `zadd` and `zsync` (`op`): key, member, score, how many to keep (0: all),
 /// and the counter that must be at least some value for the add to apply (none: always).
-fn zadd(
-    invocation: &mut ScriptInvocation<'_>,
-    op: &str,
-    key: String,
-    entry: &ZsetEntry,
-    keep: u32,
-    guard: Option<(String, i64)>,
-) {
+fn zadd(operands: &mut Operands, op: &str, key: String, entry: &ZsetEntry, keep: u32, guard: Option<(String, i64)>) {
     let (guard, at_least) = guard.unwrap_or_default();
-    invocation.arg(op).arg(key).arg(member(entry.member)).arg(entry.score).arg(keep).arg(guard).arg(at_least);
+    push(operands, op);
+    push(operands, key);
+    push(operands, member(entry.member));
+    push(operands, entry.score);
+    push(operands, keep);
+    push(operands, guard);
+    push(operands, at_least);
 }

@@ -225,6 +225,20 @@ fn check_key(key: &Key) -> Result<(), PluginError> {
     Ok(())
 }
 
+/// A guarded set and its counter must share their first id: that puts them in one shard, the unit a cache
+/// applies atomically (one slot of a Redis Cluster; see `cache`), so the guard is read with the write.
+fn check_guard(set: &Key, counter: &Key) -> Result<(), PluginError> {
+    check_key(set)?;
+    check_key(counter)?;
+    if set.ids.first() != counter.ids.first() {
+        return Err(invalid(format!(
+            "the guard {}:{:?} of the set {}:{:?} has another first id (a guard must share its set's first id)",
+            counter.space, counter.ids, set.space, set.ids
+        )));
+    }
+    Ok(())
+}
+
 fn check_score(score: f64) -> Result<(), PluginError> {
     if score.is_finite() {
         Ok(())
@@ -261,13 +275,11 @@ fn check_effects(effects: &[Effect]) -> Result<(), PluginError> {
                 check_score(capped.entry.score)?;
             }
             Effect::ZsetAddGuarded(guarded) => {
-                check_key(&guarded.add.entry.key)?;
-                check_key(&guarded.counter)?;
+                check_guard(&guarded.add.entry.key, &guarded.counter)?;
                 check_score(guarded.add.entry.score)?;
             }
             Effect::ZsetMemberWhile(while_) => {
-                check_key(&while_.entry.key)?;
-                check_key(&while_.counter)?;
+                check_guard(&while_.entry.key, &while_.counter)?;
                 check_score(while_.entry.score)?;
             }
             Effect::ValueSet((key, value)) => {

@@ -43,7 +43,7 @@ pub(super) async fn build(
     let (cache, space, owner) = (projection.cache(), projection.space(tenant, plugin.version), projection.owner());
     let mut waited = false;
     loop {
-        let complete = cache.built_by(space).await?.is_some_and(|by| by == plugin.sha256);
+        let complete = cache.built_whole_by(space).await?.is_some_and(|by| by == plugin.sha256);
         if complete && (when == Rebuild::IfStale || waited) {
             return Ok(0);
         }

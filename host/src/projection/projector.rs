@@ -13,7 +13,7 @@ use super::spaces;
 use crate::cache::{Applied, Cache, CacheError, Gate, Space, COUNTER_LIMIT};
 use crate::graph::{Database, TenantId};
 use crate::plugins::{
-    count_invalid_output, project_with_retries, Action, ActivePlugin, Effect, PluginKind, PluginRegistry, PluginSlot,
+    count_invalid_output, project_with_retries, ActivePlugin, Effect, PluginKind, PluginRegistry, PluginSlot,
     ProjectionFailed, RelationEvent, RetryPolicy, Staged, Tally,
 };
 
@@ -254,8 +254,8 @@ impl Projector {
     }
 
     /// Applies the truth's current state of `pairs` (a backfill page of `tenant`) as `plugin` projects it,
-    /// while this process holds the space's build lock: follows through the plugin, unfollows only raising
-    /// their pair's floor.
+    /// while this process holds the space's build lock: follows as the plugin projects them, unfollows only
+    /// raising their pair's floors (in the shards of the keys the plugin names for them).
     async fn apply_snapshot_page(
         &self,
         tenant: &TenantId,
@@ -266,15 +266,11 @@ impl Projector {
             Some(shadow) if shadow.version == plugin.version => Role::Shadow,
             _ => Role::Active,
         };
-        let follows: Vec<RelationEvent> = pairs.iter().filter(|p| p.action == Action::Follow).cloned().collect();
-        let mut projected = self.effects(tenant, plugin, role, &follows).await?.into_iter();
-        let effects: Vec<Vec<Effect>> = pairs
-            .iter()
-            .map(|p| if p.action == Action::Follow { projected.next().unwrap_or_default() } else { Vec::new() })
-            .collect();
+        // Unfollows too: their effects name the shards whose floors they raise (the cache applies none).
+        let effects = self.effects(tenant, plugin, role, pairs).await?;
         let gate = Gate::Building { owner: &self.owner, ttl: LOCK_TTL };
         match self.apply_whole(tenant, (plugin, role), pairs, &effects, gate).await? {
-            Applied::Refused => Err(PluginProjectionError::LockLost(self.space(tenant, plugin.version).named(""))),
+            Applied::Refused => Err(PluginProjectionError::LockLost(self.space(tenant, plugin.version).to_string())),
             Applied::Events(_) | Applied::OutOfRange => Ok(()),
         }
     }

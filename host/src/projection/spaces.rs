@@ -117,7 +117,7 @@ async fn summary(cache: &Cache, space: Space<'_>, keys: &[String]) -> Result<Spa
 
 /// The value of `space`'s key `relative` as text.
 async fn value(cache: &Cache, space: Space<'_>, relative: &str) -> Result<Option<String>, CacheError> {
-    let key = space.named(relative);
+    let Some(key) = space.absolute(relative) else { return Ok(None) };
     if !relative.starts_with("z.") {
         return Ok(cache.texts(&[key]).await?.pop().flatten());
     }

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::Script;
 
+use crate::cache::RedisConnection;
 use crate::plugins::Bucket;
 
 /// KEYS[1] bucket; ARGV capacity, refill per second, cost. Returns {granted 0|1, retry-after µs}.
@@ -32,13 +32,13 @@ return {granted, retry}
 "#;
 
 pub struct RedisBuckets {
-    connection: ConnectionManager,
+    connection: RedisConnection,
     script: Script,
 }
 
 impl RedisBuckets {
     pub async fn connect(url: &str) -> Result<Self, redis::RedisError> {
-        let connection = crate::cache::redis_connection(url).await?;
+        let connection = RedisConnection::connect(url).await?;
         Ok(Self { connection, script: Script::new(TAKE) })
     }
 

@@ -31,8 +31,8 @@ async fn a_storm_with_api_relay_and_workers_killed_at_random_loses_and_double_co
     let start = |role: usize| match role {
         0 => deployment.api("api", api_port),
         1 => deployment.relay("relay", relay_port),
-        // Restarted with the same id, as a StatefulSet pod would be: tansu never expires a SIGKILLed
-        // dynamic member, whose partitions would then stay assigned to nobody alive.
+        // Restarted with the same id, as a StatefulSet pod would be (static membership: it takes its
+        // partitions back at once; dynamic members are churned in scale_out.rs).
         _ => deployment.worker("worker", worker_port, Some("worker")),
     };
     let mut processes: Vec<StrandProcess> = (0..3).map(start).collect();

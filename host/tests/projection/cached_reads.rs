@@ -111,7 +111,7 @@ async fn lists_from_the_cache_page_exactly_like_the_truth_ties_included() {
     let (code, output) = strand_command(&["rebuild", "follow-lists"], &server.config.database_url, &redis_url).await;
     assert_eq!(code, 0, "{output}");
     let mut redis = redis::Client::open(redis_url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
-    let cached: i64 = redis.zcard(format!("{tenant}:follow-lists@0:z.following:1")).await.unwrap();
+    let cached: i64 = redis.zcard(Space::bundled(&tenant, "follow-lists").sorted_set("following", [1])).await.unwrap();
     assert!(cached > 1, "the cache holds user 1's list");
     let mut served = Vec::new();
     for user in 1..=6 {
@@ -121,7 +121,10 @@ async fn lists_from_the_cache_page_exactly_like_the_truth_ties_included() {
     }
     assert_eq!(served, truth, "same entries, same order, by cursor and by offset");
     // And it is the cache that answers: a member only Redis has shows up.
-    let _: () = redis.zadd(format!("{tenant}:follow-lists@0:z.following:1"), "00000000000000000099", 1).await.unwrap();
+    let _: () = redis
+        .zadd(Space::bundled(&tenant, "follow-lists").sorted_set("following", [1]), "00000000000000000099", 1)
+        .await
+        .unwrap();
     let (by_cursor, _) = walk(&client, "/v1/users/1/following").await;
     assert_eq!(by_cursor.last(), Some(&99));
 }

@@ -3,6 +3,7 @@
 mod backfill;
 mod cache;
 mod cached_reads;
+mod cluster;
 mod faults;
 mod follower;
 mod hostile;
@@ -15,9 +16,19 @@ mod worker;
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use futures::future::join_all;
 use strand::cache::{Cache, RedisCache};
-use strand_test_support::{wait_until, Backend, StrandCommand, TestServer, ADMIN_TOKEN};
+use strand_test_support::{wait_until, Backend, Redis, RedisCluster, StrandCommand, TestServer, ADMIN_TOKEN};
+
+/// Every cache backend, named: one Redis, a Redis Cluster (3 masters, each with a replica) and the
+/// in-process one.
+pub async fn backends() -> [(&'static str, Cache); 3] {
+    let redis = redis_cache(&Redis::shared().unwrap().url()).await;
+    let cluster = redis_cache(&RedisCluster::shared().unwrap().url()).await;
+    [("redis", redis), ("cluster", cluster), ("memory", Cache::Memory(Arc::default()))]
+}
 
 /// Users 1..=6 of `tenant` following and unfollowing each other concurrently over HTTP.
 pub async fn storm(server: &TestServer, tenant: &str, round: i64) {

@@ -1,6 +1,7 @@
 //! The example `mutual-follows` projector, deployed at runtime: backfilled from the truth, served by
 //! `/v1/projections`, and exact — every user's set of friends equal to the pairs that follow each other in
-//! the database — after concurrent follow/unfollow storms whose two directions travel apart.
+//! the database — after concurrent follow/unfollow storms whose two directions travel apart; on one Redis
+//! and on a Redis Cluster, where the two users of a pair are in different shards.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -8,7 +9,7 @@ use std::time::Duration;
 use reqwest::Method;
 use sqlx::Row;
 use strand::plugins::EXAMPLES;
-use strand_test_support::{wait_until, ApiClient, Redis, TestServer};
+use strand_test_support::{wait_until, ApiClient, Redis, RedisCluster, TestServer};
 
 use super::{pipeline, storm};
 
@@ -49,8 +50,17 @@ async fn friends_served(client: &ApiClient) -> Option<BTreeMap<i64, BTreeSet<i64
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mutual_follows_deployed_at_runtime_are_backfilled_served_and_exact_under_storms() {
-    let tenant = format!("mf{}", std::process::id());
-    let server = pipeline(&Redis::shared().unwrap().url()).await;
+    mutual_follows_exact_on(&Redis::shared().unwrap().url(), "mf").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mutual_follows_are_exact_on_a_redis_cluster_where_each_user_is_a_shard_of_its_own() {
+    mutual_follows_exact_on(&RedisCluster::shared().unwrap().url(), "mc").await;
+}
+
+async fn mutual_follows_exact_on(redis_url: &str, tenant_prefix: &str) {
+    let tenant = format!("{tenant_prefix}{}", std::process::id());
+    let server = pipeline(redis_url).await;
     // Pairs that already follow each other before the projector exists: the backfill must find them.
     storm(&server, &tenant, 0).await;
     let example = EXAMPLES.iter().find(|e| e.name == "mutual-follows").unwrap();

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
+use strand::cache::Space;
 use strand::projection::reconcile;
 use strand_test_support::{wait_until, Backend, Redis, TestServer};
 
@@ -26,8 +27,11 @@ async fn reconcile_is_clean_after_catching_up_and_reports_every_difference() {
     assert_eq!(code, 0, "{output}");
     assert!(output.contains(" 0 differences"), "{output}");
 
-    let _: () = redis.set(format!("{tenant}:follow-counts@0:c.followers:1"), 999).await.unwrap();
-    let _: () = redis.zadd(format!("{tenant}:follow-lists@0:z.following:2"), "00000000000000000042", 1).await.unwrap();
+    let _: () = redis.set(Space::bundled(&tenant, "follow-counts").counter("followers", [1]), 999).await.unwrap();
+    let _: () = redis
+        .zadd(Space::bundled(&tenant, "follow-lists").sorted_set("following", [2]), "00000000000000000042", 1)
+        .await
+        .unwrap();
     sqlx::query("UPDATE follower SET rel_status = 1 - rel_status WHERE tenant_id = ? AND to_user_id = 3")
         .bind(&tenant)
         .execute(server.database().writer())
@@ -35,8 +39,11 @@ async fn reconcile_is_clean_after_catching_up_and_reports_every_difference() {
         .unwrap();
     let (code, output) = strand_command(&["reconcile"], &server.config.database_url, &redis_url).await;
     assert_eq!(code, 1, "{output}");
-    assert!(output.contains(&format!("{tenant}:follow-counts@0:c.followers:1: truth")), "{output}");
-    assert!(output.contains(&format!("{tenant}:follow-lists@0:z.following:2")), "{output}");
+    assert!(
+        output.contains(&format!("{}: truth", Space::bundled(&tenant, "follow-counts").counter("followers", [1]))),
+        "{output}"
+    );
+    assert!(output.contains(&Space::bundled(&tenant, "follow-lists").sorted_set("following", [2])), "{output}");
     assert!(output.contains(&format!("follower (\"{tenant}\"")), "{output}");
 }
 

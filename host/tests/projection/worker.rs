@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use reqwest::Method;
 use strand::bus::{EmbeddedBus, Message};
+use strand::cache::Space;
 use strand::config::RelayMode;
 use strand::graph::Database;
 use strand_test_support::{on_every_backend, test_plugin, wait_until, Backend, Kafka, Redis, TestServer};
@@ -108,11 +109,12 @@ async fn redis_matches_truth(db: &Database, redis: &mut redis::aio::MultiplexedC
             .unwrap();
     for user in 1..=6_i64 {
         let followers = truth.iter().filter(|(_, to)| *to == user).count() as i64;
-        let counted: Option<i64> = redis.get(format!("acme:follow-counts@0:c.followers:{user}")).await.unwrap();
+        let counted: Option<i64> =
+            redis.get(Space::bundled("acme", "follow-counts").counter("followers", [user])).await.unwrap();
         let following: BTreeSet<String> =
             truth.iter().filter(|(from, _)| *from == user).map(|(_, to)| format!("{to:020}")).collect();
         let listed: BTreeSet<String> =
-            redis.zrange(format!("acme:follow-lists@0:z.following:{user}"), 0, -1).await.unwrap();
+            redis.zrange(Space::bundled("acme", "follow-lists").sorted_set("following", [user]), 0, -1).await.unwrap();
         if counted.unwrap_or(0) != followers || listed != following {
             return false;
         }
@@ -155,8 +157,12 @@ async fn a_projector_that_traps_on_one_event_dead_letters_it_and_the_rest_procee
     wait_until("the other three follows are counted", Duration::from_secs(30), || {
         let mut redis = redis.clone();
         async move {
-            let count: Option<i64> =
-                redis::AsyncCommands::get(&mut redis, "trap:hostile@1:c.followers:10").await.unwrap();
+            let count: Option<i64> = redis::AsyncCommands::get(
+                &mut redis,
+                Space { tenant: "trap", plugin: "hostile", version: 1 }.counter("followers", [10]),
+            )
+            .await
+            .unwrap();
             count == Some(3)
         }
     })

@@ -1,4 +1,9 @@
-//! A throwaway Kafka-protocol broker (tansu, in memory) for the test process, and a reader of its topics.
+//! A throwaway Kafka-protocol broker for the test process, and a reader of its topics.
+//!
+//! The broker is `nisshi` 0.7.0-pre.2 (crates.io; tansu's successor, built with its `libsql` storage): its
+//! consumer groups rebalance when members join and reassign a dead member's partitions once its session
+//! expires (`../shared/tools/group_probe.py`: all four checks pass, the SIGKILLed member's partitions moved
+//! in 10 s), which tansu 0.6.0 did not. Later nisshi releases need a newer rustc than this machine has.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -33,33 +38,35 @@ impl Received {
     }
 }
 
+/// How the tests' broker is installed (`.ci/setup` does it).
+const INSTALL: &str = "cargo install nisshi --version 0.7.0-pre.2 --locked --features dynostore,libsql";
+
 static SHARED: OnceLock<Result<Kafka, String>> = OnceLock::new();
 static NEXT_PREFIX: AtomicU32 = AtomicU32::new(0);
 
 impl Kafka {
     /// The process-wide broker, started on first use.
     pub fn shared() -> anyhow::Result<&'static Kafka> {
-        SHARED.get_or_init(|| Kafka::start().map_err(|e| format!("{e:#}"))).as_ref().map_err(|e| {
-            anyhow::anyhow!(
-                "throwaway tansu broker failed (cargo install tansu --locked --features dynostore,libsql): {e}"
-            )
-        })
+        SHARED
+            .get_or_init(|| Kafka::start().map_err(|e| format!("{e:#}")))
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("throwaway nisshi broker failed ({INSTALL}): {e}"))
     }
 
     fn start() -> anyhow::Result<Self> {
-        let dir = scratch_dir("strand-tansu-")?;
-        let command = "tansu broker --listener-url tcp://127.0.0.1:$PORT \
-            --advertised-listener-url tcp://127.0.0.1:$PORT --storage-engine memory://tansu/";
+        let dir = scratch_dir("strand-broker-")?;
+        let command = "nisshi broker --listener-url tcp://127.0.0.1:$PORT \
+            --advertised-listener-url tcp://127.0.0.1:$PORT --storage-engine memory://nisshi/";
         Ok(Kafka { server: WatchedServer::start(&dir, crate::free_port()?, command)? })
     }
 
     /// A broker of the test's own that keeps its messages in `store` (an SQLite file there), so that it can
     /// be stopped and started again on `port` without losing what it acknowledged.
     pub fn persistent(store: &Path, port: u16) -> anyhow::Result<Self> {
-        let dir = scratch_dir("strand-tansu-")?;
+        let dir = scratch_dir("strand-broker-")?;
         let command = format!(
-            "cd '{}' && tansu broker --listener-url tcp://127.0.0.1:$PORT \
-             --advertised-listener-url tcp://127.0.0.1:$PORT --storage-engine sqlite://tansu.db",
+            "cd '{}' && nisshi broker --listener-url tcp://127.0.0.1:$PORT \
+             --advertised-listener-url tcp://127.0.0.1:$PORT --storage-engine sqlite://nisshi.db",
             store.display()
         );
         Ok(Kafka { server: WatchedServer::start(&dir, port, &command)? })

@@ -13,7 +13,7 @@ mod watched;
 pub use kafka::{Kafka, Received};
 pub use mariadb::MariaDb;
 pub use process::{plugin_cache_dir, StrandCommand, StrandProcess};
-pub use redis::Redis;
+pub use redis::{Redis, RedisCluster};
 pub use server::{token, unique_server_id, ApiClient, Reply, TestServer, ADMIN_TOKEN, TEST_SECRET};
 pub use test_plugins::test_plugin;
 
