@@ -15,7 +15,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Headers;
 use rdkafka::{Message as _, Offset, TopicPartitionList};
 
-use crate::watched::{scratch_dir, WatchedServer};
+use crate::watched::{scratch_dir, shared, WatchedServer};
 
 /// A running broker that lives as long as the test process.
 pub struct Kafka {
@@ -47,10 +47,7 @@ static NEXT_PREFIX: AtomicU32 = AtomicU32::new(0);
 impl Kafka {
     /// The process-wide broker, started on first use.
     pub fn shared() -> anyhow::Result<&'static Kafka> {
-        SHARED
-            .get_or_init(|| Kafka::start().map_err(|e| format!("{e:#}")))
-            .as_ref()
-            .map_err(|e| anyhow::anyhow!("throwaway nisshi broker failed ({INSTALL}): {e}"))
+        shared(&SHARED, Kafka::start, &format!("throwaway nisshi broker failed ({INSTALL})"))
     }
 
     fn start() -> anyhow::Result<Self> {

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use anyhow::{bail, Context};
 use sqlx::{Connection, Executor, MySqlConnection, Row};
 
-use crate::watched::{scratch_dir, server_path, WatchedServer};
+use crate::watched::{scratch_dir, server_path, shared, WatchedServer};
 
 /// A running MariaDB that lives as long as the test process.
 pub struct MariaDb {
@@ -20,10 +20,7 @@ static NEXT_DATABASE: AtomicU32 = AtomicU32::new(0);
 impl MariaDb {
     /// The process-wide instance, started on first use.
     pub fn shared() -> anyhow::Result<&'static MariaDb> {
-        SHARED
-            .get_or_init(|| MariaDb::start().map_err(|e| format!("{e:#}")))
-            .as_ref()
-            .map_err(|e| anyhow::anyhow!("throwaway MariaDB failed to start: {e}"))
+        shared(&SHARED, MariaDb::start, "throwaway MariaDB failed to start")
     }
 
     /// A server of the test's own, for what would disturb other tests (purging the binlog).

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::watched::{scratch_dir, WatchedServer};
+use crate::watched::{scratch_dir, shared, WatchedServer};
 
 /// A running Redis that lives as long as the test process.
 pub struct Redis {
@@ -20,10 +20,7 @@ const DATABASES: u32 = 16;
 impl Redis {
     /// The process-wide instance, started on first use.
     pub fn shared() -> anyhow::Result<&'static Redis> {
-        SHARED
-            .get_or_init(|| Redis::start().map_err(|e| format!("{e:#}")))
-            .as_ref()
-            .map_err(|e| anyhow::anyhow!("throwaway Redis failed to start (apt-get install redis-server): {e}"))
+        shared(&SHARED, Redis::start, "throwaway Redis failed to start (apt-get install redis-server)")
     }
 
     fn start() -> anyhow::Result<Self> {
@@ -69,10 +66,7 @@ static SHARED_CLUSTER: OnceLock<Result<RedisCluster, String>> = OnceLock::new();
 impl RedisCluster {
     /// The process-wide cluster, started on first use.
     pub fn shared() -> anyhow::Result<&'static RedisCluster> {
-        SHARED_CLUSTER
-            .get_or_init(|| RedisCluster::start().map_err(|e| format!("{e:#}")))
-            .as_ref()
-            .map_err(|e| anyhow::anyhow!("throwaway Redis Cluster failed to start: {e}"))
+        shared(&SHARED_CLUSTER, RedisCluster::start, "throwaway Redis Cluster failed to start")
     }
 
     /// A cluster of the test's own, to kill a master of.

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -27,6 +27,16 @@ pub struct WatchedServer {
 pub fn server_path() -> String {
     let home = std::env::var("HOME").unwrap_or_default();
     format!("{}:{SEARCH_PATH}:{home}/.cargo/bin", std::env::var("PATH").unwrap_or_default())
+}
+
+/// The process-wide server in `cell`, started by `start` on first use. A failed start is kept and reported,
+/// after `failed`, to every test that asks (one start per process, however many tests share it).
+pub fn shared<T>(
+    cell: &'static OnceLock<Result<T, String>>,
+    start: fn() -> anyhow::Result<T>,
+    failed: &str,
+) -> anyhow::Result<&'static T> {
+    cell.get_or_init(|| start().map_err(|e| format!("{e:#}"))).as_ref().map_err(|e| anyhow::anyhow!("{failed}: {e}"))
 }
 
 /// A fresh directory that the watchdog, not this process, deletes.
