@@ -9,7 +9,7 @@ use serde_json::json;
 use strand::cache::Space;
 use strand::config::RelayMode;
 use strand::projection::reconcile;
-use strand_test_support::{wait_until, ApiClient, Backend, Redis, TestServer};
+use strand_test_support::{wait_until, ApiClient, Backend, Redis, RedisCluster, TestServer};
 
 use super::{pipeline, redis_cache, storm, strand_command};
 
@@ -137,9 +137,17 @@ async fn seed_counter(client: &ApiClient, user: i64) -> (i64, i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_seed_relation_flow_with_eventually_consistent_cached_reads() {
-    let tenant = format!("sd{}", std::process::id());
-    let redis_url = Redis::shared().unwrap().url();
-    let server = pipeline(&redis_url).await;
+    seed_relation_flow(&Redis::shared().unwrap().url(), &format!("sd{}", std::process::id())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_seed_relation_flow_reads_counts_and_lists_from_a_redis_cluster() {
+    seed_relation_flow(&RedisCluster::shared().unwrap().url(), &format!("sc{}", std::process::id())).await;
+}
+
+async fn seed_relation_flow(redis_url: &str, tenant: &str) {
+    let tenant = tenant.to_owned();
+    let server = pipeline(redis_url).await;
     let (alice, bob) = (server.client(&tenant, 1), server.client(&tenant, 2));
     let counter = |user: i64| seed_counter(&alice, user);
     let eventually = |what: &'static str, user: i64, expected: (i64, i64)| async move {
