@@ -16,7 +16,8 @@ async fn main() {
     let concurrency = setting("STRAND_BENCH_CONCURRENCY", 32);
     let per_worker = writes / concurrency;
 
-    let server = TestServer::start(Backend::MariaDb).await;
+    // As many pooled connections as the direct writers get, so the ratio is the API's cost, not a smaller pool.
+    let server = TestServer::start_with(Backend::MariaDb, |c| c.database_max_connections = concurrency as u32).await;
     let anyone = server.client("bench", 1);
     let http = measure(concurrency, per_worker, |worker, i| {
         // Every write is a real change by a fresh caller, so the bundled rate limit (100 per user) never
