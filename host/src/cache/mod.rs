@@ -18,12 +18,15 @@
 //!
 //! **Shards.** A space is spread over [`SHARDS`] slot groups by the first id of each key (a user's
 //! counters and sets stay together; a tenant's data spreads over every node of a Redis Cluster). The hash
-//! tag makes each shard one cluster slot, and the atomic unit is an event's effects *within one shard*:
-//! each shard keeps its own markers, pair versions, floors, completion mark and builder copy, so every
-//! shard's part of an event applies exactly once in result, on its own. On one Redis (and in memory) a
-//! batch is still one atomic step; on a cluster it is one script per shard. A guarded effect reads a
-//! counter in its own shard: plugin output whose guard is keyed by another first id is refused
-//! (`plugins/calls.rs`), on every backend alike.
+//! tag makes each shard one cluster slot. On a cluster the atomic unit is an event's effects *within one
+//! shard*: each shard keeps its own markers, pair versions and floors, so every shard's part of an event
+//! applies exactly once in result, on its own, one script per shard. On one Redis (and in memory) a batch
+//! is one atomic step and an event one unit, its bookkeeping in its home shard (one marker per event, not
+//! per shard: half the writes for a two-key event). Every shard has its copy of the completion mark and of
+//! the build lock's holder either way. A guarded effect reads a counter in its own shard: plugin output
+//! whose guard is keyed by another first id is refused (`plugins/calls.rs`), on every backend alike. The
+//! bookkeeping differs between one Redis and a cluster, so moving to a cluster means building the
+//! projections there (the workers do it for an empty cluster), not copying keys.
 
 mod connection;
 mod memory;

@@ -166,10 +166,15 @@ impl RedisCache {
             }
         };
         let mut parts: BTreeMap<u16, Vec<(usize, Vec<&Effect>)>> = BTreeMap::new();
+        // On one Redis every key is on one server: an event is one unit (one marker, one pair version), its
+        // bookkeeping in its home shard, as in memory. On a cluster, one unit per shard it touches.
+        let cluster = self.connection.is_cluster();
         for (index, (event, effects)) in events.iter().zip(effects).enumerate() {
-            let mut by_shard: BTreeMap<u16, Vec<&Effect>> = BTreeMap::from([(home_shard(event), Vec::new())]);
+            let home = home_shard(event);
+            let mut by_shard: BTreeMap<u16, Vec<&Effect>> = BTreeMap::from([(home, Vec::new())]);
             for effect in in_order(effects) {
-                by_shard.entry(shard(effect_key(effect))).or_default().push(effect);
+                let unit = if cluster { shard(effect_key(effect)) } else { home };
+                by_shard.entry(unit).or_default().push(effect);
             }
             for (shard, effects) in by_shard {
                 parts.entry(shard).or_default().push((index, effects));
@@ -199,7 +204,7 @@ impl RedisCache {
             operands.extend(units);
             gate_key
         };
-        let outcomes = if self.connection.is_cluster() {
+        let outcomes = if cluster {
             // One script per shard: each shard is one slot, and slots live on different servers.
             let calls = parts.iter().map(|(&shard, shard_part)| {
                 let mut operands = Operands::new();
