@@ -106,19 +106,18 @@ impl MemoryCache {
         if state.text(&gate_key, now) != Some(holder) {
             return Applied::Refused;
         }
-        let in_range = counter_swings(space, effects.iter().flatten())
+        let snapshot = matches!(gate, Gate::Building { .. });
+        // Only the adds that can apply count (a snapshot's unfollow applies none).
+        let adds = events.iter().zip(effects).filter(|(event, _)| applies(event, snapshot)).flat_map(|(_, e)| e);
+        let in_range = counter_swings(space, adds)
             .into_iter()
             .all(|(counter, up, down)| within_range(state.number(&counter, now), up, down));
         if !in_range {
             return Applied::OutOfRange;
         }
-        let snapshot = match gate {
-            Gate::Built(_) => false,
-            Gate::Building { ttl, .. } => {
-                state.expire(&gate_key, now + ttl);
-                true
-            }
-        };
+        if let Gate::Building { ttl, .. } = gate {
+            state.expire(&gate_key, now + ttl);
+        }
         let mut applied = 0;
         for (event, effects) in events.iter().zip(effects) {
             // One lock holds the whole batch: an event is one unit here, its bookkeeping in its home shard.

@@ -206,7 +206,14 @@ impl<'a> Space<'a> {
     }
 
     fn relative_part<'k>(&self, key: &'k str) -> Option<&'k str> {
-        let rest = key.strip_prefix('{')?.strip_prefix(self.to_string().as_str())?.strip_prefix('#')?;
+        // Piece by piece, without rendering the prefix: memory's clear and scans call this for every key.
+        let rest = key.strip_prefix('{')?.strip_prefix(self.tenant)?.strip_prefix(':')?.strip_prefix(self.plugin)?;
+        let (version, rest) = rest.strip_prefix('@')?.split_once('#')?;
+        // Exactly as rendered: digits, no leading zero.
+        let canonical = version.bytes().all(|b| b.is_ascii_digit()) && (version == "0" || !version.starts_with('0'));
+        if !canonical || version.parse::<i64>().ok()? != self.version {
+            return None;
+        }
         let (shard, relative) = rest.split_once("}:")?;
         (!shard.is_empty() && shard.bytes().all(|b| b.is_ascii_digit())).then_some(relative)
     }
@@ -430,5 +437,29 @@ impl Cache {
             Self::Redis(redis) => redis.descending(key, from, count).await,
             Self::Memory(memory) => Ok(memory.descending(key, from, count)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_space_holds_exactly_its_own_keys_and_renders_them_back_from_their_relative_form() {
+        let space = Space { tenant: "acme", plugin: "counts", version: 1 };
+        let key = space.counter("followers", [70, 3]);
+        assert_eq!(key, "{acme:counts@1#6}:c.followers:70:3", "sharded by the first id");
+        assert_eq!(space.relative(&key), "c.followers:70:3");
+        assert_eq!(space.absolute("c.followers:70:3").as_deref(), Some(key.as_str()));
+        assert!(space.holds(&space.ready_key_in(9)), "its bookkeeping");
+        for other in
+            [Space { version: 11, ..space }, Space { tenant: "acme2", ..space }, Space { plugin: "counts2", ..space }]
+        {
+            assert!(!space.holds(&other.counter("followers", [70])), "{other}");
+        }
+        for foreign in ["{acme:counts@01#6}:c.x", "{acme:counts@+1#6}:c.x", "{acme:counts@1#}:c.x", "~building:acme"] {
+            assert!(!space.holds(foreign), "{foreign}");
+        }
+        assert!(!space.holds(&space.builder_key_in(6)), "the builder copies survive a clear");
     }
 }

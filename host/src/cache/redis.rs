@@ -189,7 +189,9 @@ impl RedisCache {
             let gate_key = if snapshot { space.builder_key_in(shard) } else { space.ready_key_in(shard) };
             push(operands, &gate_key);
             push(operands, holder);
-            let swings = counter_swings(space, part.iter().flat_map(|(_, effects)| effects.iter().copied()));
+            // Only the adds that can apply count (a snapshot's unfollow applies none).
+            let adds = part.iter().filter(|(index, _)| applies(&events[*index], snapshot));
+            let swings = counter_swings(space, adds.flat_map(|(_, effects)| effects.iter().copied()));
             push(operands, swings.len());
             for (counter, up, down) in swings {
                 push(operands, counter);
