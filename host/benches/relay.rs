@@ -1,11 +1,13 @@
 //! Relay figures on MariaDB, binlog and poll mode, printed (never asserted):
 //! - outbox rows/s from a backlog to acknowledged publication, to the embedded bus and to Kafka (the test broker, nisshi):
 //!   the rows are committed while the relay is stopped, then it is started and timed until the outbox is
-//!   empty (every row published — for Kafka, acknowledged — and deleted);
+//!   empty (every row published — for Kafka, acknowledged — and deleted); with the database server's CPU
+//!   time per 1000 rows meanwhile (what relaying costs the database);
 //! - commit-to-publication lag, p50/p99, at 50 writes/s: from a follow's commit until its outbox row is
 //!   gone, with the relay running.
 //!
-//! `cargo bench -p strand --bench relay` (needs `nisshi`; see the README).
+//! `cargo bench -p strand --bench relay` (needs `nisshi`; see the README); `STRAND_BENCH_RELAY="binlog kafka"`
+//! runs one combination.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,33 +16,41 @@ use strand::app;
 use strand::config::{Config, RelayMode};
 use strand::graph::{self, Database, TenantId, UserId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
-use strand_test_support::{unique_server_id, Backend, Kafka};
+use strand::relay::Relay;
+use strand_test_support::{unique_server_id, Backend, Kafka, MariaDb};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-const BACKLOG: i64 = 10_000;
+const BACKLOG: i64 = 50_000;
+/// Concurrent writers committing the backlog.
+const WRITERS: i64 = 16;
 
+/// Commits `count` follows from users `first..`, by `WRITERS` concurrent writers.
 async fn follows(db: &Database, tenant: &TenantId, first: i64, count: i64) {
-    for user in first..first + count {
-        let (from, to) = (UserId::try_from(user).expect("positive"), UserId::try_from(user + 1).expect("positive"));
-        graph::set_following(db, tenant, from, to, true, graph::now_ms()).await.expect("a follow");
-    }
+    let writers = (0..WRITERS.min(count)).map(|writer| async move {
+        for user in (first + writer..first + count).step_by(WRITERS as usize) {
+            let (from, to) = (UserId::try_from(user).expect("positive"), UserId::try_from(user + 1).expect("positive"));
+            graph::set_following(db, tenant, from, to, true, graph::now_ms()).await.expect("a follow");
+        }
+    });
+    futures::future::join_all(writers).await;
 }
 
-async fn outbox(db: &Database) -> i64 {
-    strand_test_support::outbox_rows(db).await.expect("count")
-}
-
-/// Polls until the outbox is empty (a benchmark measures, so it polls tightly instead of by condition).
+/// Polls until the outbox is empty (a benchmark measures, so it polls tightly instead of by condition),
+/// asking only whether a row is left — counting a large backlog would load the database it measures.
 async fn until_published(db: &Database) {
-    while outbox(db).await > 0 {
-        tokio::time::sleep(Duration::from_micros(200)).await;
+    while sqlx::query("SELECT 1 FROM outbox LIMIT 1").fetch_optional(db.reader()).await.expect("a query").is_some() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 
-/// Starts the configured relay; it stops when the returned sender is dropped.
-async fn start(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> (oneshot::Sender<()>, JoinHandle<()>) {
-    let relay = app::relay(config, db, plugins).expect("a relay").expect("relay on");
+/// The configured relay (its Kafka producer connecting meanwhile).
+fn relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> Relay {
+    app::relay(config, db, plugins).expect("a relay").expect("relay on")
+}
+
+/// Starts `relay`; it stops when the returned sender is dropped.
+fn start(relay: Relay) -> (oneshot::Sender<()>, JoinHandle<()>) {
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         relay
@@ -56,11 +66,18 @@ async fn start(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) ->
 #[tokio::main]
 async fn main() {
     let kafka = Kafka::shared().expect("the test broker");
+    let mariadb = MariaDb::shared().expect("MariaDB");
+    // One combination only, e.g. `STRAND_BENCH_RELAY="binlog kafka"` (to profile it).
+    let only = std::env::var("STRAND_BENCH_RELAY").ok();
     let runtime = Arc::new(PluginRuntime::new(Default::default(), None).expect("runtime"));
     let tenant: TenantId = "bench".parse().expect("tenant");
     println!("relay on MariaDB, backlog of {BACKLOG} rows; lag at 50 writes/s");
     for mode in [RelayMode::Binlog, RelayMode::Poll] {
         for target in ["embedded", "kafka"] {
+            let name = format!("{mode:?} {target}").to_lowercase();
+            if only.as_deref().is_some_and(|only| only != name) {
+                continue;
+            }
             let database = Backend::MariaDb.fresh_database().await.expect("database");
             let db = Database::open(&database.url, 16).await.expect("open");
             let plugins = Arc::new(PluginRegistry::load(runtime.clone(), db.clone()).await.expect("registry"));
@@ -74,18 +91,22 @@ async fn main() {
                 ..Config::default()
             };
             // Warm up: the first start (binlog: its snapshot and checkpoint), topic creation.
-            let (stop, task) = start(&config, &db, &plugins).await;
+            let (stop, task) = start(relay(&config, &db, &plugins));
             follows(&db, &tenant, 1, 1).await;
             until_published(&db).await;
             drop(stop);
             task.await.expect("relay task");
 
-            // Throughput: a backlog committed while the relay was stopped.
+            // Throughput: a backlog committed while the relay was down, drained by a relay that was standing
+            // by (built, its producer connected) — as after a takeover.
+            let standby = relay(&config, &db, &plugins);
             follows(&db, &tenant, 10, BACKLOG).await;
             let started = Instant::now();
-            let (stop, task) = start(&config, &db, &plugins).await;
+            let database_cpu = mariadb.cpu_time().expect("the server's CPU time");
+            let (stop, task) = start(standby);
             until_published(&db).await;
             let per_second = BACKLOG as f64 / started.elapsed().as_secs_f64();
+            let database_cpu = mariadb.cpu_time().expect("the server's CPU time") - database_cpu;
 
             // Lag at 50 writes/s, while the relay runs.
             let mut lags = Vec::new();
@@ -101,8 +122,9 @@ async fn main() {
             task.await.expect("relay task");
             lags.sort();
             println!(
-                "{:<7} {target:<9} {per_second:>8.0} rows/s   lag p50 {:?}  p99 {:?}",
+                "{:<7} {target:<9} {per_second:>8.0} rows/s   database CPU {:>5.1} ms per 1000 rows   lag p50 {:?}  p99 {:?}",
                 format!("{mode:?}").to_lowercase(),
+                database_cpu.as_secs_f64() * 1e6 / BACKLOG as f64,
                 lags[lags.len() / 2],
                 lags[lags.len() * 99 / 100]
             );

@@ -7,6 +7,11 @@
 //!
 //! A transaction's rows are published only after its commit event (XID) was read, in binlog (commit) order,
 //! so a long transaction that commits late is published when it commits, and a rolled-back one never is.
+//!
+//! Two stages overlap, like Debezium's or Canal's pipelines: reading dispatches batches (routed, and to
+//! Kafka already sent) while settling acknowledges, deletes and checkpoints earlier ones — every batch
+//! waiting when a settlement starts in one database transaction. Up to `IN_FLIGHT` batches are unsettled,
+//! all of them after the checkpoint, so a crash republishes them (at least once) and never skips one.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,12 +22,13 @@ use mysql_async::binlog::events::{Event, EventData, RowsEventData};
 use mysql_async::binlog::row::BinlogRow;
 use mysql_async::binlog::value::BinlogValue;
 use mysql_async::prelude::Queryable;
-use mysql_async::{BinlogStreamRequest, Conn, Opts, Row, Value};
+use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Row, Value};
 use sqlx::Acquire;
+use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
 
 use super::checkpoint::{BinlogPosition, Checkpoint};
-use super::outlet::{outbox_event, Outlet, OUTBOX_COLUMNS};
+use super::outlet::{outbox_event, Dispatched, Outlet, OUTBOX_COLUMNS};
 use super::{Lead, Leadership, RelayError, RELAY_LOCK};
 use crate::graph::Database;
 use crate::plugins::OutboxEvent;
@@ -39,8 +45,11 @@ const CHECKPOINT_IDLE: Duration = Duration::from_secs(1);
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 /// A session that lasted this long was healthy: a failure after it starts the backoff afresh.
 const HEALTHY_SESSION: Duration = Duration::from_secs(60);
-/// Most rows published in one batch.
+/// Most rows dispatched in one batch.
 const BATCH: usize = 512;
+/// Most batches dispatched and not yet settled: the window in which reading, routing, Kafka and the
+/// database's commits overlap.
+const IN_FLIGHT: usize = 16;
 /// How long a first start on MySQL waits for in-flight outbox writers before it gives up and retries.
 const SNAPSHOT_LOCK_WAIT_S: u32 = 5;
 /// MariaDB's GTID event (the start of an event group when `@mariadb_slave_capability` is 4).
@@ -138,8 +147,28 @@ impl BinlogRelay {
         let mut stream = conn.get_binlog_stream(request).await?;
         tracing::info!(from = %start, "following the binlog");
 
+        // Reading and routing overlap with settling: while one group of batches is acknowledged, deleted
+        // and checkpointed, the next batches are read, routed and sent.
+        let (to_settle, in_flight) = mpsc::channel(IN_FLIGHT);
+        let reading = self.read(&mut stream, &table, start.clone(), to_settle, shutdown.as_mut());
+        let settling = self.settle(leadership, in_flight, server);
+        tokio::try_join!(reading, settling)?;
+        stream.close().await?;
+        Ok(())
+    }
+
+    /// Reads committed transactions from the binlog and dispatches their outbox rows in batches (with the
+    /// position they end at) until `shutdown`, which dispatches what was read and committed first.
+    async fn read(
+        &self,
+        stream: &mut BinlogStream,
+        table: &OutboxTable,
+        start: BinlogPosition,
+        to_settle: mpsc::Sender<Flight>,
+        mut shutdown: Pin<&mut impl Future<Output = ()>>,
+    ) -> Result<(), RelayError> {
         let mut reader = TransactionReader::new(start.clone());
-        let mut saved = start;
+        let mut dispatched_to = start;
         let mut flush_due: Option<Instant> = None;
         let mut silence_due = Instant::now() + SILENCE_LIMIT;
         loop {
@@ -147,32 +176,30 @@ impl BinlogRelay {
             let next = tokio::select! {
                 () = &mut shutdown => {
                     // What was read and committed is published before stopping; the rest is read again.
-                    self.flush(leadership, &mut reader, &mut saved, server).await?;
-                    stream.close().await?;
-                    return Ok(());
+                    return self.dispatch(&mut reader, &mut dispatched_to, &to_settle).await;
                 }
                 next = timeout_at(deadline, stream.next()) => next,
             };
             let event = match next {
                 Err(_elapsed) if flush_due.is_some_and(|due| due <= Instant::now()) => {
-                    self.flush(leadership, &mut reader, &mut saved, server).await?;
+                    self.dispatch(&mut reader, &mut dispatched_to, &to_settle).await?;
                     flush_due = None;
                     continue;
                 }
                 Err(_elapsed) => return Err(RelayError::BinlogSilent(SILENCE_LIMIT)),
                 Ok(None) => return Err(RelayError::BinlogEnded),
-                Ok(Some(event)) => event.map_err(|e| unreadable(e, &saved))?,
+                Ok(Some(event)) => event.map_err(|e| unreadable(e, &dispatched_to))?,
             };
             silence_due = Instant::now() + SILENCE_LIMIT;
             let table_map = |id| stream.get_tme(id);
-            reader.read(&event, &table, table_map)?;
+            reader.read(&event, table, table_map)?;
             if reader.ready.len() >= BATCH {
-                self.flush(leadership, &mut reader, &mut saved, server).await?;
+                self.dispatch(&mut reader, &mut dispatched_to, &to_settle).await?;
                 flush_due = None;
             } else if !reader.ready.is_empty() {
                 let soon = Instant::now() + LINGER;
                 flush_due = Some(flush_due.map_or(soon, |due| due.min(soon)));
-            } else if flush_due.is_none() && reader.committed.far_ahead_of(&saved) {
+            } else if flush_due.is_none() && reader.committed.far_ahead_of(&dispatched_to) {
                 // Only other tables' transactions: save the position now and then, so a restart need not
                 // reread them (not after every transaction: saving it is a transaction in the binlog too).
                 flush_due = Some(Instant::now() + CHECKPOINT_IDLE);
@@ -180,36 +207,58 @@ impl BinlogRelay {
         }
     }
 
-    /// Publishes the committed rows read so far and moves the checkpoint to the end of their transactions,
-    /// in one database transaction that also deletes those rows from the outbox.
-    async fn flush(
+    /// Routes the committed rows read so far and sends them on their way, with the position their
+    /// transactions end at; waits while `IN_FLIGHT` batches are unsettled.
+    async fn dispatch(
         &self,
-        leadership: &mut Option<Leadership>,
         reader: &mut TransactionReader,
-        saved: &mut BinlogPosition,
-        server: u32,
+        dispatched_to: &mut BinlogPosition,
+        to_settle: &mpsc::Sender<Flight>,
     ) -> Result<(), RelayError> {
-        if reader.committed == *saved {
+        if reader.committed == *dispatched_to {
             return Ok(());
         }
-        let still_leading = match leadership.as_mut() {
-            Some(held) => held.still_held().await,
-            None => false,
-        };
-        if !still_leading {
-            return Err(RelayError::LostLead);
-        }
-        let mut conn = self.db.writer().acquire().await?;
-        let mut tx = conn.begin().await?;
         let rows = std::mem::take(&mut reader.ready);
-        let count = rows.len();
-        if !rows.is_empty() {
-            self.outlet.publish_and_delete(&mut tx, rows).await?;
+        let dispatched = if rows.is_empty() { None } else { Some(self.outlet.dispatch(rows).await?) };
+        let flight = Flight { dispatched, end: reader.committed.clone() };
+        *dispatched_to = reader.committed.clone();
+        // Settling ends only with this sender or with an error, which ends the session: nothing to add.
+        if to_settle.send(flight).await.is_err() {
+            tracing::debug!("settling stopped; its error ends the session");
         }
-        Checkpoint::save(&mut tx, &reader.committed, server).await?;
-        tx.commit().await?;
-        *saved = reader.committed.clone();
-        tracing::debug!(published = count, checkpoint = %saved, "relayed outbox rows from the binlog");
+        Ok(())
+    }
+
+    /// Settles dispatched batches in order, as many as are waiting in one database transaction: the bus has
+    /// them (Kafka acknowledged them), their rows are deleted from the outbox and the checkpoint moves to
+    /// the end of their transactions.
+    async fn settle(
+        &self,
+        leadership: &mut Option<Leadership>,
+        mut in_flight: mpsc::Receiver<Flight>,
+        server: u32,
+    ) -> Result<(), RelayError> {
+        while let Some(first) = in_flight.recv().await {
+            let mut end = first.end;
+            let mut batches: Vec<Dispatched> = first.dispatched.into_iter().collect();
+            while let Ok(next) = in_flight.try_recv() {
+                end = next.end;
+                batches.extend(next.dispatched);
+            }
+            let still_leading = match leadership.as_mut() {
+                Some(held) => held.still_held().await,
+                None => false,
+            };
+            if !still_leading {
+                return Err(RelayError::LostLead);
+            }
+            let mut conn = self.db.writer().acquire().await?;
+            let mut tx = conn.begin().await?;
+            Outlet::settle(&mut tx, batches).await?;
+            Checkpoint::save(&mut tx, &end, server).await?;
+            tx.commit().await?;
+            tracing::debug!(checkpoint = %end, "relayed outbox rows from the binlog");
+        }
         Ok(())
     }
 
@@ -235,6 +284,12 @@ impl BinlogRelay {
         tx.commit().await?;
         Ok(end)
     }
+}
+
+/// A dispatched batch (none when only the position moved) and where its transactions end in the binlog.
+struct Flight {
+    dispatched: Option<Dispatched>,
+    end: BinlogPosition,
 }
 
 /// Reads events into committed transactions' outbox rows, tracking where the last complete transaction

@@ -9,7 +9,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Executor, Row};
 
 use super::{to_messages, RelayError};
-use crate::bus::{Message, Publisher, Topology};
+use crate::bus::{EmbeddedBus, KafkaBus, Message, Publisher, Sending, Topology};
 use crate::graph::TenantId;
 use crate::observability::seconds_since;
 use crate::plugins::{route_or_default, OutboxEvent, PluginRegistry};
@@ -29,17 +29,42 @@ impl Outlet {
         Self { plugins, publisher, topology }
     }
 
-    /// Publishes `events` (in outbox order) and deletes their rows within `tx`. Into the embedded bus the
-    /// messages are appended in `tx` (exactly once); Kafka has acknowledged them before this returns (at
-    /// least once: a crash before `tx` commits publishes them again). Fails with `Contended` when some row
-    /// was already gone — another relay published it — so the caller rolls back instead of publishing twice.
+    /// Publishes `events` (in outbox order) and deletes their rows within `tx`: [`Outlet::dispatch`] then
+    /// [`Outlet::settle`], for a caller with nothing to overlap.
     pub async fn publish_and_delete(&self, tx: &mut AnyConnection, events: Vec<OutboxEvent>) -> Result<(), RelayError> {
+        let dispatched = self.dispatch(events).await?;
+        Self::settle(tx, vec![dispatched]).await
+    }
+
+    /// Routes `events` (in outbox order) and, to Kafka, hands the messages to the producer without waiting
+    /// for the broker — so a relay can read and route the next batch while these are on their way.
+    pub async fn dispatch(&self, events: Vec<OutboxEvent>) -> Result<Dispatched, RelayError> {
         let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
         let newest = events.last().and_then(|e| serde_json::from_str::<serde_json::Value>(&e.payload).ok());
+        let occurred_at = newest.as_ref().and_then(|p| p["occurred_at"].as_str()).map(str::to_owned);
         let messages = self.route(events).await?;
-        match &self.publisher {
-            Publisher::Embedded(bus) => bus.append(tx, &messages).await?,
-            Publisher::Kafka(kafka) => kafka.publish(&messages).await?,
+        let on_its_way = match &self.publisher {
+            Publisher::Embedded(bus) => OnItsWay::ToAppend(bus.clone(), messages),
+            Publisher::Kafka(kafka) => OnItsWay::Sent(kafka.clone(), kafka.send(&messages).await?),
+        };
+        Ok(Dispatched { ids, occurred_at, on_its_way })
+    }
+
+    /// Settles dispatched batches (in dispatch order) within `tx`: Kafka has acknowledged every message
+    /// before this returns (at least once: a crash before `tx` commits publishes them again), into the
+    /// embedded bus they are appended in `tx` (exactly once); then their rows are deleted. Fails with
+    /// `Contended` when some row was already gone — another relay published it — so the caller rolls back
+    /// instead of publishing twice.
+    pub async fn settle(tx: &mut AnyConnection, batches: Vec<Dispatched>) -> Result<(), RelayError> {
+        let mut ids = Vec::new();
+        let mut occurred_at = None;
+        for batch in batches {
+            match batch.on_its_way {
+                OnItsWay::ToAppend(bus, messages) => bus.append(tx, &messages).await?,
+                OnItsWay::Sent(kafka, sending) => kafka.acknowledged(sending).await?,
+            }
+            ids.extend(batch.ids);
+            occurred_at = batch.occurred_at.or(occurred_at);
         }
         // One primary-key delete per row — an `IN (…)` list covering most of a small table is planned as a
         // scan, and a DELETE waits on every row it examines, including uncommitted rows of long transactions
@@ -54,7 +79,7 @@ impl Outlet {
             return Err(RelayError::Contended { read: ids.len(), deleted });
         }
         metrics::counter!("strand_relay_published_total").increment(ids.len() as u64);
-        if let Some(lag) = newest.as_ref().and_then(|p| p["occurred_at"].as_str()).and_then(seconds_since) {
+        if let Some(lag) = occurred_at.as_deref().and_then(seconds_since) {
             // From the newest row's commit to its publication.
             metrics::gauge!("strand_relay_lag_seconds").set(lag);
         }
@@ -81,6 +106,21 @@ impl Outlet {
         }
         Ok(messages)
     }
+}
+
+/// Routed outbox rows on their way to the bus, not yet settled.
+pub struct Dispatched {
+    ids: Vec<i64>,
+    /// When the newest row's change committed (its payload's `occurred_at`), for the lag gauge.
+    occurred_at: Option<String>,
+    on_its_way: OnItsWay,
+}
+
+enum OnItsWay {
+    /// Messages for the embedded bus, appended in the settling transaction.
+    ToAppend(EmbeddedBus, Vec<Message>),
+    /// Messages handed to the Kafka producer.
+    Sent(Arc<KafkaBus>, Sending),
 }
 
 /// The outbox columns [`outbox_event`] reads, in its order.

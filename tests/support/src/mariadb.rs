@@ -113,6 +113,16 @@ impl MariaDb {
         self.server.log()
     }
 
+    /// CPU time the server has used so far (user + system), for benchmarks' database cost per operation.
+    pub fn cpu_time(&self) -> anyhow::Result<std::time::Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", mariadbd_pid(&self.server)?))?;
+        // Fields after the command's closing parenthesis; utime and stime are the 14th and 15th of the line.
+        let fields: Vec<&str> = stat.rsplit_once(')').context("a /proc stat line")?.1.split_whitespace().collect();
+        let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
+        // Linux reports them in USER_HZ, 100 on every architecture Strand runs on.
+        Ok(std::time::Duration::from_millis(ticks * 10))
+    }
+
     pub fn port(&self) -> u16 {
         self.server.port
     }
@@ -142,15 +152,20 @@ fn mariadbd(server_id: u32) -> String {
     )
 }
 
-/// SIGKILLs the `mariadbd` of `server` (by its pid file) and waits until its port is closed.
-fn kill_mariadbd(server: &WatchedServer) -> anyhow::Result<()> {
+/// The pid of the `mariadbd` of `server`, from its pid file.
+fn mariadbd_pid(server: &WatchedServer) -> anyhow::Result<String> {
     for entry in std::fs::read_dir(server.dir.join("data"))? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "pid") {
-            let pid = std::fs::read_to_string(&path)?;
-            Command::new("kill").args(["-KILL", pid.trim()]).status()?;
+            return Ok(std::fs::read_to_string(&path)?.trim().to_owned());
         }
     }
+    bail!("no pid file in {}", server.dir.display())
+}
+
+/// SIGKILLs the `mariadbd` of `server` (by its pid file) and waits until its port is closed.
+fn kill_mariadbd(server: &WatchedServer) -> anyhow::Result<()> {
+    Command::new("kill").args(["-KILL", &mariadbd_pid(server)?]).status()?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while std::net::TcpStream::connect(("127.0.0.1", server.port)).is_ok() {
         anyhow::ensure!(std::time::Instant::now() < deadline, "MariaDB did not go down");
