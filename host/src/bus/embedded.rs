@@ -10,6 +10,9 @@ use sqlx::{Acquire, AnyConnection, Row};
 use super::Message;
 use crate::graph::{now_ms, Database};
 
+/// Messages appended in one INSERT: six values each, well within SQLite's limit of bound parameters.
+const ROWS_PER_INSERT: usize = 128;
+
 /// A message read back with its position in its topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivered {
@@ -39,20 +42,39 @@ impl EmbeddedBus {
     /// Appends `messages`, in order, on `tx` (a connection inside a transaction); they become visible when
     /// it commits.
     pub async fn append(&self, tx: &mut AnyConnection, messages: &[Message]) -> Result<(), sqlx::Error> {
+        let created_at = now_ms();
+        // Each topic's messages, in order, follow its current end (its one writer is this transaction),
+        // in multi-row inserts: one round trip per `ROWS_PER_INSERT` messages, not one per message.
+        let mut by_topic: Vec<(&str, Vec<&Message>)> = Vec::new();
         for message in messages {
-            let headers = serde_json::to_string(&message.headers).expect("string pairs always serialise");
-            sqlx::query(
-                "INSERT INTO bus_log (topic, seq, msg_key, headers, payload, created_at) \
-                 SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM bus_log WHERE topic = ?",
-            )
-            .bind(&message.topic)
-            .bind(&message.key)
-            .bind(headers)
-            .bind(&message.payload)
-            .bind(now_ms())
-            .bind(&message.topic)
-            .execute(&mut *tx)
-            .await?;
+            match by_topic.iter_mut().find(|(topic, _)| *topic == message.topic) {
+                Some((_, batch)) => batch.push(message),
+                None => by_topic.push((&message.topic, vec![message])),
+            }
+        }
+        for (topic, batch) in by_topic {
+            let end: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM bus_log WHERE topic = ?")
+                .bind(topic)
+                .fetch_one(&mut *tx)
+                .await?;
+            for (chunk_index, chunk) in batch.chunks(ROWS_PER_INSERT).enumerate() {
+                let rows = vec!["(?, ?, ?, ?, ?, ?)"; chunk.len()].join(", ");
+                let sql =
+                    format!("INSERT INTO bus_log (topic, seq, msg_key, headers, payload, created_at) VALUES {rows}");
+                let mut insert = sqlx::query(&sql);
+                for (index, message) in chunk.iter().enumerate() {
+                    let seq = end + (chunk_index * ROWS_PER_INSERT + index) as i64 + 1;
+                    let headers = serde_json::to_string(&message.headers).expect("string pairs always serialise");
+                    insert = insert
+                        .bind(topic)
+                        .bind(seq)
+                        .bind(&message.key)
+                        .bind(headers)
+                        .bind(&message.payload)
+                        .bind(created_at);
+                }
+                insert.execute(&mut *tx).await?;
+            }
         }
         Ok(())
     }

@@ -5,6 +5,7 @@ use strand::graph::Database;
 use strand_test_support::{on_every_backend, Backend};
 
 on_every_backend!(appends_commit_with_their_transaction_and_replay_in_order);
+on_every_backend!(a_long_append_over_several_topics_continues_each_in_order);
 
 fn message(topic: &str, n: u32) -> Message {
     Message {
@@ -41,4 +42,24 @@ async fn appends_commit_with_their_transaction_and_replay_in_order(backend: Back
     bus.commit("counts", "a", 3).await.unwrap();
     assert_eq!(bus.position("counts", "a").await.unwrap(), 3);
     assert_eq!(bus.position("lists", "a").await.unwrap(), 0, "positions are per consumer");
+}
+
+/// One append of more messages than one insert carries, topics interleaved: each topic continues from its
+/// end, every message once, in the order given.
+async fn a_long_append_over_several_topics_continues_each_in_order(backend: Backend) {
+    let database = backend.fresh_database().await.unwrap();
+    let db = Database::open(&database.url, 4).await.unwrap();
+    let bus = EmbeddedBus::new(db.clone());
+    bus.append_alone(&[message("a", 0)]).await.unwrap();
+
+    let interleaved: Vec<Message> = (1..=600).map(|n| message(if n % 3 == 0 { "b" } else { "a" }, n)).collect();
+    bus.append_alone(&interleaved).await.unwrap();
+
+    let a = bus.read("a", 0, 1000).await.unwrap();
+    assert_eq!(a.iter().map(|d| d.seq).collect::<Vec<_>>(), (1..=401).collect::<Vec<i64>>());
+    let expected_a: Vec<String> = (0..=600).filter(|n| n % 3 != 0 || *n == 0).map(|n| format!("acme:{n}")).collect();
+    assert_eq!(a.iter().map(|d| d.message.key.clone()).collect::<Vec<_>>(), expected_a);
+    let b = bus.read("b", 0, 1000).await.unwrap();
+    assert_eq!(b.iter().map(|d| d.seq).collect::<Vec<_>>(), (1..=200).collect::<Vec<i64>>());
+    assert_eq!(b.last().unwrap().message, message("b", 600));
 }
