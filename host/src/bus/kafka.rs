@@ -75,15 +75,7 @@ impl KafkaBus {
 
     /// Waits until the broker acknowledged every message of `sending`.
     pub async fn acknowledged(&self, sending: Sending) -> Result<(), KafkaError> {
-        let mut result = Ok(());
-        for delivery in sending.deliveries {
-            result = match delivery.await {
-                Ok(Ok(_)) => continue,
-                Ok(Err((error, _))) => Err(error),
-                Err(_canceled) => Err(KafkaError::Canceled),
-            };
-            break;
-        }
+        let result = all_delivered(sending.deliveries).await;
         self.replace_if_fatal(result)
     }
 
@@ -137,6 +129,18 @@ impl KafkaBus {
         }
         Ok(())
     }
+}
+
+/// The first failure among `deliveries`, in order, if any.
+async fn all_delivered(deliveries: Vec<DeliveryFuture>) -> Result<(), KafkaError> {
+    for delivery in deliveries {
+        match delivery.await {
+            Ok(Ok(_)) => {}
+            Ok(Err((error, _))) => return Err(error),
+            Err(_canceled) => return Err(KafkaError::Canceled),
+        }
+    }
+    Ok(())
 }
 
 /// Messages handed to the producer, their acknowledgements still to come.

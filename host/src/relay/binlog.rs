@@ -150,7 +150,7 @@ impl BinlogRelay {
         // Reading and routing overlap with settling: while one group of batches is acknowledged, deleted
         // and checkpointed, the next batches are read, routed and sent.
         let (to_settle, in_flight) = mpsc::channel(IN_FLIGHT);
-        let reading = self.read(&mut stream, &table, start.clone(), to_settle, shutdown.as_mut());
+        let reading = self.read(&mut stream, &table, start, to_settle, shutdown.as_mut());
         let settling = self.settle(leadership, in_flight, server);
         tokio::try_join!(reading, settling)?;
         stream.close().await?;

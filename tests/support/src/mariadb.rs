@@ -118,7 +118,10 @@ impl MariaDb {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", mariadbd_pid(&self.server)?))?;
         // Fields after the command's closing parenthesis; utime and stime are the 14th and 15th of the line.
         let fields: Vec<&str> = stat.rsplit_once(')').context("a /proc stat line")?.1.split_whitespace().collect();
-        let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
+        let field = |index: usize| {
+            fields.get(index).context("a short /proc stat line")?.parse::<u64>().map_err(anyhow::Error::from)
+        };
+        let ticks = field(11)? + field(12)?;
         // Linux reports them in USER_HZ, 100 on every architecture Strand runs on.
         Ok(std::time::Duration::from_millis(ticks * 10))
     }
