@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use futures::future::join_all;
 
 /// Operations done, how long they took together, and each one's latency (sorted).
@@ -61,4 +62,17 @@ where
 /// The environment variable `name` as a number, or `default`.
 pub fn setting(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// CPU time process `pid` has used so far (user + system), for benchmarks' cost per operation.
+pub fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command's closing parenthesis; utime and stime are the 14th and 15th of the line.
+    let fields: Vec<&str> = stat.rsplit_once(')').context("a /proc stat line")?.1.split_whitespace().collect();
+    let field = |index: usize| {
+        fields.get(index).context("a short /proc stat line")?.parse::<u64>().map_err(anyhow::Error::from)
+    };
+    let ticks = field(11)? + field(12)?;
+    // Linux reports them in USER_HZ, 100 on every architecture Strand runs on.
+    Ok(Duration::from_millis(ticks * 10))
 }

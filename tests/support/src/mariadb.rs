@@ -115,15 +115,7 @@ impl MariaDb {
 
     /// CPU time the server has used so far (user + system), for benchmarks' database cost per operation.
     pub fn cpu_time(&self) -> anyhow::Result<std::time::Duration> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", mariadbd_pid(&self.server)?))?;
-        // Fields after the command's closing parenthesis; utime and stime are the 14th and 15th of the line.
-        let fields: Vec<&str> = stat.rsplit_once(')').context("a /proc stat line")?.1.split_whitespace().collect();
-        let field = |index: usize| {
-            fields.get(index).context("a short /proc stat line")?.parse::<u64>().map_err(anyhow::Error::from)
-        };
-        let ticks = field(11)? + field(12)?;
-        // Linux reports them in USER_HZ, 100 on every architecture Strand runs on.
-        Ok(std::time::Duration::from_millis(ticks * 10))
+        crate::bench::cpu_time(mariadbd_pid(&self.server)?.parse()?)
     }
 
     pub fn port(&self) -> u16 {
