@@ -43,7 +43,7 @@ async fn main() {
         .map(|worker| (0..per_worker).map(|i| anyone.as_user("bench", caller(worker, i))).collect())
         .collect();
     let (http, http_cpu) = with_cpu(
-        &mariadb,
+        mariadb,
         measure(concurrency, per_worker, |worker, i| {
             let (caller, client) = (caller(worker, i), clients[worker][i].clone());
             async move {
@@ -67,7 +67,7 @@ async fn main() {
     let db = Arc::new(Database::open(&server.config.database_url, 32).await.expect("the bench database"));
     let tenant: TenantId = "bench-direct".parse().expect("a tenant");
     let (direct, direct_cpu) = with_cpu(
-        &mariadb,
+        mariadb,
         measure(concurrency, per_worker, |worker, i| {
             let (db, tenant) = (db.clone(), tenant.clone());
             let caller = caller(worker, i);
