@@ -76,13 +76,15 @@ async fn main() {
     let all = events(EVENTS);
     let all_native = native_events(EVENTS);
     for batch in [1usize, 16, 256] {
-        let [wasm, wasm_old] = [&projector, &old].map(|plugin| {
+        let mut per_version = Vec::new();
+        for plugin in [&projector, &old] {
             let started = Instant::now();
             for chunk in all.chunks(batch) {
-                black_box(runtime.project(plugin, runtime.limits(), chunk).result.expect("projected"));
+                black_box(runtime.project(plugin, runtime.limits(), chunk).await.result.expect("projected"));
             }
-            per_event(started.elapsed(), EVENTS)
-        });
+            per_version.push(per_event(started.elapsed(), EVENTS));
+        }
+        let [wasm, wasm_old] = [per_version[0], per_version[1]];
         let started = Instant::now();
         for chunk in all_native.chunks(batch) {
             let effects: Vec<Vec<_>> =
@@ -96,10 +98,10 @@ async fn main() {
     let rounds = 20_000;
     let started = Instant::now();
     for _ in 0..rounds {
-        black_box(runtime.project(&projector, runtime.limits(), &[]).result.expect("empty call"));
+        black_box(runtime.project(&projector, runtime.limits(), &[]).await.result.expect("empty call"));
     }
     println!("instantiate + empty call: {:.1} µs", per_event(started.elapsed(), rounds));
-    print_other_languages(&all);
+    print_other_languages(&all).await;
 
     let database = Backend::Sqlite.fresh_database().await.expect("bench database");
     let db = Database::open(&database.url, 4).await.expect("database");
@@ -147,7 +149,7 @@ async fn main() {
 /// The JavaScript and Python examples beside Rust: size, compile, instantiation and per-input cost. They
 /// are built by `strand plugin build plugins/js-rate-limit` and `… plugins/py-follow-counts` (the authoring
 /// test does both); a missing one is reported, not built here.
-fn print_other_languages(events: &[RelationEvent]) {
+async fn print_other_languages(events: &[RelationEvent]) {
     // Their runtimes need more than the default 16 MiB and 50 ms for a cold call.
     let limits = PluginLimits { deadline: Duration::from_secs(5), memory_bytes: 256 << 20, fuel: None };
     let runtime = PluginRuntime::new(limits, None).expect("runtime");
@@ -180,20 +182,20 @@ fn print_other_languages(events: &[RelationEvent]) {
         let started = Instant::now();
         let plugin = runtime.prepare(kind, &wasm).expect("prepared");
         let compile = started.elapsed();
-        let call = |inputs: usize| match kind {
-            PluginKind::RateLimiter => runtime.decide(&plugin, limits, &requests[..inputs]).result.map(|_| ()),
-            _ => runtime.project(&plugin, limits, &events[..inputs]).result.map(|_| ()),
+        let call = async |inputs: usize| match kind {
+            PluginKind::RateLimiter => runtime.decide(&plugin, limits, &requests[..inputs]).await.result.map(|_| ()),
+            _ => runtime.project(&plugin, limits, &events[..inputs]).await.result.map(|_| ()),
         };
-        call(1).expect("a first call");
-        let timed = |inputs: usize, rounds: usize| {
+        call(1).await.expect("a first call");
+        let timed = async |inputs: usize, rounds: usize| {
             let started = Instant::now();
             for _ in 0..rounds {
-                call(inputs).expect("a call");
+                call(inputs).await.expect("a call");
             }
             started.elapsed().as_secs_f64() * 1e6 / rounds as f64
         };
-        let empty = timed(0, 200);
-        let (one, batch) = (timed(1, 200), timed(256, 20) / 256.0);
+        let empty = timed(0, 200).await;
+        let (one, batch) = (timed(1, 200).await, timed(256, 20).await / 256.0);
         println!(
             "{label}: {:.1} MiB, compile {:.0} ms, instantiate {empty:.0} µs, per input {one:.1} / {batch:.2}",
             wasm.len() as f64 / (1 << 20) as f64,

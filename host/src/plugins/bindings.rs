@@ -7,6 +7,8 @@ pub mod rate_limiter {
     wasmtime::component::bindgen!({
         world: "rate-limiter",
         path: "../wit/strand.wit",
+        // Called on the async workers, on a fiber that yields at every epoch tick (`runtime.rs`).
+        exports: { default: async },
         // `strand plugin test` reads inputs and prints outputs as JSON.
         additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
     });
@@ -16,6 +18,7 @@ pub mod router {
     wasmtime::component::bindgen!({
         world: "router",
         path: "../wit/strand.wit",
+        exports: { default: async },
         with: {
             "strand:plugin/types": super::rate_limiter::strand::plugin::types,
             "strand:plugin/log": super::rate_limiter::strand::plugin::log,
@@ -27,6 +30,7 @@ pub mod projector {
     wasmtime::component::bindgen!({
         world: "projector",
         path: "../wit/strand.wit",
+        exports: { default: async },
         with: {
             "strand:plugin/types": super::rate_limiter::strand::plugin::types,
             "strand:plugin/log": super::rate_limiter::strand::plugin::log,
@@ -37,13 +41,18 @@ pub mod projector {
 /// `strand:plugin@0.1.0`: worlds exporting bare functions, inputs carrying their tenant (and event id).
 pub mod v0_1 {
     pub mod rate_limiter {
-        wasmtime::component::bindgen!({ world: "rate-limiter", path: "../wit/0.1.0/strand.wit" });
+        wasmtime::component::bindgen!({
+            world: "rate-limiter",
+            path: "../wit/0.1.0/strand.wit",
+            exports: { default: async },
+        });
     }
 
     pub mod router {
         wasmtime::component::bindgen!({
             world: "router",
             path: "../wit/0.1.0/strand.wit",
+            exports: { default: async },
             with: { "strand:plugin/types": super::rate_limiter::strand::plugin::types },
         });
     }
@@ -52,6 +61,7 @@ pub mod v0_1 {
         wasmtime::component::bindgen!({
             world: "projector",
             path: "../wit/0.1.0/strand.wit",
+            exports: { default: async },
             with: { "strand:plugin/types": super::rate_limiter::strand::plugin::types },
         });
     }

@@ -29,12 +29,16 @@ pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 pub const MAX_COUNTER_STEP: i64 = 1 << 32;
 
 fn converted<T, U: From<T>>(lists: Vec<Vec<T>>) -> Vec<Vec<U>> {
-    lists.into_iter().map(|list| list.into_iter().map(U::from).collect()).collect()
+    lists.into_iter().map(converted_one).collect()
+}
+
+fn converted_one<T, U: From<T>>(list: Vec<T>) -> Vec<U> {
+    list.into_iter().map(U::from).collect()
 }
 
 impl PluginRuntime {
     /// The rate-limit policy's decision for each request (one tenant's), within the version's `limits`.
-    pub fn decide(
+    pub async fn decide(
         &self,
         plugin: &PreparedPlugin,
         limits: PluginLimits,
@@ -45,17 +49,34 @@ impl PluginRuntime {
             Ok(tenant) => tenant,
             Err(e) => return refused(e),
         };
-        let (result, log) = self.run(limits, requests.len(), |store| match built {
+        let mut sandbox = match self.sandbox(limits, requests.len()) {
+            Ok(sandbox) => sandbox,
+            Err(e) => return refused(e),
+        };
+        let store = &mut sandbox.store;
+        let result = match built {
             Built::Current(pre) => {
                 let requests: Vec<wire::WriteRequest> = requests.iter().map(Into::into).collect();
-                pre.instantiate(&mut *store)?.strand_plugin_policy().call_decide(&mut *store, tenant, &requests)
+                async {
+                    (pre.instantiate_async(&mut *store).await?)
+                        .strand_plugin_policy()
+                        .call_decide(&mut *store, tenant, &requests)
+                        .await
+                }
+                .await
             }
             Built::V0_1(pre) => {
                 let requests: Vec<v0_1::WriteRequest> = requests.iter().map(Into::into).collect();
-                let decisions = pre.instantiate(&mut *store)?.call_decide(&mut *store, &requests)?;
-                Ok(decisions.into_iter().map(Decision::from).collect())
+                async {
+                    (pre.instantiate_async(&mut *store).await?)
+                        .call_decide(&mut *store, &requests)
+                        .await
+                        .map(converted_one)
+                }
+                .await
             }
-        });
+        };
+        let (result, log) = sandbox.finish(result);
         let result = result.and_then(|(decisions, cost)| {
             check_count(decisions.len(), requests.len())?;
             decisions.iter().try_for_each(check_decision)?;
@@ -65,7 +86,7 @@ impl PluginRuntime {
     }
 
     /// The router's destinations for each event (one tenant's; empty: dropped).
-    pub fn route(
+    pub async fn route(
         &self,
         plugin: &PreparedPlugin,
         limits: PluginLimits,
@@ -76,16 +97,31 @@ impl PluginRuntime {
             Ok(tenant) => tenant,
             Err(e) => return refused(e),
         };
-        let (result, log) = self.run(limits, events.len(), |store| match built {
+        let mut sandbox = match self.sandbox(limits, events.len()) {
+            Ok(sandbox) => sandbox,
+            Err(e) => return refused(e),
+        };
+        let store = &mut sandbox.store;
+        let result = match built {
             Built::Current(pre) => {
                 let events: Vec<wire::OutboxEvent> = events.iter().map(Into::into).collect();
-                pre.instantiate(&mut *store)?.strand_plugin_routing().call_route(&mut *store, tenant, &events)
+                async {
+                    (pre.instantiate_async(&mut *store).await?)
+                        .strand_plugin_routing()
+                        .call_route(&mut *store, tenant, &events)
+                        .await
+                }
+                .await
             }
             Built::V0_1(pre) => {
                 let events: Vec<v0_1::OutboxEvent> = events.iter().map(Into::into).collect();
-                Ok(converted(pre.instantiate(&mut *store)?.call_route(&mut *store, &events)?))
+                async {
+                    (pre.instantiate_async(&mut *store).await?).call_route(&mut *store, &events).await.map(converted)
+                }
+                .await
             }
-        });
+        };
+        let (result, log) = sandbox.finish(result);
         let result = result.and_then(|(routes, cost)| {
             check_count(routes.len(), events.len())?;
             routes.iter().try_for_each(|r| check_destinations(r))?;
@@ -100,7 +136,7 @@ impl PluginRuntime {
     }
 
     /// The projector's effects for each event (one tenant's).
-    pub fn project(
+    pub async fn project(
         &self,
         plugin: &PreparedPlugin,
         limits: PluginLimits,
@@ -111,16 +147,31 @@ impl PluginRuntime {
             Ok(tenant) => tenant,
             Err(e) => return refused(e),
         };
-        let (result, log) = self.run(limits, events.len(), |store| match built {
+        let mut sandbox = match self.sandbox(limits, events.len()) {
+            Ok(sandbox) => sandbox,
+            Err(e) => return refused(e),
+        };
+        let store = &mut sandbox.store;
+        let result = match built {
             Built::Current(pre) => {
                 let events: Vec<wire::RelationEvent> = events.iter().map(Into::into).collect();
-                pre.instantiate(&mut *store)?.strand_plugin_projection().call_project(&mut *store, tenant, &events)
+                async {
+                    (pre.instantiate_async(&mut *store).await?)
+                        .strand_plugin_projection()
+                        .call_project(&mut *store, tenant, &events)
+                        .await
+                }
+                .await
             }
             Built::V0_1(pre) => {
                 let events: Vec<v0_1::RelationEvent> = events.iter().map(Into::into).collect();
-                Ok(converted(pre.instantiate(&mut *store)?.call_project(&mut *store, &events)?))
+                async {
+                    (pre.instantiate_async(&mut *store).await?).call_project(&mut *store, &events).await.map(converted)
+                }
+                .await
             }
-        });
+        };
+        let (result, log) = sandbox.finish(result);
         let result = result.and_then(|(effects, cost)| {
             check_count(effects.len(), events.len())?;
             effects.iter().try_for_each(|e| check_effects(e))?;

@@ -62,16 +62,20 @@ pub fn sample_outbox_events() -> Vec<OutboxEvent> {
 /// Runs `plugin` on its kind's samples, within the `limits` it is being deployed with. A timeout is tried
 /// once more: the first call right after compiling runs cold (code pages, pool slots), and on a busy
 /// machine that alone can pass a tight deadline; a plugin that is really too slow times out again.
-pub fn check(runtime: &PluginRuntime, plugin: &PreparedPlugin, limits: PluginLimits) -> Result<CallCost, PluginError> {
-    let run = || -> Result<CallCost, PluginError> {
+pub async fn check(
+    runtime: &PluginRuntime,
+    plugin: &PreparedPlugin,
+    limits: PluginLimits,
+) -> Result<CallCost, PluginError> {
+    let run = || async {
         Ok(match plugin {
-            PreparedPlugin::RateLimiter(_) => runtime.decide(plugin, limits, &sample_requests()).result?.1,
-            PreparedPlugin::Router(_) => runtime.route(plugin, limits, &sample_outbox_events()).result?.1,
-            PreparedPlugin::Projector(_) => runtime.project(plugin, limits, &sample_events()).result?.1,
+            PreparedPlugin::RateLimiter(_) => runtime.decide(plugin, limits, &sample_requests()).await.result?.1,
+            PreparedPlugin::Router(_) => runtime.route(plugin, limits, &sample_outbox_events()).await.result?.1,
+            PreparedPlugin::Projector(_) => runtime.project(plugin, limits, &sample_events()).await.result?.1,
         })
     };
-    match run() {
-        Err(PluginError::Timeout(_)) => run(),
+    match run().await {
+        Err(PluginError::Timeout(_)) => run().await,
         checked => checked,
     }
 }

@@ -31,8 +31,8 @@ pub use observed::{count_invalid_output, observed};
 pub use policy::{project_with_retries, route_or_default, ProjectionFailed, RetryPolicy, Routed};
 pub use readable::{parse_declarations, Readable, Shape, MAX_READABLE};
 pub use registry::{
-    blocking, ActivePlugin, Candidate, Chosen, PluginRegistry, PluginSlot, PluginVersion, RegistryError, Staged,
-    VersionLimits, VersionState, SINGLETON_NAME,
+    ActivePlugin, Candidate, Chosen, PluginRegistry, PluginSlot, PluginVersion, RegistryError, Staged, VersionLimits,
+    VersionState, SINGLETON_NAME,
 };
 pub use rollout::{RolloutRates, Tally};
 pub use runtime::{

@@ -3,25 +3,24 @@
 //! `timeout`, `out_of_fuel`, `trap`, `invalid_output`, `host`); what the plugin logged, and its traps with
 //! their wasm backtrace, in its log.
 
+use std::future::Future;
 use std::time::Instant;
 
 use super::logs::{bounded, LogLine, LogSource, PluginLogs};
-use super::registry::{blocking, ActivePlugin};
+use super::registry::ActivePlugin;
 use super::runtime::{Called, PluginError};
 use super::Level;
 
-/// Runs `call` of `plugin` for `tenant` off the async workers, and records it.
-pub async fn observed<R: Send + 'static>(
+/// Awaits `call` of `plugin` for `tenant`, and records it.
+pub async fn observed<R>(
     logs: &PluginLogs,
     tenant: &str,
     plugin: &ActivePlugin,
-    call: impl FnOnce() -> Called<R> + Send + 'static,
+    call: impl Future<Output = Called<R>>,
 ) -> Result<R, PluginError> {
     let started = Instant::now();
-    let (result, mut lines, dropped) = match blocking(move || Ok(call())).await {
-        Ok(Called { result, lines, dropped }) => (result.map(|(value, _cost)| value), lines, dropped),
-        Err(host) => (Err(host), Vec::new(), 0),
-    };
+    let Called { result, mut lines, dropped } = call.await;
+    let result = result.map(|(value, _cost)| value);
     if let Err(
         e
         @ (PluginError::Trap(_) | PluginError::Timeout(_) | PluginError::OutOfFuel(_) | PluginError::InvalidOutput(_)),

@@ -81,9 +81,8 @@ async fn route(
     router: Arc<ActivePlugin>,
     events: Arc<Vec<OutboxEvent>>,
 ) -> Result<Vec<Vec<Destination>>, PluginError> {
-    let (runtime, plugin) = (registry.runtime().clone(), router.clone());
-    observed(registry.logs(), tenant.as_str(), &router, move || runtime.route(&plugin.prepared, plugin.limits, &events))
-        .await
+    let call = registry.runtime().route(&router.prepared, router.limits, &events);
+    observed(registry.logs(), tenant.as_str(), &router, call).await
 }
 
 /// How often and how patiently a failing projector is called again.
@@ -120,9 +119,8 @@ pub async fn project_with_retries(
     let mut backoff = policy.first_backoff;
     let mut attempt = 1;
     loop {
-        let (runtime, plugin, batch) = (registry.runtime().clone(), projector.clone(), events.clone());
         let tenant = events.first().map_or("", |e| e.tenant.as_str());
-        let call = move || runtime.project(&plugin.prepared, plugin.limits, &batch);
+        let call = registry.runtime().project(&projector.prepared, projector.limits, &events);
         match observed(registry.logs(), tenant, &projector, call).await {
             Ok(effects) => return Ok(effects),
             Err(last) if attempt >= policy.attempts => {

@@ -238,7 +238,7 @@ impl PluginRegistry {
         policy: RollbackPolicy,
     ) -> Result<Self, RegistryError> {
         let rt = runtime.clone();
-        let bundled = blocking(move || {
+        let bundled = compiling(move || {
             BUNDLED
                 .iter()
                 .map(|b| {
@@ -554,12 +554,8 @@ impl PluginRegistry {
         let limits = self.runtime.limits_for(requested)?;
         let _change = self.changes.lock().await;
         let (runtime, kind, bytes) = (self.runtime.clone(), slot.kind, wasm.clone());
-        let (prepared, cost) = blocking(move || {
-            let prepared = runtime.prepare(kind, &bytes)?;
-            let cost = conformance::check(&runtime, &prepared, limits)?;
-            Ok((prepared, cost))
-        })
-        .await?;
+        let prepared = compiling(move || runtime.prepare(kind, &bytes)).await?;
+        let cost = conformance::check(&self.runtime, &prepared, limits).await?;
         let (sha256, size_bytes, created_at) = (hex_sha256(&wasm), wasm.len() as i64, now_ms());
         let listed = VersionLimits::from(limits);
         let state = staged.map_or(VersionState::Active, Staged::state);
@@ -851,7 +847,7 @@ async fn load_version(
     (limits, readable): (PluginLimits, Vec<Readable>),
 ) -> Result<Arc<ActivePlugin>, PluginError> {
     let (runtime, kind, name) = (runtime.clone(), slot.kind, slot.name.clone());
-    blocking(move || {
+    compiling(move || {
         let prepared = runtime.prepare(kind, &wasm)?;
         Ok(Arc::new(ActivePlugin { kind, name, version, sha256: hex_sha256(&wasm), prepared, limits, readable }))
     })
@@ -880,11 +876,11 @@ fn stored_readable(row: &sqlx::any::AnyRow, at: usize) -> Result<Vec<Readable>, 
     serde_json::from_str(&row.try_get::<String, _>(at)?).map_err(|e| sqlx::Error::Decode(e.into()))
 }
 
-/// Compilation and plugin calls are CPU work with their own deadlines: keep them off the async workers.
-pub async fn blocking<R: Send + 'static>(
+/// Compilation is CPU work without a deadline: keep it off the async workers.
+async fn compiling<R: Send + 'static>(
     work: impl FnOnce() -> Result<R, PluginError> + Send + 'static,
 ) -> Result<R, PluginError> {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| PluginError::host("running the plugin on a blocking thread", e))?
+        .map_err(|e| PluginError::host("compiling the plugin on a blocking thread", e))?
 }

@@ -3,7 +3,9 @@
 //! A component is compiled once (cached on disk by its sha256 and the engine's compatibility hash),
 //! type-checked once against its world (`*Pre`), then instantiated per batch from the pooling allocator, in
 //! a fresh `Store` with the plugin limits: an epoch deadline (wall clock), a memory cap and optional fuel.
-//! Whatever a plugin does — loop, allocate, trap, return garbage — ends as a [`PluginError`] for that call.
+//! Calls are async: they run in the caller's task, on a fiber stack from the pool, with no hop to another
+//! thread (the hop cost a write more than the policy call itself), yielding at every epoch tick. Whatever a
+//! plugin does — loop, allocate, trap, return garbage — ends as a [`PluginError`] for that call.
 
 use std::collections::hash_map::DefaultHasher;
 use std::fs;
@@ -17,7 +19,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits};
-use wasmtime::{StoreLimitsBuilder, Trap};
+use wasmtime::{StoreLimitsBuilder, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{add_log_to_linker, v0_1, Level, LogHost};
@@ -228,6 +230,7 @@ impl PluginRuntime {
         config.wasm_component_model(true).epoch_interruption(true).consume_fuel(maxima.fuel.is_some());
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(POOLED_INSTANCES)
+            .total_stacks(POOLED_INSTANCES)
             .total_core_instances(4 * POOLED_INSTANCES)
             .total_memories(2 * POOLED_INSTANCES)
             .total_tables(2 * POOLED_INSTANCES)
@@ -309,7 +312,7 @@ impl PluginRuntime {
         add_log_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)
             .map_err(|e| PluginError::host("linking the log import", e))?;
         // Also satisfies newer or older 0.2.x imports (semver); an import of anything else is refused here.
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| PluginError::host("linking WASI", e))?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| PluginError::host("linking WASI", e))?;
         let instance_pre = linker
             .instantiate_pre(&component)
             .map_err(|e| PluginError::WrongWorld { kind, detail: format!("{e:#}") })?;
@@ -363,14 +366,10 @@ impl PluginRuntime {
         fs::rename(&temporary, path)
     }
 
-    /// Runs `call` of `inputs` inputs against a fresh instance in a fresh store limited by `limits` (a
-    /// version's, scaled to the batch).
-    pub(super) fn run<R>(
-        &self,
-        limits: PluginLimits,
-        inputs: usize,
-        call: impl FnOnce(&mut Store<PluginState>) -> wasmtime::Result<R>,
-    ) -> (Result<(R, CallCost), PluginError>, CallLog) {
+    /// A fresh store for a call of `inputs` inputs, limited by `limits` (a version's, scaled to the batch).
+    /// The call runs on the async workers, on a fiber that yields at every epoch tick (so a busy plugin
+    /// shares a worker thread with other tasks) and traps once the deadline has passed.
+    pub(super) fn sandbox(&self, limits: PluginLimits, inputs: usize) -> Result<Sandbox, PluginError> {
         let limits = self.for_batch(limits, inputs);
         let store_limits =
             StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build();
@@ -385,15 +384,34 @@ impl PluginRuntime {
         // With metering on (a platform maximum of fuel), a version without fuel of its own gets the maximum.
         let fuel = self.maxima.fuel.map(|maximum| limits.fuel.unwrap_or(maximum));
         if let Some(fuel) = fuel {
-            if let Err(e) = store.set_fuel(fuel) {
-                return (Err(PluginError::host("setting the fuel", e)), CallLog::default());
-            }
+            store.set_fuel(fuel).map_err(|e| PluginError::host("setting the fuel", e))?;
         }
-        let ticks = limits.deadline.as_micros().div_ceil(EPOCH_TICK.as_micros()) as u64 + 1;
-        store.set_epoch_deadline(ticks);
-        store.epoch_deadline_trap();
         let started = Instant::now();
-        let result = off_the_async_workers(|| call(&mut store));
+        let deadline = started + limits.deadline;
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Err(Trap::Interrupt.into())
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        store.set_epoch_deadline(1);
+        Ok(Sandbox { store, fuel, limits, started })
+    }
+}
+
+/// One call's store, and what its outcome is measured against.
+pub(super) struct Sandbox {
+    pub store: Store<PluginState>,
+    fuel: Option<u64>,
+    limits: PluginLimits,
+    started: Instant,
+}
+
+impl Sandbox {
+    /// The call's outcome, as a [`PluginError`] for the plugin's failures, with its cost and log.
+    pub fn finish<R>(self, result: wasmtime::Result<R>) -> (Result<(R, CallCost), PluginError>, CallLog) {
+        let Sandbox { store, fuel, limits, started } = self;
         let consumed = fuel.map(|total| total - store.get_fuel().unwrap_or(total));
         let cost = CallCost { elapsed: started.elapsed(), fuel: consumed };
         let result = match result {
@@ -405,17 +423,6 @@ impl PluginRuntime {
             }),
         };
         (result, store.into_data().log)
-    }
-}
-
-/// Runs `work` where it may block: WASI's synchronous host calls (a plugin writing to stderr, say) block on
-/// the ambient tokio runtime, which an async worker thread must not do.
-fn off_the_async_workers<R>(work: impl FnOnce() -> R) -> R {
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(work)
-        }
-        _ => work(),
     }
 }
 

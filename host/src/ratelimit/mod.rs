@@ -120,12 +120,11 @@ impl RateLimiting {
         // A running canary takes its share of the users, always the same ones; test traffic may pin it.
         let pinned = caller.pinned_version.filter(|_| self.tenants.get(tenant).allow_pinned_versions);
         let chosen = self.registry.choose(tenant, Singleton::RateLimiter, &user.to_string(), pinned);
-        let (runtime, plugin) = (self.registry.runtime().clone(), chosen.plugin.clone());
-        let decided = observed(self.registry.logs(), tenant.as_str(), &chosen.plugin, move || {
-            runtime.decide(&plugin.prepared, plugin.limits, &[request])
-        })
-        .await
-        .map(|mut decisions| decisions.remove(0));
+        let plugin = &chosen.plugin;
+        let call = self.registry.runtime().decide(&plugin.prepared, plugin.limits, std::slice::from_ref(&request));
+        let decided = observed(self.registry.logs(), tenant.as_str(), plugin, call)
+            .await
+            .map(|mut decisions| decisions.remove(0));
         self.registry.record_outcome(tenant, Singleton::RateLimiter, &chosen, decided.is_err()).await;
         let decision = match decided {
             Ok(decision) => decision,

@@ -46,20 +46,20 @@ async fn the_runtime_says_why_a_call_was_stopped() {
     let metered = PluginRuntime::new(PluginLimits { fuel: Some(5_000_000), ..on_the_clock.limits() }, None).unwrap();
     let wasm = test_plugin("hostile-limiter");
     let request = |target| WriteRequest { tenant: "acme".into(), user: 1, action: Action::Follow, target, now_ms: 0 };
-    let call = |runtime: &PluginRuntime, target| {
+    let call = async |runtime: &PluginRuntime, target| {
         let plugin = runtime.prepare(PluginKind::RateLimiter, &wasm).expect("a rate-limiter component");
-        runtime.decide(&plugin, runtime.limits(), &[request(target)]).result.map(|_| ()).unwrap_err()
+        runtime.decide(&plugin, runtime.limits(), &[request(target)]).await.result.map(|_| ()).unwrap_err()
     };
 
-    let timeout = call(&on_the_clock, 666);
+    let timeout = call(&on_the_clock, 666).await;
     assert!(matches!(timeout, PluginError::Timeout(d) if d == deadline), "{timeout}");
-    assert!(matches!(call(&metered, 666), PluginError::OutOfFuel(5_000_000)));
+    assert!(matches!(call(&metered, 666).await, PluginError::OutOfFuel(5_000_000)));
     // A Rust panic traps (its hook writes to stderr: the empty WASI takes the text and it goes nowhere).
-    let trap = call(&on_the_clock, 667);
+    let trap = call(&on_the_clock, 667).await;
     assert!(matches!(&trap, PluginError::Trap(_)), "{trap}");
-    let memory = call(&on_the_clock, 668);
+    let memory = call(&on_the_clock, 668).await;
     assert!(matches!(&memory, PluginError::Trap(_)) && memory.to_string().contains("memory"), "{memory}");
-    let oversized = call(&on_the_clock, 669);
+    let oversized = call(&on_the_clock, 669).await;
     assert!(matches!(&oversized, PluginError::InvalidOutput(m) if m.contains("too long")), "{oversized}");
 }
 

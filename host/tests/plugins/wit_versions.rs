@@ -12,14 +12,15 @@ const OLD_RATE_LIMIT: &[u8] = include_bytes!("../fixtures/wit-0.1.0/default_rate
 const OLD_ROUTER: &[u8] = include_bytes!("../fixtures/wit-0.1.0/default_router.wasm");
 const OLD_FOLLOW_COUNTS: &[u8] = include_bytes!("../fixtures/wit-0.1.0/follow_counts.wasm");
 
-#[test]
-fn a_0_1_0_projector_projects_what_its_0_2_0_build_does() {
+#[tokio::test]
+async fn a_0_1_0_projector_projects_what_its_0_2_0_build_does() {
     let runtime = PluginRuntime::new(Default::default(), None).unwrap();
     let current = BUNDLED.iter().find(|b| b.name == "follow-counts").unwrap().wasm;
     let [old, new] = [OLD_FOLLOW_COUNTS, current].map(|wasm| runtime.prepare(PluginKind::Projector, wasm).unwrap());
     assert_eq!((old.wit_version(), new.wit_version()), ("0.1.0", "0.2.0"));
     let events = sample_events();
-    let [old, new] = [&old, &new].map(|p| runtime.project(p, runtime.limits(), &events).result.unwrap().0);
+    let old = runtime.project(&old, runtime.limits(), &events).await.result.unwrap().0;
+    let new = runtime.project(&new, runtime.limits(), &events).await.result.unwrap().0;
     assert_eq!(old, new);
 }
 

@@ -202,7 +202,7 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
             let bytes = std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
             crate::replay::replay(config, &tenant, kind, &name, last, &bytes).await
         }
-        PluginCommand::Test { kind, input, wasm, .. } => test(config, kind, input.as_deref(), &wasm),
+        PluginCommand::Test { kind, input, wasm, .. } => test(config, kind, input.as_deref(), &wasm).await,
         PluginCommand::Deploy { slot, wasm, deadline_ms, memory_bytes, fuel, canary, shadow, readable, admin } => {
             let bytes = std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
             let url = format!("{}/plugins/{}/{}", tenant_url(config, &admin, &slot.tenant), slot.kind, slot.name);
@@ -317,15 +317,19 @@ async fn follow_build(config: &Config, admin: &AdminArgs, slot: &SlotArgs, versi
     }
 }
 
-fn test(config: &Config, kind: PluginKind, input: Option<&Path>, wasm: &Path) -> anyhow::Result<()> {
+async fn test(config: &Config, kind: PluginKind, input: Option<&Path>, wasm: &Path) -> anyhow::Result<()> {
     let bytes = std::fs::read(wasm).with_context(|| format!("reading {}", wasm.display()))?;
     let runtime = PluginRuntime::new(config.plugin_limits(), None)?;
     let plugin = runtime.prepare(kind, &bytes)?;
     let limits = runtime.limits();
     match &plugin {
-        PreparedPlugin::RateLimiter(_) => report(runtime.decide(&plugin, limits, &inputs(input, sample_requests)?)),
-        PreparedPlugin::Router(_) => report(runtime.route(&plugin, limits, &inputs(input, sample_outbox_events)?)),
-        PreparedPlugin::Projector(_) => report(runtime.project(&plugin, limits, &inputs(input, sample_events)?)),
+        PreparedPlugin::RateLimiter(_) => {
+            report(runtime.decide(&plugin, limits, &inputs(input, sample_requests)?).await)
+        }
+        PreparedPlugin::Router(_) => {
+            report(runtime.route(&plugin, limits, &inputs(input, sample_outbox_events)?).await)
+        }
+        PreparedPlugin::Projector(_) => report(runtime.project(&plugin, limits, &inputs(input, sample_events)?).await),
     }
 }
 

@@ -79,20 +79,20 @@ pub async fn replay(
         let requests: Vec<WriteRequest> = sampled.into_iter().map(|(request, _)| request).collect();
         summary.inputs = requests.len();
         for batch in requests.chunks(INPUTS_PER_LIMIT) {
-            let run = |p: &PreparedPlugin| runtime.decide(p, runtime.limits(), batch);
-            compare(batch, run(&active.prepared), run(&candidate), &mut summary)?;
+            let run = async |p: &PreparedPlugin| runtime.decide(p, runtime.limits(), batch).await;
+            compare(batch, run(&active.prepared).await, run(&candidate).await, &mut summary)?;
         }
     } else {
         let changes = recent_changes(&db, &tenant, last).await?;
         summary.inputs = changes.len();
         for batch in changes.chunks(INPUTS_PER_LIMIT) {
             if kind == PluginKind::Projector {
-                let run = |p: &PreparedPlugin| runtime.project(p, runtime.limits(), batch);
-                compare(batch, run(&active.prepared), run(&candidate), &mut summary)?;
+                let run = async |p: &PreparedPlugin| runtime.project(p, runtime.limits(), batch).await;
+                compare(batch, run(&active.prepared).await, run(&candidate).await, &mut summary)?;
             } else {
                 let events = batch.iter().map(published).collect::<Result<Vec<OutboxEvent>, _>>()?;
-                let run = |p: &PreparedPlugin| runtime.route(p, runtime.limits(), &events);
-                compare(&events, run(&active.prepared), run(&candidate), &mut summary)?;
+                let run = async |p: &PreparedPlugin| runtime.route(p, runtime.limits(), &events).await;
+                compare(&events, run(&active.prepared).await, run(&candidate).await, &mut summary)?;
             }
         }
     }
