@@ -177,12 +177,13 @@ struct VerifiedClaims {
     sub: Subject,
 }
 
-/// Identity providers emit `sub` as a string by the JWT spec; many internal ones emit a number.
+/// Identity providers emit `sub` as a string by the JWT spec; many internal ones emit a number. The string
+/// is tried first: the common case then costs no failed attempt (an error built and dropped per request).
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Subject {
-    Number(i64),
     Text(String),
+    Number(i64),
 }
 
 impl FromRequestParts<AppState> for Caller {
