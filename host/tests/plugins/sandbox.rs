@@ -1,5 +1,6 @@
 //! Hostile plugins: stopped by their limits, the failure mode applied, the host serving on.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use reqwest::Method;
@@ -61,6 +62,33 @@ async fn the_runtime_says_why_a_call_was_stopped() {
     assert!(matches!(&memory, PluginError::Trap(_)) && memory.to_string().contains("memory"), "{memory}");
     let oversized = call(&on_the_clock, 669).await;
     assert!(matches!(&oversized, PluginError::InvalidOutput(m) if m.contains("too long")), "{oversized}");
+}
+
+/// A spinning plugin yields its thread at every epoch tick: on a runtime with one thread, another task runs
+/// while the plugin spins towards its deadline (a plugin that held the thread would let it run only after).
+#[tokio::test(flavor = "current_thread")]
+async fn a_spinning_plugin_shares_its_thread_with_other_tasks_until_its_deadline() {
+    let limits = PluginLimits { deadline: Duration::from_millis(50), memory_bytes: 16 << 20, fuel: None };
+    let runtime = PluginRuntime::new(limits, None).unwrap();
+    let plugin = runtime.prepare(PluginKind::RateLimiter, &test_plugin("hostile-limiter")).expect("a rate limiter");
+    let spin = WriteRequest { tenant: "acme".into(), user: 1, action: Action::Follow, target: 666, now_ms: 0 };
+    let others_ran = AtomicUsize::new(0);
+    let call = async {
+        let called = runtime.decide(&plugin, runtime.limits(), &[spin]).await;
+        (called.result.map(|_| ()), others_ran.load(Ordering::Relaxed))
+    };
+    let other_task = async {
+        loop {
+            others_ran.fetch_add(1, Ordering::Relaxed);
+            tokio::task::yield_now().await;
+        }
+    };
+    let (result, others_ran_meanwhile) = tokio::select! {
+        called = call => called,
+        _ = other_task => unreachable!("the other task never ends"),
+    };
+    assert!(matches!(result, Err(PluginError::Timeout(_))), "{result:?}");
+    assert!(others_ran_meanwhile > 1, "the other task ran {others_ran_meanwhile} times during the call");
 }
 
 /// Targets on which the hostile limiter charges buckets no store can carry out (refill 1e-300, cost above
