@@ -241,7 +241,7 @@ pub fn hs256_secret(config: &Config) -> Result<String, AuthSetupError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let mut bytes = [0u8; 32];
             getrandom::fill(&mut bytes).map_err(|e| dev_key_error(io::Error::other(e.to_string())))?;
-            let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let secret = hex::encode(bytes);
             match write_private(path, &secret) {
                 Ok(()) => {
                     tracing::warn!(path = %path.display(), "no JWT key configured; created a development secret");

@@ -79,7 +79,7 @@ pub(super) async fn set_following(
         event.aggregate_id(),
         event.event_type.as_str(),
         event.key(),
-        hex(event.payload().as_bytes()),
+        hex::encode(event.payload()),
     );
     conn.commit(&outbox).await?;
     Ok(FollowChange { following: follow, changed: true, version })
@@ -108,11 +108,4 @@ impl Drop for HandOpened {
             self.conn.close_on_drop();
         }
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut out, byte| {
-        write!(out, "{byte:02x}").expect("writing to a String");
-        out
-    })
 }

@@ -434,5 +434,5 @@ impl Drop for PluginRuntime {
 
 /// The content address plugins are stored and cached under.
 pub fn hex_sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(Sha256::digest(bytes))
 }
