@@ -170,16 +170,15 @@ async fn seed_relation_flow(redis_url: &str, tenant: &str) {
     assert_eq!(alice.post("/api/v1/relation/unfollow?toUserId=2").await.body, json!(true));
     eventually("alice's unfollow is counted", 1, (0, 1)).await;
     eventually("bob lost a follower", 2, (1, 0)).await;
-    let followers: Vec<i64> = alice
-        .get("/api/v1/relation/followers?userId=1")
-        .await
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|u| u["id"].as_i64().unwrap())
-        .collect();
-    assert_eq!(followers, vec![2], "the cached follower list");
+    // The lists are another projection than the counters: as fresh as they are only eventually.
+    let followers = || async {
+        let reply = alice.get("/api/v1/relation/followers?userId=1").await;
+        reply.body.as_array().unwrap().iter().map(|u| u["id"].as_i64().unwrap()).collect::<Vec<i64>>()
+    };
+    wait_until("the cached follower list holds bob", Duration::from_secs(30), || async {
+        followers().await == vec![2]
+    })
+    .await;
 
     let reply = alice.post("/api/v1/relation/follow?toUserId=1").await;
     assert_eq!((reply.status, reply.code()), (422, "self_follow"));
