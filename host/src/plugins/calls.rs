@@ -29,11 +29,7 @@ pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 pub const MAX_COUNTER_STEP: i64 = 1 << 32;
 
 fn converted<T, U: From<T>>(lists: Vec<Vec<T>>) -> Vec<Vec<U>> {
-    lists.into_iter().map(converted_one).collect()
-}
-
-fn converted_one<T, U: From<T>>(list: Vec<T>) -> Vec<U> {
-    list.into_iter().map(U::from).collect()
+    lists.into_iter().map(|list| list.into_iter().map(U::from).collect()).collect()
 }
 
 impl PluginRuntime {
@@ -49,34 +45,24 @@ impl PluginRuntime {
             Ok(tenant) => tenant,
             Err(e) => return refused(e),
         };
-        let mut sandbox = match self.sandbox(limits, requests.len()) {
-            Ok(sandbox) => sandbox,
-            Err(e) => return refused(e),
-        };
-        let store = &mut sandbox.store;
-        let result = match built {
-            Built::Current(pre) => {
-                let requests: Vec<wire::WriteRequest> = requests.iter().map(Into::into).collect();
-                async {
-                    (pre.instantiate_async(&mut *store).await?)
+        let (result, log) = self
+            .run(limits, requests.len(), async |store| match built {
+                Built::Current(pre) => {
+                    let requests: Vec<wire::WriteRequest> = requests.iter().map(Into::into).collect();
+                    pre.instantiate_async(&mut *store)
+                        .await?
                         .strand_plugin_policy()
                         .call_decide(&mut *store, tenant, &requests)
                         .await
                 }
-                .await
-            }
-            Built::V0_1(pre) => {
-                let requests: Vec<v0_1::WriteRequest> = requests.iter().map(Into::into).collect();
-                async {
-                    (pre.instantiate_async(&mut *store).await?)
-                        .call_decide(&mut *store, &requests)
-                        .await
-                        .map(converted_one)
+                Built::V0_1(pre) => {
+                    let requests: Vec<v0_1::WriteRequest> = requests.iter().map(Into::into).collect();
+                    let decisions =
+                        pre.instantiate_async(&mut *store).await?.call_decide(&mut *store, &requests).await?;
+                    Ok(decisions.into_iter().map(Decision::from).collect())
                 }
-                .await
-            }
-        };
-        let (result, log) = sandbox.finish(result);
+            })
+            .await;
         let result = result.and_then(|(decisions, cost)| {
             check_count(decisions.len(), requests.len())?;
             decisions.iter().try_for_each(check_decision)?;
@@ -97,31 +83,22 @@ impl PluginRuntime {
             Ok(tenant) => tenant,
             Err(e) => return refused(e),
         };
-        let mut sandbox = match self.sandbox(limits, events.len()) {
-            Ok(sandbox) => sandbox,
-            Err(e) => return refused(e),
-        };
-        let store = &mut sandbox.store;
-        let result = match built {
-            Built::Current(pre) => {
-                let events: Vec<wire::OutboxEvent> = events.iter().map(Into::into).collect();
-                async {
-                    (pre.instantiate_async(&mut *store).await?)
+        let (result, log) = self
+            .run(limits, events.len(), async |store| match built {
+                Built::Current(pre) => {
+                    let events: Vec<wire::OutboxEvent> = events.iter().map(Into::into).collect();
+                    pre.instantiate_async(&mut *store)
+                        .await?
                         .strand_plugin_routing()
                         .call_route(&mut *store, tenant, &events)
                         .await
                 }
-                .await
-            }
-            Built::V0_1(pre) => {
-                let events: Vec<v0_1::OutboxEvent> = events.iter().map(Into::into).collect();
-                async {
-                    (pre.instantiate_async(&mut *store).await?).call_route(&mut *store, &events).await.map(converted)
+                Built::V0_1(pre) => {
+                    let events: Vec<v0_1::OutboxEvent> = events.iter().map(Into::into).collect();
+                    Ok(converted(pre.instantiate_async(&mut *store).await?.call_route(&mut *store, &events).await?))
                 }
-                .await
-            }
-        };
-        let (result, log) = sandbox.finish(result);
+            })
+            .await;
         let result = result.and_then(|(routes, cost)| {
             check_count(routes.len(), events.len())?;
             routes.iter().try_for_each(|r| check_destinations(r))?;
@@ -147,31 +124,22 @@ impl PluginRuntime {
             Ok(tenant) => tenant,
             Err(e) => return refused(e),
         };
-        let mut sandbox = match self.sandbox(limits, events.len()) {
-            Ok(sandbox) => sandbox,
-            Err(e) => return refused(e),
-        };
-        let store = &mut sandbox.store;
-        let result = match built {
-            Built::Current(pre) => {
-                let events: Vec<wire::RelationEvent> = events.iter().map(Into::into).collect();
-                async {
-                    (pre.instantiate_async(&mut *store).await?)
+        let (result, log) = self
+            .run(limits, events.len(), async |store| match built {
+                Built::Current(pre) => {
+                    let events: Vec<wire::RelationEvent> = events.iter().map(Into::into).collect();
+                    pre.instantiate_async(&mut *store)
+                        .await?
                         .strand_plugin_projection()
                         .call_project(&mut *store, tenant, &events)
                         .await
                 }
-                .await
-            }
-            Built::V0_1(pre) => {
-                let events: Vec<v0_1::RelationEvent> = events.iter().map(Into::into).collect();
-                async {
-                    (pre.instantiate_async(&mut *store).await?).call_project(&mut *store, &events).await.map(converted)
+                Built::V0_1(pre) => {
+                    let events: Vec<v0_1::RelationEvent> = events.iter().map(Into::into).collect();
+                    Ok(converted(pre.instantiate_async(&mut *store).await?.call_project(&mut *store, &events).await?))
                 }
-                .await
-            }
-        };
-        let (result, log) = sandbox.finish(result);
+            })
+            .await;
         let result = result.and_then(|(effects, cost)| {
             check_count(effects.len(), events.len())?;
             effects.iter().try_for_each(|e| check_effects(e))?;

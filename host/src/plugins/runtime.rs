@@ -366,10 +366,16 @@ impl PluginRuntime {
         fs::rename(&temporary, path)
     }
 
-    /// A fresh store for a call of `inputs` inputs, limited by `limits` (a version's, scaled to the batch).
-    /// The call runs on the async workers, on a fiber that yields at every epoch tick (so a busy plugin
-    /// shares a worker thread with other tasks) and traps once the deadline has passed.
-    pub(super) fn sandbox(&self, limits: PluginLimits, inputs: usize) -> Result<Sandbox, PluginError> {
+    /// Runs `call` of `inputs` inputs against a fresh instance in a fresh store limited by `limits` (a
+    /// version's, scaled to the batch). The call runs in the caller's task, on a fiber that yields at every
+    /// epoch tick (so a busy plugin shares its worker thread with other tasks) and traps once the deadline
+    /// has passed.
+    pub(super) async fn run<R>(
+        &self,
+        limits: PluginLimits,
+        inputs: usize,
+        call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<R>,
+    ) -> (Result<(R, CallCost), PluginError>, CallLog) {
         let limits = self.for_batch(limits, inputs);
         let store_limits =
             StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build();
@@ -384,7 +390,9 @@ impl PluginRuntime {
         // With metering on (a platform maximum of fuel), a version without fuel of its own gets the maximum.
         let fuel = self.maxima.fuel.map(|maximum| limits.fuel.unwrap_or(maximum));
         if let Some(fuel) = fuel {
-            store.set_fuel(fuel).map_err(|e| PluginError::host("setting the fuel", e))?;
+            if let Err(e) = store.set_fuel(fuel) {
+                return (Err(PluginError::host("setting the fuel", e)), CallLog::default());
+            }
         }
         let started = Instant::now();
         let deadline = started + limits.deadline;
@@ -396,22 +404,7 @@ impl PluginRuntime {
             }
         });
         store.set_epoch_deadline(1);
-        Ok(Sandbox { store, fuel, limits, started })
-    }
-}
-
-/// One call's store, and what its outcome is measured against.
-pub(super) struct Sandbox {
-    pub store: Store<PluginState>,
-    fuel: Option<u64>,
-    limits: PluginLimits,
-    started: Instant,
-}
-
-impl Sandbox {
-    /// The call's outcome, as a [`PluginError`] for the plugin's failures, with its cost and log.
-    pub fn finish<R>(self, result: wasmtime::Result<R>) -> (Result<(R, CallCost), PluginError>, CallLog) {
-        let Sandbox { store, fuel, limits, started } = self;
+        let result = call(&mut store).await;
         let consumed = fuel.map(|total| total - store.get_fuel().unwrap_or(total));
         let cost = CallCost { elapsed: started.elapsed(), fuel: consumed };
         let result = match result {
