@@ -57,22 +57,60 @@ async fn keep_newest(db: &Database, table: &'static str, tenant: &str, keep: i64
 const PRUNE_EVERY: Duration = Duration::from_secs(10);
 
 /// Rows on their way to a table bounded per tenant: a bounded queue (a full one refuses, it never blocks
-/// the caller), drained by one writer task at a time (a restarted writer goes on with what is queued).
+/// the caller), drained by one writer task at a time (a restarted writer goes on with what is queued). One
+/// tenant holds at most [`TENANT_SHARE`] of it, so a flood of one tenant's rows leaves room for the others'.
 pub struct TenantQueue<T> {
     queue: mpsc::Sender<T>,
     queued: tokio::sync::Mutex<mpsc::Receiver<T>>,
+    tenant_of: fn(&T) -> &str,
+    /// Rows queued per tenant, and the most one tenant may have queued.
+    held: Mutex<HashMap<String, usize>>,
+    share: usize,
 }
 
+/// The part of a [`TenantQueue`] one tenant may fill.
+pub const TENANT_SHARE: f64 = 0.125;
+
 impl<T> TenantQueue<T> {
-    pub fn new(capacity: usize) -> Self {
+    pub fn new(capacity: usize, tenant_of: fn(&T) -> &str) -> Self {
         let (queue, queued) = mpsc::channel(capacity);
-        Self { queue, queued: tokio::sync::Mutex::new(queued) }
+        let share = ((capacity as f64 * TENANT_SHARE) as usize).max(1);
+        Self { queue, queued: tokio::sync::Mutex::new(queued), tenant_of, held: Mutex::default(), share }
     }
 
-    /// Queues `row`; `false` when the queue is full (the writer is behind, or runs in no task of this
-    /// process).
+    /// Queues `row`; `false` when its tenant's share or the queue is full (the writer is behind, or runs in
+    /// no task of this process).
     pub fn push(&self, row: T) -> bool {
-        self.queue.try_send(row).is_ok()
+        let mut held = self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let tenant = (self.tenant_of)(&row);
+        if held.get(tenant).is_some_and(|&queued| queued >= self.share) {
+            return false;
+        }
+        let tenant = tenant.to_owned();
+        if self.queue.try_send(row).is_err() {
+            return false;
+        }
+        *held.entry(tenant).or_default() += 1;
+        true
+    }
+
+    /// How many of `tenant`'s rows are queued.
+    pub fn held_by(&self, tenant: &str) -> usize {
+        self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(tenant).copied().unwrap_or(0)
+    }
+
+    /// Counts `batch` as no longer queued.
+    fn release(&self, batch: &[T]) {
+        let mut held = self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for row in batch {
+            let tenant = (self.tenant_of)(row);
+            if let Some(queued) = held.get_mut(tenant) {
+                *queued = queued.saturating_sub(1);
+                if *queued == 0 {
+                    held.remove(tenant);
+                }
+            }
+        }
     }
 
     /// Hands queued rows to `write` in batches as they come (it hands the batch back), and every
@@ -83,15 +121,15 @@ impl<T> TenantQueue<T> {
         db: &Database,
         table: &'static str,
         keep: i64,
-        tenant_of: fn(&T) -> &str,
         mut write: impl FnMut(Vec<T>) -> BoxFuture<'a, Vec<T>>,
     ) {
         let mut queued = self.queued.lock().await;
         let (mut batch, mut written) = (Vec::new(), HashSet::new());
         let mut pruned = Instant::now();
         while queued.recv_many(&mut batch, 256).await > 0 {
+            self.release(&batch);
             batch = write(batch).await;
-            written.extend(batch.drain(..).map(|row| tenant_of(&row).to_owned()));
+            written.extend(batch.drain(..).map(|row| (self.tenant_of)(&row).to_owned()));
             if pruned.elapsed() >= PRUNE_EVERY {
                 for tenant in written.drain() {
                     if let Err(e) = keep_newest(db, table, &tenant, keep).await {
@@ -101,5 +139,25 @@ impl<T> TenantQueue<T> {
                 pruned = Instant::now();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tenant_of(row: &(String, usize)) -> &str {
+        &row.0
+    }
+
+    #[test]
+    fn one_tenant_fills_at_most_its_share_of_the_queue() {
+        let queue = TenantQueue::new(80, tenant_of);
+        let flooded = (0..80).filter(|&i| queue.push(("evil".to_owned(), i))).count();
+        assert_eq!(flooded, 10, "an eighth of 80");
+        assert!(queue.push(("acme".to_owned(), 0)), "another tenant still finds room");
+        queue.release(&[("evil".to_owned(), 0)]);
+        assert_eq!(queue.held_by("evil"), 9);
+        assert!(queue.push(("evil".to_owned(), 80)), "written rows free the share again");
     }
 }

@@ -65,6 +65,16 @@ pub struct Config {
     pub plugin_max_memory_bytes: usize,
     /// 0: no fuel metering at all (then versions cannot ask for fuel either).
     pub plugin_max_fuel: u64,
+    /// Plugin calls one tenant may have in flight at once, of the node's 256 instance slots: a tenant's
+    /// plugins that spin to their deadline hold at most this many, and its further calls fail by its own
+    /// kind's failure policy (`busy`), never another tenant's.
+    pub plugin_tenant_instances: u32,
+    /// How long an uploaded component may take to compile, in milliseconds; slower ones are refused
+    /// (`422 compile_too_slow`). Compiles run outside the registry's lock, one per tenant at a time.
+    pub plugin_compile_budget_ms: u64,
+    /// Projector names one tenant may have deployed: each is a worker and a consumer group reading the
+    /// whole events topic on every worker node.
+    pub plugin_max_projectors: usize,
     /// A canary is rolled back automatically when, over a window of `rollout_window_ms` with at least
     /// `rollout_min_calls` canary calls, its failure rate exceeds the stable version's by more than this.
     pub rollout_max_excess_failure_rate: f64,
@@ -89,13 +99,26 @@ pub struct Config {
     /// StatefulSet): Kafka static group membership, so a restarted worker takes its partitions back at once.
     /// Unset: dynamic membership (a restart waits for the old member's session to time out).
     pub worker_id: Option<String>,
-    /// Where `strand relay` and `strand worker` serve `/healthz` and `/metrics` (unset: nowhere; `strand
-    /// serve` has them on `listen`).
+    /// Where every command serves `/healthz` and `/metrics` without a token (unset: `strand serve` has
+    /// `/metrics` on `listen` for the admin token only; `relay` and `worker` serve nothing).
     pub operations_listen: Option<SocketAddr>,
     /// Prefix of every topic Strand publishes to: the default route of a follow is `{prefix}following`.
     pub topic_prefix: String,
+    /// Plugin versions kept per slot besides the live ones (rollback targets); older ones are deleted.
+    pub retention_plugin_versions: u32,
+    /// Days the audit log is kept.
+    pub retention_audit_days: u64,
+    /// Hours the embedded bus keeps a message (each topic's newest is always kept).
+    pub retention_bus_hours: u64,
+    /// How long one tenant's events of a batch may take through a projector, in milliseconds; past it (or
+    /// when its plugin fails on them, or its space is being built) they are parked and retried beside the
+    /// worker, so no tenant's projector holds the others' events back.
+    pub projection_tenant_budget_ms: u64,
     /// How long the relay waits before polling again once the outbox is empty, in milliseconds.
     pub relay_idle_ms: u64,
+    /// How long one tenant's routers may take for its rows of one relay batch, in milliseconds; past it
+    /// that tenant's rows are parked and retried beside the relay, so no tenant's router caps the others'.
+    pub relay_tenant_budget_ms: u64,
     /// `host:port[,host:port…]` of the Kafka cluster; unset: the embedded bus in the database.
     pub kafka_brokers: Option<String>,
     /// Partitions of topics the relay creates.
@@ -139,6 +162,9 @@ impl Default for Config {
             plugin_max_deadline_ms: 2_000,
             plugin_max_memory_bytes: 256 << 20,
             plugin_max_fuel: 5_000_000_000,
+            plugin_tenant_instances: crate::plugins::DEFAULT_TENANT_SHARE,
+            plugin_compile_budget_ms: crate::plugins::DEFAULT_COMPILE_BUDGET.as_millis() as u64,
+            plugin_max_projectors: crate::plugins::DEFAULT_MAX_PROJECTORS,
             rollout_max_excess_failure_rate: 0.05,
             rollout_min_calls: 20,
             rollout_window_ms: 60_000,
@@ -151,6 +177,11 @@ impl Default for Config {
             worker_id: None,
             topic_prefix: "strand.".to_owned(),
             relay_idle_ms: 100,
+            projection_tenant_budget_ms: crate::projection::DEFAULT_TENANT_BUDGET.as_millis() as u64,
+            retention_plugin_versions: 10,
+            retention_audit_days: 365,
+            retention_bus_hours: 7 * 24,
+            relay_tenant_budget_ms: crate::relay::DEFAULT_ROUTER_BUDGET.as_millis() as u64,
             kafka_brokers: None,
             kafka_partitions: 3,
             kafka_replication: 1,
@@ -159,10 +190,25 @@ impl Default for Config {
     }
 }
 
+/// The fewest bytes a shared secret may have: the admin token and the global HS256 secret (a tenant's own
+/// HS256 secret has the same floor). 32 bytes is HS256's key size; shorter keys can be brute-forced.
+pub const MIN_SECRET_BYTES: usize = 32;
+
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
-#[error("invalid configuration: {0}")]
-pub struct ConfigError(#[from] Box<figment::Error>);
+pub enum ConfigError {
+    #[error("invalid configuration: {0}")]
+    Parse(#[from] Box<figment::Error>),
+    /// An empty secret is what an unset variable in a compose file becomes: it must never match an empty
+    /// `Authorization` header or sign tokens anyone can forge.
+    #[error(
+        "invalid configuration: `{setting}` (STRAND_{env}) is {found}; it needs at least {MIN_SECRET_BYTES} bytes \
+         (e.g. `openssl rand -hex 32`), or leave it unset",
+        env = setting.to_uppercase(),
+        found = if *length == 0 { "set but empty".to_owned() } else { format!("only {length} bytes long") },
+    )]
+    WeakSecret { setting: &'static str, length: usize },
+}
 
 impl Config {
     /// Loads `file` (skipped when absent) and then `STRAND_*` variables, which win.
@@ -170,8 +216,21 @@ impl Config {
         Figment::new()
             .merge(Sectioned(Toml::file(file)))
             .merge(StrandEnv)
-            .extract_lossy()
-            .map_err(|e| ConfigError(Box::new(e)))
+            .extract_lossy::<Self>()
+            .map_err(|e| ConfigError::Parse(Box::new(e)))
+            .and_then(|config| config.check_secrets().map(|()| config))
+    }
+
+    /// Refuses an empty or short admin token or HS256 secret, naming the setting. [`Config::load`] runs it,
+    /// and so does every server start, for configurations built in code.
+    pub fn check_secrets(&self) -> Result<(), ConfigError> {
+        let secrets = [("admin_token", &self.admin_token), ("jwt_hs256_secret", &self.jwt_hs256_secret)];
+        for (setting, value) in secrets {
+            if let Some(length) = value.as_ref().map(String::len).filter(|&length| length < MIN_SECRET_BYTES) {
+                return Err(ConfigError::WeakSecret { setting, length });
+            }
+        }
+        Ok(())
     }
 
     /// How often a node re-reads plugins and tenant settings (and looks for new projectors); at least 100 ms.
@@ -214,6 +273,15 @@ impl Config {
             .transpose()
     }
 
+    /// What the host keeps of the past (`[retention]`).
+    pub fn retention(&self) -> crate::retention::Retention {
+        crate::retention::Retention {
+            plugin_versions: self.retention_plugin_versions,
+            audit: Duration::from_secs(self.retention_audit_days.saturating_mul(86_400)),
+            bus: Duration::from_secs(self.retention_bus_hours.saturating_mul(3600)),
+        }
+    }
+
     /// True when the database is the embedded SQLite file rather than a server.
     pub fn is_embedded(&self) -> bool {
         self.database_url.starts_with("sqlite:")
@@ -221,7 +289,8 @@ impl Config {
 }
 
 /// The sections a configuration file may group keys in; each is the prefix of its keys.
-pub const SECTIONS: [&str; 7] = ["database", "jwt", "redis", "plugin", "rollout", "relay", "kafka"];
+pub const SECTIONS: [&str; 9] =
+    ["database", "jwt", "redis", "plugin", "rollout", "relay", "kafka", "projection", "retention"];
 
 /// A file's sections read as the flat keys they stand for: `[kafka] brokers` is `kafka_brokers`, `[relay]
 /// mode` is `relay`. A key set both flat and in its section is an error naming it.
@@ -287,12 +356,12 @@ mod tests {
         figment::Jail::expect_with(|jail| {
             jail.create_file("strand.toml", "listen = \"127.0.0.1:9000\"\ndefault_tenant = \"acme\"")?;
             jail.set_env("STRAND_LISTEN", "127.0.0.1:9100");
-            jail.set_env("STRAND_JWT_HS256_SECRET", "12345");
+            jail.set_env("STRAND_JWT_HS256_SECRET", "12345678901234567890123456789012");
             jail.set_env("STRAND_MAX_BODY_BYTES", "1024");
             let config = Config::load(Path::new("strand.toml")).expect("config loads");
             assert_eq!(config.listen.port(), 9100);
             assert_eq!(config.default_tenant, "acme");
-            assert_eq!(config.jwt_hs256_secret.as_deref(), Some("12345"));
+            assert_eq!(config.jwt_hs256_secret.as_deref(), Some("12345678901234567890123456789012"));
             assert_eq!(config.max_body_bytes, 1024);
             Ok(())
         });
@@ -325,7 +394,7 @@ mod tests {
         figment::Jail::expect_with(|jail| {
             jail.create_file("strand.toml", &documented.join("\n"))?;
             let config = Config::load(Path::new("strand.toml")).expect("every documented key loads");
-            assert_eq!(config.admin_token.as_deref(), Some("change-me"));
+            assert_eq!(config.admin_token.as_deref(), Some("change-me-to-32-or-more-random-bytes"));
             Ok(())
         });
     }
@@ -367,6 +436,25 @@ mod tests {
             assert!(error.contains("kafka_brokers"), "{error}");
             Ok(())
         });
+    }
+
+    #[test]
+    fn empty_or_short_secrets_are_refused_by_name() {
+        for (variable, value, expected) in [
+            ("STRAND_ADMIN_TOKEN", "", "`admin_token` (STRAND_ADMIN_TOKEN) is set but empty"),
+            ("STRAND_ADMIN_TOKEN", "change-me", "`admin_token` (STRAND_ADMIN_TOKEN) is only 9 bytes long"),
+            ("STRAND_JWT_HS256_SECRET", "", "`jwt_hs256_secret` (STRAND_JWT_HS256_SECRET) is set but empty"),
+            ("STRAND_JWT_HS256_SECRET", "short", "`jwt_hs256_secret` (STRAND_JWT_HS256_SECRET) is only 5 bytes"),
+        ] {
+            figment::Jail::expect_with(|jail| {
+                jail.set_env(variable, value);
+                let error = Config::load(Path::new("missing.toml")).expect_err("refused").to_string();
+                assert!(error.contains(expected), "{variable}={value:?}: {error}");
+                Ok(())
+            });
+        }
+        let long_enough = Config { admin_token: Some("x".repeat(MIN_SECRET_BYTES)), ..Config::default() };
+        assert!(long_enough.check_secrets().is_ok());
     }
 
     #[test]

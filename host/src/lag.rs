@@ -10,7 +10,7 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::bus::{EmbeddedBus, KafkaConnection, Topology};
@@ -42,6 +42,33 @@ pub async fn export_outbox_backlog(db: Database) -> std::convert::Infallible {
             }
         }
     }
+}
+
+/// A tenant's outbox rows the relay parked (its router over budget, or a destination the broker refused):
+/// they wait in `relay_parked` and are retried with backoff.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ParkedRows {
+    /// How many rows wait.
+    pub rows: i64,
+    /// When the oldest was parked (RFC 3339), if any.
+    pub oldest_parked_at: Option<String>,
+    /// Why the newest was parked.
+    pub reason: Option<String>,
+}
+
+/// `tenant`'s parked rows.
+pub async fn parked_rows(db: &Database, tenant: &str) -> Result<ParkedRows, sqlx::Error> {
+    let (rows, oldest): (i64, Option<i64>) =
+        sqlx::query_as("SELECT COUNT(*), MIN(parked_at) FROM relay_parked WHERE tenant_id = ?")
+            .bind(tenant)
+            .fetch_one(db.reader())
+            .await?;
+    let reason: Option<String> =
+        sqlx::query_scalar("SELECT reason FROM relay_parked WHERE tenant_id = ? ORDER BY id DESC LIMIT 1")
+            .bind(tenant)
+            .fetch_optional(db.reader())
+            .await?;
+    Ok(ParkedRows { rows, oldest_parked_at: oldest.map(crate::graph::rfc3339_millis), reason })
 }
 
 /// How long the broker may take to answer one question.

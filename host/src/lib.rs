@@ -27,6 +27,7 @@ pub mod plugins;
 pub mod projection;
 pub mod ratelimit;
 pub mod relay;
+pub mod retention;
 pub mod tasks;
 pub mod tenant_jwt;
 pub mod tenant_keys;

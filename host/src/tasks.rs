@@ -50,14 +50,21 @@ enum TaskState {
 
 impl Tasks {
     /// Runs `start(stop)` as the task `name`, again after each unexpected end (see the module's policy).
-    /// `stop` is cancelled at shutdown: the task must then finish what it has in hand and return.
-    pub fn spawn<F>(&self, name: impl Into<String>, mut start: impl FnMut(CancellationToken) -> F + Send + 'static)
+    /// `stop` is cancelled at shutdown, or when the returned token is (to retire this task alone, e.g. the
+    /// worker of a projector no tenant has any more): the task must then finish what it has in hand and
+    /// return.
+    pub fn spawn<F>(
+        &self,
+        name: impl Into<String>,
+        mut start: impl FnMut(CancellationToken) -> F + Send + 'static,
+    ) -> CancellationToken
     where
         F: Future<Output = anyhow::Result<()>> + Send + 'static,
     {
         let (name, inner) = (name.into(), self.inner.clone());
+        let own = inner.stop.child_token();
         let mut set = inner.set.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let supervised = inner.clone();
+        let (supervised, retired) = (inner.clone(), own.clone());
         set.spawn(async move {
             let inner = supervised;
             let mut backoff = FIRST_BACKOFF;
@@ -67,8 +74,14 @@ impl Tasks {
                 metrics::gauge!("strand_task_up", "task" => name.clone()).set(1.0);
                 let started = Instant::now();
                 // Its own tokio task, so that a panic ends only this run.
-                let ended = tokio::spawn(start(inner.stop.child_token())).await;
+                let ended = tokio::spawn(start(retired.child_token())).await;
                 if inner.stop.is_cancelled() {
+                    return;
+                }
+                if retired.is_cancelled() {
+                    inner.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&name);
+                    metrics::gauge!("strand_task_up", "task" => name.clone()).set(0.0);
+                    tracing::info!(task = %name, "a background task was retired");
                     return;
                 }
                 let reason = match ended {
@@ -83,13 +96,14 @@ impl Tasks {
                 metrics::gauge!("strand_task_up", "task" => name.clone()).set(0.0);
                 inner.set_state(&name, TaskState::Down { reason });
                 tokio::select! {
-                    () = inner.stop.cancelled() => return,
+                    () = retired.cancelled() => return,
                     () = tokio::time::sleep(backoff) => {}
                 }
                 backoff = (backoff * 2).min(LAST_BACKOFF);
                 restarted = true;
             }
         });
+        own
     }
 
     /// The tasks that are down (or restarted less than [`HEALTHY_RUN`] ago), with why; empty when all run.
@@ -160,6 +174,36 @@ mod tests {
         }
         let down = tasks.down();
         assert_eq!(down.len(), 1, "a restarted task counts as down until it has run a while: {down:?}");
+        tasks.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_retired_task_stops_alone_and_is_not_restarted() {
+        let tasks = Tasks::default();
+        let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let spawn = |name: &'static str| {
+            let counted = runs.clone();
+            tasks.spawn(name, move |stop: CancellationToken| {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async move {
+                    stop.cancelled().await;
+                    Ok(())
+                }
+            })
+        };
+        let (retired, kept) = (spawn("retired"), spawn("kept"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tasks.len() < 2 {
+            assert!(Instant::now() < deadline);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        retired.cancel();
+        while tasks.len() > 1 {
+            assert!(Instant::now() < deadline, "the retired task leaves the set");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!kept.is_cancelled() && tasks.down().is_empty(), "the other runs on: {:?}", tasks.down());
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2, "nothing was restarted");
         tasks.shutdown().await;
     }
 }

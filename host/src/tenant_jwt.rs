@@ -13,12 +13,11 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use utoipa::ToSchema;
 
+use crate::config::MIN_SECRET_BYTES;
 use crate::graph::{now_ms, rfc3339_millis, Database, TenantId};
 
 /// Keys a tenant may hold at once: the current one and the next (or the previous).
 pub const MAX_KEYS_PER_TENANT: usize = 2;
-/// Shortest HS256 secret accepted (RFC 7518 §3.2: at least the hash's size).
-const MIN_SECRET_BYTES: usize = 32;
 
 /// The algorithms a tenant's key may be for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -136,13 +135,21 @@ impl TenantJwtKeys {
                 }
                 None => Err(format!("unknown algorithm {algorithm:?}")),
             };
-            match (tenant.parse::<TenantId>(), spec) {
-                (Ok(tenant), Ok(verifier)) => by_tenant.entry(tenant).or_default().push(verifier),
-                // Refusing the tenant's tokens is safer than falling back to the global key for it.
-                (tenant, Err(error)) => {
-                    tracing::error!(?tenant, %kid, %error, "a stored tenant JWT key cannot be used; the tenant's tokens with it are refused")
+            let tenant = match tenant.parse::<TenantId>() {
+                Ok(tenant) => tenant,
+                Err(error) => {
+                    tracing::error!(%error, "ignoring a tenant JWT key of an invalid tenant id");
+                    continue;
                 }
-                (Err(error), _) => tracing::error!(%error, "ignoring a tenant JWT key of an invalid tenant id"),
+            };
+            // The tenant is entered even when its key cannot be used: with no usable key its tokens are
+            // refused (fail closed), never verified with the global key instead.
+            let verifiers = by_tenant.entry(tenant).or_default();
+            match spec {
+                Ok(verifier) => verifiers.push(verifier),
+                Err(error) => {
+                    tracing::error!(%kid, %error, "a stored tenant JWT key cannot be used; the tenant's tokens with it are refused")
+                }
             }
         }
         self.verifiers.store(Arc::new(by_tenant.into_iter().map(|(t, v)| (t, v.into())).collect()));

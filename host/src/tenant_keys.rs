@@ -115,23 +115,31 @@ pub async fn revoke(db: &Database, tenant: &TenantId, name: &str) -> Result<(), 
     Ok(())
 }
 
-/// The tenant and name of the key whose secret is `secret`, recording its use; `None` for no such key.
+/// How stale a key's `last_used_at` may be: it is written at most this often per key, so a team polling the
+/// admin API does not take the database's writer (SQLite has one) from every tenant's follows.
+const LAST_USED_RESOLUTION_MS: i64 = 60_000;
+
+/// The tenant and name of the key whose secret is `secret`, recording its use (to the minute); `None` for no
+/// such key.
 pub async fn authenticate(db: &Database, secret: &str) -> Result<Option<(TenantId, String)>, sqlx::Error> {
     let hash = hex_sha256(secret.as_bytes());
-    let row = sqlx::query("SELECT tenant_id, name FROM tenant_keys WHERE secret_sha256 = ?")
+    let row = sqlx::query("SELECT tenant_id, name, last_used_at FROM tenant_keys WHERE secret_sha256 = ?")
         .bind(&hash)
         .fetch_optional(db.reader())
         .await?;
     let Some(row) = row else { return Ok(None) };
-    let (tenant, name): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+    let (tenant, name, last_used): (String, String, Option<i64>) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
     let Ok(tenant) = tenant.parse::<TenantId>() else {
         tracing::error!(%tenant, "a tenant key names an invalid tenant id; refused");
         return Ok(None);
     };
-    sqlx::query("UPDATE tenant_keys SET last_used_at = ? WHERE secret_sha256 = ?")
-        .bind(now_ms())
-        .bind(&hash)
-        .execute(db.writer())
-        .await?;
+    let now = now_ms();
+    if last_used.is_none_or(|at| now - at >= LAST_USED_RESOLUTION_MS) {
+        sqlx::query("UPDATE tenant_keys SET last_used_at = ? WHERE secret_sha256 = ?")
+            .bind(now)
+            .bind(&hash)
+            .execute(db.writer())
+            .await?;
+    }
     Ok(Some((tenant, name)))
 }

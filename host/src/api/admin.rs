@@ -20,7 +20,7 @@ use crate::audit::{self, AuditAction, AuditOutcome, AuditPage, AuditQuery, Audit
 use crate::bus::Topology;
 use crate::cache::Space;
 use crate::graph::TenantId;
-use crate::lag::{LagError, PipelineLag};
+use crate::lag::{LagError, ParkedRows, PipelineLag};
 use crate::plugins::logs::{self, LogPage, LogQuery};
 use crate::plugins::{
     hex_sha256, parse_declarations, PluginError, PluginKind, PluginSlot, PluginVersion, RegistryError, RequestedLimits,
@@ -66,8 +66,8 @@ impl Operator {
         }
     }
 
-    /// Only the platform admin: the tenant list, issuing and revoking keys.
-    fn admin_only(&self) -> Result<(), ApiError> {
+    /// Only the platform admin: the tenant list, issuing and revoking keys, the metrics.
+    pub(super) fn admin_only(&self) -> Result<(), ApiError> {
         match self {
             Operator::Admin => Ok(()),
             Operator::TenantKey { .. } => Err(ApiError::forbidden("only the platform admin's token reaches this")),
@@ -86,13 +86,17 @@ impl FromRequestParts<AppState> for Operator {
                 "the admin API is disabled: set STRAND_ADMIN_TOKEN",
             ));
         };
+        let refused =
+            || ApiError::unauthorized("invalid_admin_token", "send Authorization: Bearer <admin token or tenant key>");
+        // No credential is never compared to anything: an empty token cannot match (nor be configured).
         let presented = parts
             .headers
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or_default();
-        if constant_time_eq(presented.as_bytes(), expected.as_bytes()) {
+            .filter(|presented| !presented.is_empty())
+            .ok_or_else(refused)?;
+        if !expected.is_empty() && constant_time_eq(presented.as_bytes(), expected.as_bytes()) {
             return Ok(Operator::Admin);
         }
         if presented.starts_with(tenant_keys::KEY_PREFIX) {
@@ -102,7 +106,7 @@ impl FromRequestParts<AppState> for Operator {
                 return Ok(Operator::TenantKey { tenant, name });
             }
         }
-        Err(ApiError::unauthorized("invalid_admin_token", "send Authorization: Bearer <admin token or tenant key>"))
+        Err(refused())
     }
 }
 
@@ -199,6 +203,12 @@ impl From<RegistryError> for ApiError {
             | RegistryError::NotDeployed { .. }
             | RegistryError::NoRollout { .. } => ApiError::new(StatusCode::NOT_FOUND, "plugin_not_found", detail),
             RegistryError::Database(e) => ApiError::database(&e),
+            RegistryError::TooManyProjectors { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "too_many_projectors", detail)
+            }
+            RegistryError::CompileTooSlow(_) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "compile_too_slow", detail)
+            }
             RegistryError::Rejected(PluginError::NotAComponent(_)) => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_component", detail)
             }
@@ -250,7 +260,7 @@ pub async fn deploy(
         None => String::new(),
     };
     let uploaded = Change { sha256: Some(hex_sha256(&wasm)), detail, ..Change::plugin(AuditAction::Deploy, &slot) };
-    let deploying = state.plugins.deploy_with(slot.clone(), wasm.to_vec(), limits, staged, readable);
+    let deploying = state.plugins.deploy_with(slot.clone(), wasm, limits, staged, readable);
     let deployed = retiring(&state, &slot, deploying).await.map_err(ApiError::from);
     let change = match &deployed {
         Ok((plugin, _)) => uploaded.version(plugin),
@@ -750,6 +760,20 @@ pub async fn set_jwt_key(
         Change { detail: format!("kid {} ({:?})", path.kid, spec.algorithm), ..Change::of(AuditAction::SetJwtKey) };
     audited(&state, &operator, &tenant, change, set).await?;
     Ok(axum::Json(JwtKeyList { keys: state.tenants.jwt_keys().list(&tenant).await? }))
+}
+
+/// The tenant's outbox rows the relay parked — its router ran past the relay's time budget, or the broker
+/// refused a destination it routed to — and why: they are retried with backoff, in order.
+#[utoipa::path(get, path = "/admin/v1/tenants/{tenant}/parked", tag = "admin", params(("tenant" = String, Path)),
+    responses((status = 200, body = ParkedRows), (status = 401, body = Problem), (status = 403, body = Problem)),
+    security(("admin" = [])))]
+pub async fn parked(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<TenantPath>,
+) -> Result<axum::Json<ParkedRows>, ApiError> {
+    let tenant = operator.reach(&path.tenant)?;
+    Ok(axum::Json(crate::lag::parked_rows(&state.db, tenant.as_str()).await?))
 }
 
 /// The tenant's own JWT keys (never their material).

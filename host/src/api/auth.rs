@@ -14,12 +14,13 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
+use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{decode, decode_header, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
 use super::problem::ApiError;
 use super::AppState;
-use crate::config::Config;
+use crate::config::{Config, MIN_SECRET_BYTES};
 use crate::graph::{TenantId, UserId};
 use crate::tenant_jwt::TenantJwtKeys;
 
@@ -47,6 +48,8 @@ pub enum AuthSetupError {
     BadKey(String),
     #[error("cannot keep the development JWT secret in {path}: {source}")]
     DevKey { path: String, source: io::Error },
+    #[error("the development JWT secret in {0} is shorter than {MIN_SECRET_BYTES} bytes; delete the file and a new one is made")]
+    WeakDevKey(String),
     #[error("invalid default_tenant: {0}")]
     DefaultTenant(#[from] crate::graph::InvalidTenantId),
 }
@@ -91,6 +94,8 @@ impl Authenticator {
             Some(t) => t.parse().map_err(|e| invalid(format!("claim tenant: {e}")))?,
             None => self.default_tenant.clone(),
         };
+        // Whether the tenant registered keys of its own is nobody's business but the tenant's: every token
+        // whose signature is not verified gets the same answer on both paths.
         let claims = match self.tenant_keys.of(&tenant) {
             Some(own) => {
                 let mut candidates = own
@@ -98,20 +103,20 @@ impl Authenticator {
                     .filter(|k| k.algorithm == header.alg && header.kid.as_ref().is_none_or(|kid| *kid == k.kid))
                     .peekable();
                 if candidates.peek().is_none() {
-                    return Err(invalid(format!("no key of tenant {tenant} matches the token's kid and algorithm")));
+                    return Err(not_verified());
                 }
                 let mut last = None;
                 let verified = candidates.find_map(|k| {
                     let checked = check(token, header.alg, &k.key, k.issuer.as_deref(), k.audience.as_deref());
                     checked.map_err(|e| last = Some(e)).ok()
                 });
-                verified.ok_or_else(|| last.unwrap_or_else(|| invalid("token rejected".to_owned())))?
+                verified.ok_or_else(|| last.unwrap_or_else(not_verified))?
             }
             None => {
                 let key = match (header.alg, &self.hs256, &self.public) {
                     (Algorithm::HS256, Some(key), _) => key,
                     (alg, _, Some((accepted, key))) if alg == *accepted => key,
-                    (alg, _, _) => return Err(invalid(format!("algorithm {alg:?} is not accepted here"))),
+                    _ => return Err(not_verified()),
                 };
                 check(token, header.alg, key, self.issuer.as_deref(), self.audience.as_deref())?
             }
@@ -126,6 +131,11 @@ impl Authenticator {
 
 fn invalid(detail: String) -> ApiError {
     ApiError::unauthorized("invalid_token", detail)
+}
+
+/// The one answer to a token no key in force verifies — wrong key, algorithm or `kid` alike.
+fn not_verified() -> ApiError {
+    invalid("the token's signature is not verified by the keys in force for its tenant".to_owned())
 }
 
 /// The `tenant` claim, read before the signature is checked only to choose the keys that check it: the
@@ -167,9 +177,11 @@ fn check(
         None => validation.validate_aud = false,
     }
     validation.set_required_spec_claims(&required);
-    decode::<VerifiedClaims>(token, key, &validation)
-        .map(|data| data.claims)
-        .map_err(|e| invalid(format!("token rejected: {e}")))
+    // jsonwebtoken checks the signature before the claims: a claim's error is told only to a verified token.
+    decode::<VerifiedClaims>(token, key, &validation).map(|data| data.claims).map_err(|e| match e.kind() {
+        ErrorKind::InvalidSignature | ErrorKind::InvalidAlgorithm | ErrorKind::InvalidKeyFormat => not_verified(),
+        _ => invalid(format!("token rejected: {e}")),
+    })
 }
 
 #[derive(Deserialize)]
@@ -237,6 +249,9 @@ pub fn hs256_secret(config: &Config) -> Result<String, AuthSetupError> {
     let path = &config.dev_key_file;
     let dev_key_error = |source| AuthSetupError::DevKey { path: path.display().to_string(), source };
     match fs::read_to_string(path) {
+        Ok(secret) if secret.trim().len() < MIN_SECRET_BYTES => {
+            Err(AuthSetupError::WeakDevKey(path.display().to_string()))
+        }
         Ok(secret) => Ok(secret.trim().to_owned()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let mut bytes = [0u8; 32];

@@ -119,12 +119,13 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(admin::whoami))
         .routes(routes!(admin::set_jwt_key, admin::remove_jwt_key))
         .routes(routes!(admin::jwt_keys))
+        .routes(routes!(admin::parked))
         .layer(middleware::from_fn_with_state(state.max_plugin_bytes, refuse_declared_over))
         .layer(DefaultBodyLimit::max(state.max_plugin_bytes));
     let operations = OpenApiRouter::new()
         .routes(routes!(operations::healthz))
         .routes(routes!(operations::readyz))
-        .routes(routes!(operations::metrics));
+        .routes(routes!(operations::admin_metrics));
     let (router, mut openapi) =
         OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(api).merge(admin).merge(operations).split_for_parts();
     admin_refusals_documented(&mut openapi);
@@ -187,7 +188,8 @@ fn catch_panics() -> CatchPanicLayer<fn(Box<dyn std::any::Any + Send + 'static>)
     CatchPanicLayer::custom(|panic| ApiError::panicked(panic).into_response())
 }
 
-/// `/healthz` and `/metrics` alone, for the processes without the API (`strand relay`, `strand worker`).
+/// `/healthz` and `/metrics` alone, on `operations_listen`: the processes without the API (`strand relay`,
+/// `strand worker`), and `strand serve` when it is set.
 pub fn operations_router() -> Router {
     Router::new()
         .route("/healthz", axum::routing::get(operations::healthz))

@@ -1,5 +1,7 @@
-//! Endpoints for operators and orchestrators: liveness, readiness and Prometheus metrics. They need no
-//! token: they tell nothing about users.
+//! Endpoints for operators and orchestrators: liveness, readiness and Prometheus metrics. Liveness and
+//! readiness need no token: they tell nothing about users or tenants. Metrics name tenants, their plugins
+//! and their write rates: on the API listener they answer the platform admin's token only; the operations
+//! listener (`operations_listen`, a port not exposed to users) serves them to anyone who reaches it.
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -43,10 +45,21 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 /// Metrics in Prometheus text format: requests by route, relay and projection lag, plugin calls, dead
-/// letters, rate-limit decisions.
+/// letters, rate-limit decisions. On the API listener, for the platform admin's token only (Prometheus:
+/// `authorization: {credentials: …}` in the scrape config), or scrape `operations_listen` instead.
 #[utoipa::path(get, path = "/metrics", tag = "operations", responses(
     (status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain"),
+    (status = 401, description = "No credential, or not the admin token", body = super::Problem,
+        content_type = "application/problem+json"),
+    (status = 403, description = "A tenant key (`forbidden`), or no admin token configured (`admin_disabled`)",
+        body = super::Problem, content_type = "application/problem+json"),
 ))]
+pub async fn admin_metrics(operator: super::admin::Operator) -> Result<impl IntoResponse, ApiError> {
+    operator.admin_only()?;
+    Ok(metrics().await)
+}
+
+/// The metrics as the operations listener serves them, to whoever reaches that port.
 pub async fn metrics() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], observability::recorder().render())
 }

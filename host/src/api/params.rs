@@ -18,6 +18,9 @@ pub const MAX_BATCH: usize = 100;
 /// Page size limits of list reads.
 pub const MAX_LIMIT: u32 = 100;
 pub const DEFAULT_LIMIT: u32 = 20;
+/// The deepest offset a page may start at: skipping costs work in proportion (in the database, and in the
+/// cache's ranks), so deeper pages are the cursor's job, which costs the same at any depth.
+pub const MAX_OFFSET: u64 = 10_000;
 
 /// `Query<T>` whose rejection is problem+json.
 #[derive(FromRequestParts)]
@@ -95,6 +98,10 @@ impl PageParams {
                 return Err(ApiError::bad_request("invalid_pagination", "give either cursor or offset, not both"))
             }
             (Some(cursor), None) => decode_cursor(cursor)?,
+            (None, Some(offset)) if offset > MAX_OFFSET => {
+                let detail = format!("offset is at most {MAX_OFFSET}; page deeper with the cursor (next_cursor)");
+                return Err(ApiError::bad_request("offset_too_large", detail));
+            }
             (None, Some(offset)) => Position::Offset(offset),
             (None, None) => Position::Start,
         };

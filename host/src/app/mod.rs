@@ -43,6 +43,8 @@ use crate::tenants::TenantSettings;
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
     #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
     Database(#[from] DatabaseError),
     #[error(transparent)]
     Auth(#[from] AuthSetupError),
@@ -78,8 +80,13 @@ async fn open_database(config: &Config) -> Result<Database, StartupError> {
 /// The deployed plugins (and the bundled ones), loaded from the database.
 async fn load_plugins(config: &Config, db: &Database) -> Result<Arc<PluginRegistry>, StartupError> {
     let (defaults, maxima, cache) = (config.plugin_limits(), config.plugin_maxima(), config.plugin_cache_dir.clone());
-    let runtime = Arc::new(PluginRuntime::bounded(defaults, maxima, cache)?);
-    Ok(Arc::new(PluginRegistry::load_with(runtime, db.clone(), config.rollback_policy()).await?))
+    let runtime = PluginRuntime::bounded(defaults, maxima, cache)?.with_tenant_share(config.plugin_tenant_instances);
+    let runtime = Arc::new(runtime);
+    let registry = PluginRegistry::load_with(runtime, db.clone(), config.rollback_policy()).await?;
+    let registry = registry
+        .with_compile_budget(Duration::from_millis(config.plugin_compile_budget_ms))
+        .with_max_projectors(config.plugin_max_projectors);
+    Ok(Arc::new(registry))
 }
 
 /// Where this deployment publishes: Kafka when brokers are configured, else the embedded bus in `db`.
@@ -114,6 +121,7 @@ fn worker_factory(config: &Config, db: &Database) -> Result<WorkerFactory, Start
         kafka: config.kafka()?,
         worker_id: config.worker_id.clone(),
         dead_letters: publisher(config, db)?,
+        tenant_budget: Duration::from_millis(config.projection_tenant_budget_ms.max(1)),
     })
 }
 
@@ -126,20 +134,11 @@ async fn refreshed_plugins(
 ) -> Result<(Arc<PluginRegistry>, JoinHandle<()>), StartupError> {
     let plugins = load_plugins(config, db).await?;
     let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
-    let operations = match config.operations_listen {
-        Some(addr) => {
-            observability::recorder();
-            let listener = TcpListener::bind(addr).await.map_err(|source| StartupError::Bind { addr, source })?;
-            tracing::info!(addr = %listener.local_addr().unwrap_or(addr), "serving /healthz and /metrics");
-            Some(listener)
-        }
-        None => None,
-    };
+    let operations = bind_operations(config).await?;
     let refresh = refresh_from_database(plugins.clone(), tenants, config.refresh_every());
     let serve = async move {
-        let Some(listener) = operations else { return };
-        if let Err(e) = axum::serve(listener, api::operations_router()).await {
-            tracing::error!(error = %e, "/healthz and /metrics stopped");
+        if let Some(listener) = operations {
+            serve_operations(listener).await;
         }
     };
     let (writer, logs_db, topic) = (plugins.clone(), db.clone(), log_topic(config, db)?);
@@ -150,18 +149,44 @@ async fn refreshed_plugins(
     Ok((plugins, companion))
 }
 
-/// Keeps this node's plugins and tenant settings in line with the database. A failed refresh is logged and
-/// tried again on the next tick; the node keeps serving with what it has.
+/// The operations listener (`/healthz`, `/metrics` to whoever reaches it), when `operations_listen` is set.
+async fn bind_operations(config: &Config) -> Result<Option<TcpListener>, StartupError> {
+    let Some(addr) = config.operations_listen else { return Ok(None) };
+    observability::recorder();
+    let listener = TcpListener::bind(addr).await.map_err(|source| StartupError::Bind { addr, source })?;
+    tracing::info!(addr = %listener.local_addr().unwrap_or(addr), "serving /healthz and /metrics");
+    Ok(Some(listener))
+}
+
+/// Serves `/healthz` and `/metrics` on `listener` until the process ends or the task is aborted.
+async fn serve_operations(listener: TcpListener) {
+    if let Err(e) = axum::serve(listener, api::operations_router()).await {
+        tracing::error!(error = %e, "/healthz and /metrics stopped");
+    }
+}
+
+/// Keeps this node's plugins and tenant settings in line with the database, each on its own tick: a slow
+/// plugin load (a big component compiling) never holds up a tenant's settings or JWT keys. A failed refresh
+/// is logged and tried again on the next tick; the node keeps serving with what it has.
 async fn refresh_from_database(plugins: Arc<PluginRegistry>, tenants: Arc<TenantSettings>, every: Duration) {
+    tokio::join!(
+        on_every_tick(every, "deployed plugins", || plugins.refresh()),
+        on_every_tick(every, "tenant settings", || tenants.refresh()),
+    );
+}
+
+/// Runs `refresh` every `every`, logging a failure (with its cause) and trying again on the next tick.
+async fn on_every_tick<T, E, F>(every: Duration, what: &str, refresh: impl Fn() -> F)
+where
+    E: std::error::Error,
+    F: std::future::Future<Output = Result<T, E>>,
+{
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        if let Err(e) = plugins.refresh().await {
-            tracing::error!(error = %e, "cannot refresh deployed plugins; retrying on the next tick");
-        }
-        if let Err(e) = tenants.refresh().await {
-            tracing::error!(error = %e, "cannot refresh tenant settings; retrying on the next tick");
+        if let Err(e) = refresh().await {
+            tracing::error!(error = %observability::causes(&e), "cannot refresh {what}; retrying on the next tick");
         }
     }
 }

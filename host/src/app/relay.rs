@@ -21,7 +21,8 @@ pub fn relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> R
     if config.relay == RelayMode::Off {
         return Ok(None);
     }
-    let outlet = Outlet::new(plugins.clone(), publisher(config, db)?, Topology::new(&config.topic_prefix));
+    let outlet = Outlet::new(plugins.clone(), publisher(config, db)?, Topology::new(&config.topic_prefix))
+        .with_router_budget(Duration::from_millis(config.relay_tenant_budget_ms.max(1)));
     Ok(Some(match config.relay {
         RelayMode::Binlog if db.kind() != DatabaseKind::MySql => return Err(StartupError::BinlogNeedsMySql),
         RelayMode::Binlog => {

@@ -13,7 +13,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::relay::RestartableRelay;
-use super::{load_plugins, log_topic, open_database, refresh_from_database, worker_factory, StartupError};
+use super::{
+    bind_operations, load_plugins, log_topic, open_database, refresh_from_database, serve_operations, worker_factory,
+    StartupError,
+};
 use crate::api::{self, AppState, Authenticator};
 use crate::bus::Topology;
 use crate::cache::Cache;
@@ -26,18 +29,23 @@ use crate::plugins::logs::LogTopic;
 use crate::plugins::PluginRegistry;
 use crate::projection::{CachedReads, Projections};
 use crate::ratelimit::{RateLimiting, TokenBuckets};
+use crate::retention::Retention;
 use crate::tasks::Tasks;
 use crate::tenants::TenantSettings;
 
 /// A bound, ready-to-serve Strand.
 pub struct Server {
     listener: TcpListener,
+    /// `operations_listen`: `/healthz` and `/metrics` for the platform's scraper, without a token.
+    operations: Option<TcpListener>,
     router: Router,
     db: Database,
     plugins: Arc<PluginRegistry>,
     tenants: Arc<TenantSettings>,
     rate_limiting: Arc<RateLimiting>,
     refresh_every: Duration,
+    retention: Retention,
+    plugin_cache_dir: Option<std::path::PathBuf>,
     relay: Option<RestartableRelay>,
     projections: Option<Projections>,
     /// Where plugins' log lines are also published (a Kafka deployment).
@@ -50,6 +58,7 @@ impl Server {
     /// Opens and migrates the database, loads the plugins and JWT keys, connects the cache and the bus,
     /// and binds the listener: every configuration error shows here, before anything serves.
     pub async fn build(config: &Config) -> Result<Self, StartupError> {
+        config.check_secrets()?;
         let db = open_database(config).await?;
         let plugins = load_plugins(config, &db).await?;
         let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
@@ -79,6 +88,7 @@ impl Server {
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
+        let operations = bind_operations(config).await?;
         let relay = RestartableRelay::new(config, &db, &plugins)?;
         let projections = match config.workers {
             true => {
@@ -90,12 +100,15 @@ impl Server {
         let log_topic = log_topic(config, &db)?;
         Ok(Self {
             listener,
+            operations,
             router: api::router(state),
             db,
             plugins,
             tenants,
             rate_limiting,
             refresh_every: config.refresh_every(),
+            retention: config.retention(),
+            plugin_cache_dir: config.plugin_cache_dir.clone(),
             relay,
             projections,
             log_topic,
@@ -119,6 +132,7 @@ impl Server {
         supervise_plugin_logs(&self.tasks, self.plugins.clone(), self.db.clone(), self.log_topic.map(Arc::new));
         supervise_request_sample(&self.tasks, self.rate_limiting, self.db.clone());
         supervise_refresh(&self.tasks, self.plugins, self.tenants, self.refresh_every);
+        supervise_retention(&self.tasks, self.retention, self.db.clone(), self.plugin_cache_dir);
         if let Some(relay) = self.relay {
             // Down, it is restarted; the API keeps serving meanwhile (rows wait in the outbox).
             relay.supervise(&self.tasks);
@@ -126,7 +140,11 @@ impl Server {
         if let Some(projections) = self.projections {
             projections.supervise(&self.tasks);
         }
+        let operations = self.operations.map(|listener| tokio::spawn(serve_operations(listener)));
         let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
+        if let Some(operations) = operations {
+            operations.abort();
+        }
         // The relay and the workers finish the batch in hand, commit what they did, then stop.
         self.tasks.shutdown().await;
         self.db.close().await;
@@ -157,6 +175,27 @@ fn supervise_request_sample(tasks: &Tasks, rate_limiting: Arc<RateLimiting>, db:
             tokio::select! {
                 () = stop.cancelled() => Ok(()),
                 () = rate_limiting.sample().write(&db) => anyhow::bail!("the request sample writer ended"),
+            }
+        }
+    });
+}
+
+/// Deletes what is past retention every hour, as a supervised task; a failed run is logged and tried again
+/// at the next.
+fn supervise_retention(tasks: &Tasks, retention: Retention, db: Database, cache_dir: Option<std::path::PathBuf>) {
+    tasks.spawn("retention", move |stop: CancellationToken| {
+        let (db, cache_dir) = (db.clone(), cache_dir.clone());
+        async move {
+            let mut ticks = tokio::time::interval(crate::retention::EVERY);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return Ok(()),
+                    _ = ticks.tick() => {}
+                }
+                match retention.prune(&db, cache_dir.as_deref()).await {
+                    Ok(pruned) => tracing::info!(?pruned, "deleted what is past retention"),
+                    Err(e) => tracing::error!(error = %crate::observability::causes(&e), "retention failed; trying again in an hour"),
+                }
             }
         }
     });

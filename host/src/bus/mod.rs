@@ -38,7 +38,7 @@ mod kafka_client;
 mod topology;
 
 pub use embedded::{Delivered, EmbeddedBus};
-pub use kafka::{KafkaBus, KafkaSettings, Sending};
+pub use kafka::{is_refusal, KafkaBus, KafkaSettings, Sending};
 pub use kafka_client::{KafkaConnection, KafkaOptionsError};
 pub use topology::Topology;
 

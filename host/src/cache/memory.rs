@@ -23,8 +23,68 @@ pub struct MemoryCache {
 
 #[derive(Default)]
 struct State {
-    entries: HashMap<String, Entry>,
+    entries: Entries,
     writes: u64,
+}
+
+/// Every entry, kept apart by the space its key is in (`{tenant:plugin@version` — keys of no space in
+/// one group of their own): clearing or listing a space touches that space's entries only, never every
+/// tenant's under the one lock.
+#[derive(Default)]
+struct Entries {
+    by_space: HashMap<String, HashMap<String, Entry>>,
+}
+
+impl Entries {
+    /// The group of `key`: its space's `{tenant:plugin@version`, or "" for a key outside every space.
+    fn group(key: &str) -> &str {
+        match key.find('#') {
+            Some(end) if key.starts_with('{') => &key[..end],
+            _ => "",
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<&Entry> {
+        self.by_space.get(Self::group(key))?.get(key)
+    }
+
+    fn get_mut(&mut self, key: &str) -> Option<&mut Entry> {
+        self.by_space.get_mut(Self::group(key))?.get_mut(key)
+    }
+
+    fn insert(&mut self, key: String, entry: Entry) {
+        match self.by_space.get_mut(Self::group(&key)) {
+            Some(group) => {
+                group.insert(key, entry);
+            }
+            None => {
+                self.by_space.entry(Self::group(&key).to_owned()).or_default().insert(key, entry);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &str) {
+        let group = Self::group(key);
+        if let Some(entries) = self.by_space.get_mut(group) {
+            entries.remove(key);
+            if entries.is_empty() {
+                self.by_space.remove(group);
+            }
+        }
+    }
+
+    /// `space`'s group: every key of the space (and, if any, other keys sharing its prefix).
+    fn of_space(&mut self, space: Space<'_>) -> Option<&mut HashMap<String, Entry>> {
+        self.by_space.get_mut(&format!("{{{space}"))
+    }
+
+    /// Drops the entries that expired by `now`, in every group.
+    fn sweep(&mut self, now: Instant) {
+        self.by_space.retain(|_, entries| {
+            entries.retain(|_, e| e.expires.is_none_or(|at| at > now));
+            !entries.is_empty()
+        });
+    }
 }
 
 struct Entry {
@@ -150,14 +210,17 @@ impl MemoryCache {
         state.put(key.to_owned(), Data::Text(value.to_owned()), None);
     }
 
-    pub(super) fn clear(&self, inside: impl Fn(&str) -> bool) {
+    pub(super) fn clear(&self, space: Space<'_>) {
         let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        state.entries.retain(|key, _| !inside(key));
+        if let Some(entries) = state.entries.of_space(space) {
+            entries.retain(|key, _| !space.holds(key));
+        }
     }
 
-    pub(super) fn keys(&self, inside: impl Fn(&str) -> bool) -> Vec<String> {
-        let state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        state.entries.keys().filter(|key| inside(key)).cloned().collect()
+    pub(super) fn keys(&self, space: Space<'_>) -> Vec<String> {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(entries) = state.entries.of_space(space) else { return Vec::new() };
+        entries.keys().filter(|key| space.holds(key)).cloned().collect()
     }
 
     pub(super) fn lock(&self, key: &str, owner: &str, ttl: Duration) -> bool {
@@ -239,8 +302,7 @@ impl State {
         self.entries.insert(key, Entry { data, expires });
         self.writes += 1;
         if self.writes % SWEEP_EVERY == 0 {
-            let now = Instant::now();
-            self.entries.retain(|_, e| e.expires.is_none_or(|at| at > now));
+            self.entries.sweep(Instant::now());
         }
     }
 

@@ -191,7 +191,7 @@ impl<'a> Space<'a> {
     }
 
     /// Whether `key` is inside this space (its data or bookkeeping; not the build lock or builder copies).
-    fn holds(&self, key: &str) -> bool {
+    pub(super) fn holds(&self, key: &str) -> bool {
         self.relative_part(key).is_some()
     }
 
@@ -372,7 +372,7 @@ impl Cache {
         match self {
             Self::Redis(redis) => redis.clear(space).await,
             Self::Memory(memory) => {
-                memory.clear(|key| space.holds(key));
+                memory.clear(space);
                 Ok(())
             }
         }
@@ -383,7 +383,7 @@ impl Cache {
     pub async fn data_keys(&self, space: Space<'_>) -> Result<Vec<String>, CacheError> {
         let mut keys = match self {
             Self::Redis(redis) => redis.keys(&space.pattern()).await?,
-            Self::Memory(memory) => memory.keys(|key| space.holds(key)),
+            Self::Memory(memory) => memory.keys(space),
         };
         keys.retain(|key| !space.relative(key).starts_with('~'));
         keys.sort_unstable();

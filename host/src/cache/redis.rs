@@ -124,6 +124,21 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 "#;
 
+/// KEYS[1] a sorted set; ARGV score, member, count. The `count` entries after (score, member) in descending
+/// order, found by rank — O(log n + count), however many members share the score. The cursor's position is
+/// taken by putting the member there for the moment of the script and putting back what was (atomic: no
+/// other command sees it).
+const AFTER: &str = r#"
+local key, score, member = KEYS[1], ARGV[1], ARGV[2]
+local held = redis.call('ZSCORE', key, member)
+redis.call('ZADD', key, score, member)
+local rank = redis.call('ZREVRANK', key, member)
+if held then redis.call('ZADD', key, held, member) else redis.call('ZREM', key, member) end
+-- Still at (or moved ahead of) the cursor's place, the member itself is not after it.
+if held and tonumber(held) >= tonumber(score) then rank = rank + 1 end
+return redis.call('ZREVRANGE', key, rank, rank + tonumber(ARGV[3]) - 1, 'WITHSCORES')
+"#;
+
 /// Projector data in one Redis or a Redis Cluster.
 #[derive(Clone)]
 pub struct RedisCache {
@@ -134,6 +149,7 @@ pub struct RedisCache {
 static APPLY_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(APPLY));
 static LOCK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(LOCK));
 static UNLOCK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(UNLOCK));
+static AFTER_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(AFTER));
 
 /// Operands of the apply script.
 type Operands = Vec<Vec<u8>>;
@@ -346,19 +362,9 @@ impl RedisCache {
                 redis.zrevrange_withscores(key, first, last(start)).await?
             }
             PageStart::After(score, after) => {
-                // As old, smaller member (few: one millisecond's follows), then strictly older.
-                let mut tied: Vec<(String, f64)> = redis.zrangebyscore_withscores(key, score, score).await?;
-                tied.retain(|(m, _)| m.as_str() < after);
-                tied.reverse();
-                tied.truncate(count);
-                let rest = count - tied.len();
-                let older: Vec<(String, f64)> = if rest == 0 {
-                    Vec::new()
-                } else {
-                    let limit = isize::try_from(rest).unwrap_or(isize::MAX);
-                    redis.zrevrangebyscore_limit_withscores(key, format!("({score}"), "-inf", 0, limit).await?
-                };
-                tied.into_iter().chain(older).collect()
+                let page: Vec<(String, f64)> =
+                    AFTER_SCRIPT.key(key).arg(score).arg(after).arg(count).invoke_async(&mut redis).await?;
+                page
             }
         })
     }

@@ -12,6 +12,9 @@ use super::runtime::{Built, CallCost, Called, PluginError, PluginLimits, PluginR
 
 /// Most destinations one event may be routed to.
 pub const MAX_DESTINATIONS: usize = 16;
+/// The headers the host sets on every message: a router's own headers may not use these names (in any
+/// case), so a consumer reading the last value of a header still reads the host's.
+pub const RESERVED_HEADERS: [&str; 5] = ["event-id", "tenant", "event-type", "version", "router-version"];
 /// Most effects one event may have.
 pub const MAX_EFFECTS: usize = 64;
 const MAX_NAME: usize = 200;
@@ -46,7 +49,7 @@ impl PluginRuntime {
             Err(e) => return refused(e),
         };
         let (result, log) = self
-            .run(limits, requests.len(), async |store| match built {
+            .run(limits, tenant, requests.len(), async |store| match built {
                 Built::Current(pre) => {
                     let requests: Vec<wire::WriteRequest> = requests.iter().map(Into::into).collect();
                     pre.instantiate_async(&mut *store)
@@ -84,7 +87,7 @@ impl PluginRuntime {
             Err(e) => return refused(e),
         };
         let (result, log) = self
-            .run(limits, events.len(), async |store| match built {
+            .run(limits, tenant, events.len(), async |store| match built {
                 Built::Current(pre) => {
                     let events: Vec<wire::OutboxEvent> = events.iter().map(Into::into).collect();
                     pre.instantiate_async(&mut *store)
@@ -125,7 +128,7 @@ impl PluginRuntime {
             Err(e) => return refused(e),
         };
         let (result, log) = self
-            .run(limits, events.len(), async |store| match built {
+            .run(limits, tenant, events.len(), async |store| match built {
                 Built::Current(pre) => {
                     let events: Vec<wire::RelationEvent> = events.iter().map(Into::into).collect();
                     pre.instantiate_async(&mut *store)
@@ -228,6 +231,11 @@ fn check_destinations(destinations: &[Destination]) -> Result<(), PluginError> {
     }
     for destination in destinations {
         check_name("topic", &destination.topic)?;
+        if let Some((name, _)) =
+            destination.headers.iter().find(|(name, _)| RESERVED_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(name)))
+        {
+            return Err(invalid(format!("header {name:?} is the host's (reserved: {})", RESERVED_HEADERS.join(", "))));
+        }
         let header_bytes: usize = destination.headers.iter().map(|(k, v)| k.len() + v.len()).sum();
         if destination.key.len() > MAX_VALUE || destination.headers.len() > 16 || header_bytes > MAX_VALUE {
             return Err(invalid("message key or headers too large"));
@@ -310,4 +318,29 @@ fn check_effects(effects: &[Effect]) -> Result<(), PluginError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn to(headers: &[(&str, &str)]) -> Destination {
+        Destination {
+            topic: "audit".into(),
+            key: "acme:1".into(),
+            headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+
+    #[test]
+    fn a_router_cannot_set_the_hosts_headers() {
+        assert!(check_destinations(&[to(&[("routed-by", "me")])]).is_ok());
+        for name in ["tenant", "Event-Id", "VERSION", "router-version", "event-type"] {
+            let refused = check_destinations(&[to(&[("routed-by", "me"), (name, "forged")])]);
+            assert!(
+                matches!(&refused, Err(PluginError::InvalidOutput(detail)) if detail.contains("reserved")),
+                "{name}: {refused:?}"
+            );
+        }
+    }
 }

@@ -23,6 +23,10 @@ pub const MAX_LINE_BYTES: usize = 1024;
 /// Lines per second one plugin (tenant, kind, name) may keep, and the burst above it.
 const LINES_PER_SECOND: f64 = 20.0;
 const BURST: f64 = 100.0;
+/// Lines per second one tenant's plugins may keep together, and the burst above it: many plugin names do
+/// not give a tenant more of the shared log.
+const TENANT_LINES_PER_SECOND: f64 = 100.0;
+const TENANT_BURST: f64 = 500.0;
 
 /// One line as a plugin wrote it, named by the host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -127,13 +131,22 @@ struct Kept {
 /// database.
 pub struct PluginLogs {
     rate: KeyedRate<Writer>,
+    tenant_rate: KeyedRate<String>,
     queue: TenantQueue<Kept>,
 }
 
 impl Default for PluginLogs {
     fn default() -> Self {
-        Self { rate: KeyedRate::new(LINES_PER_SECOND, BURST), queue: TenantQueue::new(QUEUED) }
+        Self {
+            rate: KeyedRate::new(LINES_PER_SECOND, BURST),
+            tenant_rate: KeyedRate::new(TENANT_LINES_PER_SECOND, TENANT_BURST),
+            queue: TenantQueue::new(QUEUED, tenant_of),
+        }
     }
+}
+
+fn tenant_of(kept: &Kept) -> &str {
+    &kept.source.tenant
 }
 
 impl PluginLogs {
@@ -141,23 +154,27 @@ impl PluginLogs {
     pub fn keep(&self, source: &LogSource, lines: Vec<LogLine>, dropped: u32) {
         let writer = (source.tenant.clone(), source.kind, source.name.clone());
         let allowed = self.rate.take(writer, lines.len());
+        let allowed = self.tenant_rate.take(source.tenant.clone(), allowed);
         source.count_dropped("rate", dropped as usize + lines.len() - allowed);
         let mut queue_full = 0;
         for line in lines.into_iter().take(allowed) {
             let LogSource { tenant, kind, name, version } = source;
-            let (input, message) = (line.input.as_deref().unwrap_or(""), &line.message);
+            // The plugin's text is escaped (`\n`, `\u{1b}`, …): a newline in it cannot forge another
+            // line of the process log, nor a control sequence reach an operator's terminal.
+            let input = line.input.as_deref().unwrap_or("");
+            let message = line.message.escape_debug();
             match line.level {
                 Level::Debug => {
-                    tracing::debug!(target: "strand::plugin", %tenant, %kind, plugin = %name, version, input, message)
+                    tracing::debug!(target: "strand::plugin", %tenant, %kind, plugin = %name, version, input, %message)
                 }
                 Level::Info => {
-                    tracing::info!(target: "strand::plugin", %tenant, %kind, plugin = %name, version, input, message)
+                    tracing::info!(target: "strand::plugin", %tenant, %kind, plugin = %name, version, input, %message)
                 }
                 Level::Warn => {
-                    tracing::warn!(target: "strand::plugin", %tenant, %kind, plugin = %name, version, input, message)
+                    tracing::warn!(target: "strand::plugin", %tenant, %kind, plugin = %name, version, input, %message)
                 }
                 Level::Error => {
-                    tracing::error!(target: "strand::plugin", %tenant, %kind, plugin = %name, version, input, message)
+                    tracing::error!(target: "strand::plugin", %tenant, %kind, plugin = %name, version, input, %message)
                 }
             }
             if !self.queue.push(Kept { at: now_ms(), source: source.clone(), line }) {
@@ -204,11 +221,8 @@ impl PluginLogs {
     /// Kafka deployment also publishes them to `topic`. A failed write is logged and its lines counted as
     /// dropped; the writer goes on.
     pub async fn write(&self, db: &Database, topic: Option<&LogTopic>) {
-        fn tenant_of(kept: &Kept) -> &str {
-            &kept.source.tenant
-        }
         self.queue
-            .drain(db, "plugin_logs", KEPT_PER_TENANT, tenant_of, |batch| {
+            .drain(db, "plugin_logs", KEPT_PER_TENANT, |batch| {
                 Box::pin(async move {
                     if let Err(e) = insert(db, &batch).await {
                         tracing::error!(error = %e, lines = batch.len(), "cannot keep plugin log lines");
@@ -334,4 +348,62 @@ pub async fn page(
     entries.truncate(limit as usize);
     let next_before = if more && query.after.is_none() { entries.last().map(|e| e.id) } else { None };
     Ok(LogPage { entries, next_before })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Collects what the process log prints.
+    #[derive(Clone, Default)]
+    struct Printed(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Printed {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn source(tenant: &str, name: &str) -> LogSource {
+        LogSource { tenant: tenant.into(), kind: PluginKind::Projector, name: name.into(), version: 1 }
+    }
+
+    fn line(message: &str) -> LogLine {
+        LogLine { level: Level::Warn, input: None, message: message.into() }
+    }
+
+    #[test]
+    fn a_plugins_newlines_cannot_forge_process_log_lines() {
+        let printed = Printed::default();
+        let writer = printed.clone();
+        let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let forged = "calm\n2026-12-03T00:00:00Z ERROR strand: admin token leaked\u{1b}[2J";
+            PluginLogs::default().keep(&source("evil", "p"), vec![line(forged)], 0);
+        });
+        let printed = String::from_utf8(printed.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(printed.lines().count(), 1, "{printed}");
+        assert!(printed.contains(r"calm\n2026-12-03T00:00:00Z ERROR") && printed.contains(r"\u{1b}[2J"), "{printed}");
+    }
+
+    /// A tenant logging through many plugin names gets no more than its tenant-wide rate, and never more
+    /// than its share of the queue to the database: another tenant's lines still find room.
+    #[test]
+    fn many_plugin_names_do_not_crowd_out_another_tenants_lines() {
+        let logs = PluginLogs::default();
+        for name in 0..200 {
+            let lines = (0..BURST as usize).map(|_| line("flood")).collect();
+            logs.keep(&source("evil", &format!("p{name}")), lines, 0);
+        }
+        let queued = |logs: &PluginLogs| logs.queue.held_by("evil");
+        assert!(queued(&logs) <= TENANT_BURST as usize + 10, "evil queued {}", queued(&logs));
+        logs.keep(&source("acme", "counts"), vec![line("mine")], 0);
+        assert_eq!(logs.queue.held_by("acme"), 1, "acme's line found room");
+    }
 }

@@ -23,7 +23,7 @@ pub use bindings::{
     Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, Level, ZsetEntry,
     ZsetMemberWhile,
 };
-pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFECTS, MAX_TTL};
+pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFECTS, MAX_TTL, RESERVED_HEADERS};
 pub use conformance::{sample_events, sample_outbox_events, sample_requests};
 pub use inputs::{Input, OutboxEvent, RelationEvent, WriteRequest};
 pub use logs::{LogLine, LogSource, PluginLogs, MAX_LINES_PER_CALL, MAX_LINE_BYTES};
@@ -32,12 +32,12 @@ pub use policy::{project_with_retries, route_or_default, ProjectionFailed, Retry
 pub use readable::{parse_declarations, Readable, Shape, MAX_READABLE};
 pub use registry::{
     ActivePlugin, Candidate, Chosen, PluginRegistry, PluginSlot, PluginVersion, RegistryError, Staged, VersionLimits,
-    VersionState, SINGLETON_NAME,
+    VersionState, DEFAULT_COMPILE_BUDGET, DEFAULT_MAX_PROJECTORS, SINGLETON_NAME,
 };
 pub use rollout::{RolloutRates, Tally};
 pub use runtime::{
     hex_sha256, CallCost, Called, LimitRefused, PluginError, PluginLimits, PluginRuntime, PreparedPlugin,
-    RequestedLimits, INPUTS_PER_LIMIT,
+    RequestedLimits, DEFAULT_TENANT_SHARE, INPUTS_PER_LIMIT,
 };
 
 use std::fmt;

@@ -3,7 +3,9 @@
 //! `timeout`, `out_of_fuel`, `trap`, `invalid_output`, `host`); what the plugin logged, and its traps with
 //! their wasm backtrace, in its log.
 
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::{LazyLock, Mutex};
 use std::time::Instant;
 
 use super::logs::{bounded, LogLine, LogSource, PluginLogs};
@@ -49,6 +51,7 @@ pub async fn observed<R>(
         Err(PluginError::OutOfFuel(_)) => "out_of_fuel",
         Err(PluginError::Trap(_)) => "trap",
         Err(PluginError::InvalidOutput(_)) => "invalid_output",
+        Err(PluginError::Busy { .. }) => "busy",
         Err(_) => "host",
     };
     let labels = labels(tenant, plugin);
@@ -75,11 +78,48 @@ pub fn count_invalid_output(tenant: &str, plugin: &ActivePlugin, stage: &'static
     metrics::counter!("strand_plugin_invalid_output_total", &labels).increment(1);
 }
 
+/// Labels of a plugin's series: by tenant, kind and plugin name — not by version, so a tenant deploying in
+/// a loop adds no series; the version of each call is in the plugin's log and the audit log.
 fn labels(tenant: &str, plugin: &ActivePlugin) -> Vec<(&'static str, String)> {
     vec![
         ("tenant", tenant.to_owned()),
         ("kind", plugin.kind.to_string()),
-        ("plugin", plugin.name.clone()),
-        ("version", plugin.version.to_string()),
+        ("plugin", named_in_metrics(tenant, &plugin.name)),
     ]
+}
+
+/// The most plugin names one tenant's series are labelled with; calls of further names (a tenant creating
+/// and removing projectors in a loop) count under `plugin="_other"`. The recorder never forgets a series,
+/// so this is what keeps one tenant from growing `/metrics` without bound.
+pub const MAX_NAMED_PLUGINS_PER_TENANT: usize = 32;
+
+/// `name` as the `plugin` label of `tenant`'s series: itself for the first
+/// [`MAX_NAMED_PLUGINS_PER_TENANT`] names seen, else `_other`.
+fn named_in_metrics(tenant: &str, name: &str) -> String {
+    static NAMED: LazyLock<Mutex<HashMap<String, HashSet<String>>>> = LazyLock::new(Default::default);
+    let mut named = NAMED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let names = match named.get_mut(tenant) {
+        Some(names) => names,
+        None => named.entry(tenant.to_owned()).or_default(),
+    };
+    if names.contains(name) || (names.len() < MAX_NAMED_PLUGINS_PER_TENANT && names.insert(name.to_owned())) {
+        name.to_owned()
+    } else {
+        "_other".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tenants_plugin_names_in_metrics_are_bounded_and_others_unaffected() {
+        for i in 0..3 * MAX_NAMED_PLUGINS_PER_TENANT {
+            let label = named_in_metrics("looping", &format!("p{i}"));
+            assert_eq!(label, if i < MAX_NAMED_PLUGINS_PER_TENANT { format!("p{i}") } else { "_other".to_owned() });
+        }
+        assert_eq!(named_in_metrics("looping", "p0"), "p0", "a name seen before keeps its series");
+        assert_eq!(named_in_metrics("calm", "p99"), "p99", "another tenant's names are its own");
+    }
 }

@@ -45,7 +45,7 @@ pub async fn route_or_default(
         let Some(&first) = group.first() else { continue };
         let batch: Vec<OutboxEvent> = group.iter().map(|&i| events[i].clone()).collect();
         let (destinations, version, fell_back) = route_group(registry, tenant, &chosen[first].plugin, batch).await?;
-        registry.record_outcome(tenant, Singleton::Router, &chosen[first], fell_back.is_some()).await;
+        registry.record_outcome(tenant, Singleton::Router, &chosen[first], fell_back.as_ref()).await;
         for (i, destinations) in group.into_iter().zip(destinations) {
             routed.destinations[i] = destinations;
             routed.router_versions[i] = version;

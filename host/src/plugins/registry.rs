@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
@@ -39,7 +40,7 @@ impl PluginSlot {
         if !valid_name {
             return Err(RegistryError::InvalidName(format!("{name:?} is not 1 to 64 characters of a-z, 0-9, -")));
         }
-        if kind == PluginKind::Projector && strand_contract::SERVED_PROJECTORS.contains(&name) {
+        if kind == PluginKind::Projector && BUNDLED.iter().any(|b| b.kind == kind && b.name == name) {
             return Err(RegistryError::ReservedName(name.to_owned()));
         }
         if kind.is_singleton() && name != SINGLETON_NAME {
@@ -142,9 +143,16 @@ impl From<PluginLimits> for VersionLimits {
 pub enum RegistryError {
     #[error("invalid plugin name: {0}")]
     InvalidName(String),
-    /// The API serves this projector's counts or lists: a replacement could make it serve wrong ones.
-    #[error("the projector name {0:?} is reserved for the host: the API serves its counts and lists; deploy yours under another name")]
+    /// A bundled projector's name: its worker and consumer group serve every tenant (and the API reads the
+    /// counts and lists of two of them), so no tenant's version may take it over.
+    #[error("the projector name {0:?} is reserved for the host's bundled projector; deploy yours under another name")]
     ReservedName(String),
+    /// Each projector name is a worker and a consumer group reading the whole events topic on every
+    /// node: a tenant may have only so many.
+    #[error("tenant {tenant} already has {max} projectors, the platform's maximum; remove one first")]
+    TooManyProjectors { tenant: String, max: usize },
+    #[error("the component did not compile within {0:?}; it is refused (a component this slow to compile is not one the platform runs)")]
+    CompileTooSlow(std::time::Duration),
     #[error("rejected: {0}")]
     Rejected(#[from] PluginError),
     #[error(transparent)]
@@ -164,6 +172,34 @@ pub enum RegistryError {
 }
 
 type Deployed = HashMap<PluginSlot, Arc<ActivePlugin>>;
+
+/// How long an upload may take to compile unless configured otherwise. A 12 MiB JavaScript component
+/// compiles in about 12 s on a loaded 2-core machine.
+pub const DEFAULT_COMPILE_BUDGET: std::time::Duration = std::time::Duration::from_secs(120);
+/// Projector names one tenant may have unless configured otherwise.
+pub const DEFAULT_MAX_PROJECTORS: usize = 8;
+/// Uploads compiled at once on a node; more wait (within their budget).
+pub const CONCURRENT_COMPILES: usize = 2;
+
+/// Who compiles an upload now: one of each tenant's at a time, [`CONCURRENT_COMPILES`] in all.
+struct Compiles {
+    permits: Arc<tokio::sync::Semaphore>,
+    per_tenant: std::sync::Mutex<HashMap<TenantId, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Default for Compiles {
+    fn default() -> Self {
+        Self { permits: Arc::new(tokio::sync::Semaphore::new(CONCURRENT_COMPILES)), per_tenant: Default::default() }
+    }
+}
+
+impl Compiles {
+    /// `tenant`'s turn to compile.
+    fn of(&self, tenant: &TenantId) -> Arc<tokio::sync::Mutex<()>> {
+        let mut per_tenant = self.per_tenant.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        per_tenant.entry(tenant.clone()).or_default().clone()
+    }
+}
 
 /// How a new version runs beside the active one until it is promoted or aborted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,8 +255,13 @@ pub struct PluginRegistry {
     deployed: ArcSwap<Deployed>,
     candidates: ArcSwap<HashMap<PluginSlot, Candidate>>,
     health: RolloutHealth,
-    /// Serialises deploys, rollbacks and removals; calls never take it.
+    /// Serialises deploys, rollbacks and removals; calls never take it, nor does any compile.
     changes: tokio::sync::Mutex<()>,
+    /// Who compiles an upload now, and how long one may take.
+    compiles: Compiles,
+    compile_budget: std::time::Duration,
+    /// Projector names one tenant may have.
+    max_projectors: usize,
     /// Where every version's calls leave their log lines.
     logs: Arc<PluginLogs>,
 }
@@ -276,6 +317,9 @@ impl PluginRegistry {
             candidates: ArcSwap::from_pointee(HashMap::new()),
             health: RolloutHealth::new(policy),
             changes: Default::default(),
+            compiles: Compiles::default(),
+            compile_budget: DEFAULT_COMPILE_BUDGET,
+            max_projectors: DEFAULT_MAX_PROJECTORS,
             logs: Default::default(),
         };
         registry.refresh().await?;
@@ -286,52 +330,45 @@ impl PluginRegistry {
     /// changed: how deploys, rollbacks and rollouts made through another node reach this one. Returns how
     /// many slots changed.
     pub async fn refresh(&self) -> Result<usize, RegistryError> {
+        // What changed is loaded (compiled) before the lock: a slow compile holds up no deploy, rollback or
+        // removal on this node.
+        let mut loaded = HashMap::new();
+        for (slot, version, staged) in self.stored_set().await? {
+            if self.held(&slot, version, staged).is_some() {
+                continue;
+            }
+            // One broken version must not keep every tenant down: that slot falls back to the default (a
+            // broken canary's share, to the active version).
+            let plugin = self.load_stored(&slot, version).await.inspect_err(|e| {
+                tracing::error!(tenant = %slot.tenant, kind = %slot.kind, version, error = %e, "cannot load deployed plugin");
+            });
+            loaded.insert((slot, version), plugin.ok());
+        }
         let _change = self.changes.lock().await;
-        let rows = sqlx::query(
-            "SELECT tenant_id, kind, name, version, state, canary_percent FROM plugins \
-             WHERE state IN ('active', 'canary', 'shadow')",
-        )
-        .fetch_all(self.db.reader())
-        .await?;
+        // Read again under the lock, so a deploy or rollback made meanwhile is not undone.
         let (current, current_candidates) = (self.deployed.load_full(), self.candidates.load_full());
         let (mut next, mut next_candidates) = (Deployed::new(), HashMap::new());
         let mut changed = 0;
-        for row in rows {
-            let (tenant, kind, name): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
-            let (version, state, percent): (i64, String, Option<i64>) =
-                (row.try_get(3)?, row.try_get(4)?, row.try_get(5)?);
-            let staged = match VersionState::decode(&state)? {
-                VersionState::Canary => Some(Staged::Canary(percent.and_then(|p| u8::try_from(p).ok()).unwrap_or(0))),
-                VersionState::Shadow => Some(Staged::Shadow),
-                VersionState::Active | VersionState::Inactive => None,
-            };
-            let (Ok(tenant), Ok(kind)) = (tenant.parse(), kind.parse()) else {
-                tracing::error!(%tenant, %kind, version, "ignoring an unreadable plugins row");
-                continue;
-            };
-            let slot = PluginSlot { tenant, kind, name };
-            let kept = match staged {
-                None => current.get(&slot).filter(|p| p.version == version).cloned(),
-                Some(staged) => current_candidates
-                    .get(&slot)
-                    .filter(|c: &&Candidate| c.plugin.version == version && c.staged == staged)
-                    .map(|c| c.plugin.clone()),
-            };
-            let plugin = match kept {
-                Some(plugin) => plugin,
-                None => {
+        for (slot, version, staged) in self.stored_set().await? {
+            let plugin = match (self.held(&slot, version, staged), loaded.remove(&(slot.clone(), version))) {
+                (Some(plugin), _) => plugin,
+                (None, Some(Some(plugin))) => {
                     changed += 1;
-                    match self.load_stored(&slot, version).await {
-                        Ok(plugin) => plugin,
-                        // One broken version must not keep every tenant down: that slot falls back to the
-                        // default (a broken canary's share, to the active version).
-                        Err(e) => {
-                            tracing::error!(tenant = %slot.tenant, kind = %slot.kind, version, error = %e,
-                                "cannot load deployed plugin");
-                            continue;
-                        }
-                    }
+                    plugin
                 }
+                (None, Some(None)) => continue,
+                // Stored by another node since the first read: the slot keeps what it has until the next
+                // refresh loads it.
+                (None, None) => match staged {
+                    None => match current.get(&slot) {
+                        Some(plugin) => plugin.clone(),
+                        None => continue,
+                    },
+                    Some(_) => match current_candidates.get(&slot) {
+                        Some(candidate) => candidate.plugin.clone(),
+                        None => continue,
+                    },
+                },
             };
             match staged {
                 None => next.insert(slot, plugin),
@@ -346,6 +383,46 @@ impl PluginRegistry {
             tracing::info!(changed, "plugin set refreshed from the database");
         }
         Ok(changed)
+    }
+
+    /// The versions the `plugins` table says serve: each slot's active one and its running canary or shadow.
+    async fn stored_set(&self) -> Result<Vec<(PluginSlot, i64, Option<Staged>)>, RegistryError> {
+        let rows = sqlx::query(
+            "SELECT tenant_id, kind, name, version, state, canary_percent FROM plugins \
+             WHERE state IN ('active', 'canary', 'shadow')",
+        )
+        .fetch_all(self.db.reader())
+        .await?;
+        let mut stored = Vec::with_capacity(rows.len());
+        for row in rows {
+            let (tenant, kind, name): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+            let (version, state, percent): (i64, String, Option<i64>) =
+                (row.try_get(3)?, row.try_get(4)?, row.try_get(5)?);
+            let staged = match VersionState::decode(&state)? {
+                VersionState::Canary => Some(Staged::Canary(percent.and_then(|p| u8::try_from(p).ok()).unwrap_or(0))),
+                VersionState::Shadow => Some(Staged::Shadow),
+                VersionState::Active | VersionState::Inactive => None,
+            };
+            let (Ok(tenant), Ok(kind)) = (tenant.parse(), kind.parse()) else {
+                tracing::error!(%tenant, %kind, version, "ignoring an unreadable plugins row");
+                continue;
+            };
+            stored.push((PluginSlot { tenant, kind, name }, version, staged));
+        }
+        Ok(stored)
+    }
+
+    /// The loaded plugin for `slot`'s `version` in the role `staged`, if this node holds it.
+    fn held(&self, slot: &PluginSlot, version: i64, staged: Option<Staged>) -> Option<Arc<ActivePlugin>> {
+        match staged {
+            None => self.deployed.load().get(slot).filter(|p| p.version == version).cloned(),
+            Some(staged) => self
+                .candidates
+                .load()
+                .get(slot)
+                .filter(|c| c.plugin.version == version && c.staged == staged)
+                .map(|c| c.plugin.clone()),
+        }
     }
 
     /// The version serving `tenant`'s `kind` traffic of `key` (a user for policies, a message key for
@@ -368,8 +445,19 @@ impl PluginRegistry {
     }
 
     /// Counts how a call chosen by [`PluginRegistry::choose`] ended (see [`PluginRegistry::record_calls`]).
-    pub async fn record_outcome(&self, tenant: &TenantId, kind: Singleton, chosen: &Chosen, failed: bool) {
+    /// A failure that is not the plugin's doing ([`PluginError::is_the_plugins`]) is not counted at all.
+    pub async fn record_outcome(
+        &self,
+        tenant: &TenantId,
+        kind: Singleton,
+        chosen: &Chosen,
+        error: Option<&PluginError>,
+    ) {
         let Some(canary_version) = chosen.rollout else { return };
+        if error.is_some_and(|e| !e.is_the_plugins()) {
+            return;
+        }
+        let failed = error.is_some();
         let slot = PluginSlot { tenant: tenant.clone(), kind: kind.kind(), name: SINGLETON_NAME.to_owned() };
         self.record_calls(&slot, canary_version, chosen.by_canary, Tally { calls: 1, failures: u64::from(failed) })
             .await;
@@ -435,6 +523,35 @@ impl PluginRegistry {
 
     pub fn runtime(&self) -> &Arc<PluginRuntime> {
         &self.runtime
+    }
+
+    /// This registry allowing each tenant `max` projector names (`plugin_max_projectors`).
+    pub fn with_max_projectors(mut self, max: usize) -> Self {
+        self.max_projectors = max;
+        self
+    }
+
+    /// Refuses a new projector name of a tenant that has [`PluginRegistry::with_max_projectors`] already (a
+    /// new version of one it has is always allowed).
+    async fn check_projector_room(&self, slot: &PluginSlot) -> Result<(), RegistryError> {
+        let others: i64 = sqlx::query_scalar(
+            "SELECT COUNT(DISTINCT name) FROM plugins WHERE tenant_id = ? AND kind = ? AND name <> ?",
+        )
+        .bind(slot.tenant.as_str())
+        .bind(slot.kind.as_str())
+        .bind(&slot.name)
+        .fetch_one(self.db.reader())
+        .await?;
+        if others >= self.max_projectors as i64 {
+            return Err(RegistryError::TooManyProjectors { tenant: slot.tenant.to_string(), max: self.max_projectors });
+        }
+        Ok(())
+    }
+
+    /// This registry refusing uploads that do not compile within `budget` (`plugin_compile_budget_ms`).
+    pub fn with_compile_budget(mut self, budget: std::time::Duration) -> Self {
+        self.compile_budget = budget;
+        self
     }
 
     /// Where plugin calls leave their log lines.
@@ -516,8 +633,51 @@ impl PluginRegistry {
     }
 
     /// [`PluginRegistry::deploy_with`] the default limits, for all of the traffic.
-    pub async fn deploy(&self, slot: PluginSlot, wasm: Vec<u8>) -> Result<(PluginVersion, CallCost), RegistryError> {
+    pub async fn deploy(
+        &self,
+        slot: PluginSlot,
+        wasm: impl Into<Bytes>,
+    ) -> Result<(PluginVersion, CallCost), RegistryError> {
         self.deploy_with(slot, wasm, RequestedLimits::default(), None, Vec::new()).await
+    }
+
+    /// Compiles an uploaded component within the compile budget: one compile per tenant at a time (its
+    /// next upload waits for it) and [`CONCURRENT_COMPILES`] in all. A compile past the budget is refused;
+    /// it finishes on its blocking thread with its permit, so a flood of slow uploads cannot take more
+    /// cores than that.
+    async fn compile_upload(
+        &self,
+        tenant: &TenantId,
+        kind: PluginKind,
+        wasm: Bytes,
+    ) -> Result<PreparedPlugin, RegistryError> {
+        let budget = self.compile_budget;
+        let started = tokio::time::Instant::now();
+        let compiled = tokio::time::timeout(budget, async {
+            let own = self.compiles.of(tenant);
+            let own = own.lock_owned().await;
+            let permit = self
+                .compiles
+                .permits
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|e| PluginError::host("waiting to compile", e))?;
+            let runtime = self.runtime.clone();
+            compiling(move || {
+                let _held = (own, permit);
+                runtime.prepare(kind, &wasm)
+            })
+            .await
+        })
+        .await;
+        match compiled {
+            Ok(prepared) => Ok(prepared?),
+            Err(_elapsed) => {
+                tracing::warn!(%tenant, %kind, waited = ?started.elapsed(), "an upload did not compile within the budget; refused");
+                Err(RegistryError::CompileTooSlow(budget))
+            }
+        }
     }
 
     /// Validates, compiles and conformance-checks `wasm` within the `requested` limits (each at most the
@@ -528,11 +688,12 @@ impl PluginRegistry {
     pub async fn deploy_with(
         &self,
         slot: PluginSlot,
-        wasm: Vec<u8>,
+        wasm: impl Into<Bytes>,
         requested: RequestedLimits,
         staged: Option<Staged>,
         readable: Vec<Readable>,
     ) -> Result<(PluginVersion, CallCost), RegistryError> {
+        let wasm: Bytes = wasm.into();
         if !readable.is_empty() && slot.kind != PluginKind::Projector {
             return Err(RegistryError::InvalidReadable(format!("a {} has no spaces to read", slot.kind)));
         }
@@ -552,10 +713,14 @@ impl PluginRegistry {
             _ => {}
         }
         let limits = self.runtime.limits_for(requested)?;
-        let _change = self.changes.lock().await;
-        let (runtime, kind, bytes) = (self.runtime.clone(), slot.kind, wasm.clone());
-        let prepared = compiling(move || runtime.prepare(kind, &bytes)).await?;
+        if slot.kind == PluginKind::Projector {
+            self.check_projector_room(&slot).await?;
+        }
+        // Compiled and checked before the registry's lock: a tenant's slow component holds up nobody's
+        // deploys, rollbacks or refreshes but that tenant's own next compile.
+        let prepared = self.compile_upload(&slot.tenant, slot.kind, wasm.clone()).await?;
         let cost = conformance::check(&self.runtime, &prepared, limits).await?;
+        let _change = self.changes.lock().await;
         let (sha256, size_bytes, created_at) = (hex_sha256(&wasm), wasm.len() as i64, now_ms());
         let listed = VersionLimits::from(limits);
         let state = staged.map_or(VersionState::Active, Staged::state);

@@ -30,8 +30,15 @@ use super::PluginKind;
 
 /// How often the epoch advances; deadlines are rounded up to it.
 const EPOCH_TICK: Duration = Duration::from_millis(2);
-/// Concurrent plugin instances the pool holds (calls beyond it fail and take their kind's failure policy).
-const POOLED_INSTANCES: u32 = 256;
+/// Concurrent plugin instances the pool holds: calls beyond it wait for a slot (up to their deadline).
+pub const POOLED_INSTANCES: u32 = 256;
+/// The most core instances, memories and tables one component may instantiate. With every call holding
+/// one of [`POOLED_INSTANCES`] permits, the pool's totals are these times the permits: a component with
+/// hundreds of core modules cannot take the slots other tenants' calls need. JavaScript (StarlingMonkey)
+/// and Python (componentize-py) components fit with room to spare.
+const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 16;
+const MAX_MEMORIES_PER_COMPONENT: u32 = 2;
+const MAX_TABLES_PER_COMPONENT: u32 = 4;
 
 /// What one call may use.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -49,6 +56,9 @@ impl Default for PluginLimits {
         Self { deadline: Duration::from_millis(50), memory_bytes: 16 << 20, fuel: Some(50_000_000) }
     }
 }
+
+/// Concurrent calls one tenant may have in flight unless configured otherwise: a quarter of the pool.
+pub const DEFAULT_TENANT_SHARE: u32 = POOLED_INSTANCES / 4;
 
 /// A version's limits hold for a call of up to this many inputs; a bigger batch (a backfill page) gets
 /// proportionally more time and fuel, within the platform maxima.
@@ -94,9 +104,24 @@ pub enum PluginError {
     /// The host, not the plugin, failed: its cause is kept (logged with the whole chain).
     #[error("the plugin host failed: {doing}")]
     Host { doing: &'static str, source: Box<dyn std::error::Error + Send + Sync> },
+    /// The tenant already has its share of the instance pool in calls: this call is not made, and the
+    /// kind's failure policy applies for that tenant alone.
+    #[error("tenant {tenant} already has {share} plugin calls in flight, its share of the instance pool")]
+    Busy { tenant: String, share: u32 },
+    /// No instance slot came free within the call's deadline: the host is overloaded (every tenant's calls
+    /// fill the pool). Not the plugin's doing.
+    #[error("no plugin instance slot came free within {0:?}: the host's instance pool is exhausted")]
+    PoolExhausted(Duration),
 }
 
 impl PluginError {
+    /// Whether the plugin's own code caused the failure — what counts towards a canary's or shadow's
+    /// automatic rollback. The host failing, its pool being full and the tenant's share being taken are
+    /// not the plugin version's doing.
+    pub fn is_the_plugins(&self) -> bool {
+        matches!(self, Self::Timeout(_) | Self::OutOfFuel(_) | Self::Trap(_) | Self::InvalidOutput(_))
+    }
+
     /// The host failed while `doing` something.
     pub fn host(doing: &'static str, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         Self::Host { doing, source: source.into() }
@@ -196,6 +221,55 @@ pub struct PluginRuntime {
     cache_dir: Option<PathBuf>,
     engine_hash: String,
     ticking: Arc<AtomicBool>,
+    admission: Admission,
+}
+
+/// Who may take an instance slot now: at most `share` calls of one tenant at a time, and at most
+/// [`POOLED_INSTANCES`] in all (a call waits for a free slot, within its deadline). So one tenant's plugins
+/// — spinning to their deadline, say — hold at most their share, and another tenant's call always finds a
+/// slot or fails as the host's condition, never as a trap of its plugin.
+struct Admission {
+    pool: tokio::sync::Semaphore,
+    in_flight: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    share: u32,
+}
+
+/// A call admitted for `tenant`; its slot in the tenant's share is given back when dropped.
+struct Admitted<'a> {
+    admission: &'a Admission,
+    tenant: String,
+}
+
+impl Admission {
+    fn new(share: u32) -> Self {
+        Self {
+            pool: tokio::sync::Semaphore::new(POOLED_INSTANCES as usize),
+            in_flight: Default::default(),
+            share: share.clamp(1, POOLED_INSTANCES),
+        }
+    }
+
+    fn enter(&self, tenant: &str) -> Result<Admitted<'_>, PluginError> {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let calls = in_flight.entry(tenant.to_owned()).or_default();
+        if *calls >= self.share {
+            return Err(PluginError::Busy { tenant: tenant.to_owned(), share: self.share });
+        }
+        *calls += 1;
+        Ok(Admitted { admission: self, tenant: tenant.to_owned() })
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = self.admission.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(calls) = in_flight.get_mut(&self.tenant) {
+            *calls -= 1;
+            if *calls == 0 {
+                in_flight.remove(&self.tenant);
+            }
+        }
+    }
 }
 
 /// At most how much of a pooled memory or table slot is reset in place rather than given back to the
@@ -231,9 +305,12 @@ impl PluginRuntime {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(POOLED_INSTANCES)
             .total_stacks(POOLED_INSTANCES)
-            .total_core_instances(4 * POOLED_INSTANCES)
-            .total_memories(2 * POOLED_INSTANCES)
-            .total_tables(2 * POOLED_INSTANCES)
+            .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_COMPONENT)
+            .max_memories_per_component(MAX_MEMORIES_PER_COMPONENT)
+            .max_tables_per_component(MAX_TABLES_PER_COMPONENT)
+            .total_core_instances(MAX_CORE_INSTANCES_PER_COMPONENT * POOLED_INSTANCES)
+            .total_memories(MAX_MEMORIES_PER_COMPONENT * POOLED_INSTANCES)
+            .total_tables(MAX_TABLES_PER_COMPONENT * POOLED_INSTANCES)
             .max_memory_size(maxima.memory_bytes)
             // A slot's pages that the call touched are reset in place (found by the PAGEMAP_SCAN ioctl,
             // Linux ≥ 6.7), up to these sizes, instead of by `madvise`: on a multi-core machine each
@@ -258,7 +335,14 @@ impl PluginRuntime {
                 }
             })
             .map_err(|e| PluginError::host("starting the epoch thread", e))?;
-        Ok(Self { engine, limits, maxima, cache_dir, engine_hash, ticking })
+        let admission = Admission::new(DEFAULT_TENANT_SHARE);
+        Ok(Self { engine, limits, maxima, cache_dir, engine_hash, ticking, admission })
+    }
+
+    /// This runtime with at most `share` concurrent calls per tenant (`plugin_tenant_instances`).
+    pub fn with_tenant_share(mut self, share: u32) -> Self {
+        self.admission = Admission::new(share);
+        self
     }
 
     /// The limits a version gets when it asks for none.
@@ -373,10 +457,23 @@ impl PluginRuntime {
     pub(super) async fn run<R>(
         &self,
         limits: PluginLimits,
+        tenant: &str,
         inputs: usize,
         call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<R>,
     ) -> (Result<(R, CallCost), PluginError>, CallLog) {
         let limits = self.for_batch(limits, inputs);
+        let _admitted = match self.admission.enter(tenant) {
+            Ok(admitted) => admitted,
+            Err(busy) => return (Err(busy), CallLog::default()),
+        };
+        let _slot = match tokio::time::timeout(limits.deadline, self.admission.pool.acquire()).await {
+            Ok(Ok(slot)) => slot,
+            _ => {
+                metrics::counter!("strand_plugin_pool_exhausted_total").increment(1);
+                tracing::error!(tenant, "the plugin instance pool is exhausted; the call takes its failure policy");
+                return (Err(PluginError::PoolExhausted(limits.deadline)), CallLog::default());
+            }
+        };
         let store_limits =
             StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build();
         let state = PluginState {

@@ -3,9 +3,9 @@
 //! on `strand rebuild`. The builder takes the space's build lock (single flight across every
 //! worker process; the others wait for its result), clears the space — reads fall back to the database
 //! meanwhile, never to partial data — backfills it, records its progress for the admin API, and marks it
-//! complete for the version. Builds run in line in the projector's worker, between batches, so the worker
-//! resumes reading the bus where it stopped: what the snapshot covers is skipped by the pair floors, the
-//! rest applies once.
+//! complete for the version. The worker runs builds in the background while the tenant's live events are
+//! parked (`plugin.rs`), so other tenants are not held up; the parked events apply once the space is
+//! complete: what the snapshot covers is skipped by the pair floors, the rest applies once.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -98,11 +98,14 @@ async fn fill(
     Ok(replayed)
 }
 
-/// Builds each stale space of `projection` — its active version's and a running shadow's — among the
-/// truth's tenants and those that deployed it (a new version or shadow was deployed, a tenant is new, the
-/// in-process cache is empty after a restart), so that reads use it before the tenant's next write, and a
-/// deploy's build shows in the admin API even for a tenant with no pairs yet.
-pub(super) async fn build_stale(projection: &Projector) -> Result<(), PluginProjectionError> {
+/// The stale spaces of `projection` — its active version's and a running shadow's — among the truth's
+/// tenants and those that deployed it (a new version or shadow was deployed, a tenant is new, the
+/// in-process cache is empty after a restart): the worker builds them in the background, so that reads use
+/// them before the tenant's next write, and a deploy's build shows in the admin API even for a tenant with
+/// no pairs yet.
+pub(super) async fn stale_spaces(
+    projection: &Projector,
+) -> Result<Vec<(TenantId, Arc<ActivePlugin>)>, PluginProjectionError> {
     let mut tenants = BTreeSet::new();
     for tenant in truth_tenants(projection.db()).await? {
         match tenant.parse::<TenantId>() {
@@ -114,15 +117,16 @@ pub(super) async fn build_stale(projection: &Projector) -> Result<(), PluginProj
         };
     }
     tenants.extend(projection.deploying_tenants());
+    let mut stale = Vec::new();
     for tenant in tenants {
         for plugin in projection.active(&tenant).into_iter().chain(projection.shadow(&tenant)) {
             let built_by = projection.cache().built_by(projection.space(&tenant, plugin.version)).await?;
             if built_by.as_deref() != Some(plugin.sha256.as_str()) {
-                build(projection, &tenant, &plugin, Rebuild::IfStale, |_, _| {}).await?;
+                stale.push((tenant.clone(), plugin));
             }
         }
     }
-    Ok(())
+    Ok(stale)
 }
 
 /// Every tenant with pairs in the truth.

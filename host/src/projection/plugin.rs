@@ -10,26 +10,100 @@
 //! truth first, like the active version's): its failures never hold the active version back — the events
 //! it cannot take are left out of its space and count towards its automatic rollback.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use super::build::{build, build_stale, Rebuild};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::build::{build, stale_spaces, Rebuild};
 use super::events::{relation_event, Unprojectable};
+use super::parked::{Parked, ParkedEvent, MAX_ATTEMPTS};
 use super::projector::{PluginProjectionError, Projector, Role};
+use crate::bus::Topology;
 use crate::cache::{Applied, Cache, Gate};
 use crate::graph::{Database, OutboxEvent, TenantId};
 use crate::plugins::{ActivePlugin, PluginRegistry, RelationEvent, Tally};
+
+/// How long one tenant's events of a batch may take through the projector unless configured otherwise.
+pub const DEFAULT_TENANT_BUDGET: Duration = Duration::from_millis(1000);
+/// The first wait before a held tenant's parked events are tried again; it doubles up to [`RETRY_AT_MOST`].
+const RETRY_FIRST: Duration = Duration::from_millis(200);
+const RETRY_AT_MOST: Duration = Duration::from_secs(60);
 
 /// One projector (by name) for every tenant, fed live from the bus.
 #[derive(Clone)]
 pub struct PluginProjection {
     projector: Projector,
+    parked: Parked,
+    budget: Duration,
+    fence: Arc<Mutex<Fence>>,
+}
+
+/// What fences tenants from each other in this projection: the tenants whose events are parked (and when
+/// each is retried), and the builds running in the background.
+#[derive(Default)]
+struct Fence {
+    held: HashMap<TenantId, Retry>,
+    builds: HashMap<(TenantId, i64), JoinHandle<Result<u64, PluginProjectionError>>>,
+    /// Whether the held tenants were read from the table since this process started.
+    loaded: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Retry {
+    at: Instant,
+    wait: Duration,
+}
+
+impl Retry {
+    fn soon() -> Self {
+        Self { at: Instant::now() + RETRY_FIRST, wait: RETRY_FIRST }
+    }
+}
+
+/// Why a tenant's events were parked.
+#[derive(Debug, thiserror::Error)]
+enum Held {
+    #[error(transparent)]
+    Poison(Unprojectable),
+    #[error("the projector took longer than the tenant's {0:?} budget")]
+    OverBudget(Duration),
+    #[error("the space {0} is being built")]
+    Building(String),
+}
+
+/// Parked events the worker is to dead-letter (tried [`MAX_ATTEMPTS`] times), with why.
+pub struct GivenUp {
+    pub event: OutboxEvent,
+    /// The event as it came on the bus.
+    pub payload: String,
+    pub reason: String,
+    id: i64,
+}
+
+/// How a space that is not complete gets built.
+#[derive(Clone, Copy)]
+enum Builds {
+    /// In line, before the batch is applied (`strand rebuild`, tests, benchmarks).
+    InLine,
+    /// In the background, while the tenant's events are parked (the worker: others go on meanwhile).
+    Background,
 }
 
 impl PluginProjection {
-    /// `db` holds the truth that spaces are built from.
+    /// `db` holds the truth that spaces are built from (and the parked events).
     pub fn new(registry: Arc<PluginRegistry>, plugin: &str, cache: Cache, db: Database) -> Self {
-        Self { projector: Projector::new(registry, plugin, cache, db) }
+        let parked = Parked::new(db.clone(), Topology::projector_projection(plugin));
+        let projector = Projector::new(registry, plugin, cache, db);
+        Self { projector, parked, budget: DEFAULT_TENANT_BUDGET, fence: Arc::default() }
+    }
+
+    /// This projection giving each tenant's events of a batch `budget` (`projection_tenant_budget_ms`).
+    pub fn with_tenant_budget(mut self, budget: Duration) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// The projector's name.
@@ -58,57 +132,224 @@ impl PluginProjection {
         build(&self.projector, tenant, plugin, when, report).await
     }
 
-    /// Builds every stale space of the projector (see `build.rs`), between batches.
-    pub async fn build_stale(&self) -> Result<(), PluginProjectionError> {
-        build_stale(&self.projector).await
+    /// Projects `events` (in bus order) and applies the effects, exactly once in result, building a space
+    /// that is not complete first, in line: every tenant's events applied before this returns.
+    pub async fn apply(&self, events: &[OutboxEvent]) -> Result<(), PluginProjectionError> {
+        for (tenant, (batch, _)) in by_tenant(events)? {
+            self.apply_tenant(&tenant, &batch, Builds::InLine).await?;
+        }
+        Ok(())
     }
 
-    /// Projects `events` (in bus order) and applies the effects, exactly once in result.
-    pub async fn apply(&self, events: &[OutboxEvent]) -> Result<(), PluginProjectionError> {
-        let mut by_tenant: BTreeMap<String, Vec<RelationEvent>> = BTreeMap::new();
-        for event in events {
-            let relation = relation_event(event)?;
-            by_tenant.entry(relation.tenant.clone()).or_default().push(relation);
-        }
-        for (tenant, batch) in by_tenant {
-            let tenant: TenantId = tenant.parse().map_err(|e: crate::graph::InvalidTenantId| Unprojectable {
-                event_id: batch[0].event_id.clone(),
-                detail: e.to_string(),
-            })?;
-            // Both looked up once per batch: a promote in between still feeds the promoted space this batch.
-            let shadow = self.projector.shadow(&tenant);
-            let Some(active) = self.projector.active(&tenant) else { continue };
-            let active = self.apply_as(&tenant, (active, Role::Active), &batch).await;
-            // The stable version's calls, beside the shadow's (a transient failure is no call: it is retried).
-            let failures = match &active {
-                Ok(()) => Some(0),
-                Err(PluginProjectionError::Unprojectable(_)) => Some(1),
-                Err(_) => None,
-            };
-            if let (Some(shadow), Some(failures)) = (&shadow, failures) {
-                self.projector.record(&tenant, shadow, false, Tally { calls: batch.len() as u64, failures }).await;
+    /// The worker's [`PluginProjection::apply`], fenced per tenant: a tenant whose events fail, take longer
+    /// than its budget, or wait for its space to be built has them parked (in the database, before the
+    /// batch is committed) and is held — its later events are parked too until the parked ones went
+    /// through — while the other tenants' events are applied. Only a failure of the cache itself fails the
+    /// batch.
+    pub async fn apply_fenced(&self, events: &[OutboxEvent]) -> Result<(), PluginProjectionError> {
+        for (tenant, (batch, raw)) in by_tenant(events)? {
+            if self.is_held(&tenant) {
+                self.parked.park(tenant.as_str(), &raw, "the tenant's earlier events wait").await?;
+                continue;
             }
-            active?;
-            let Some(shadow) = shadow else { continue };
-            match self.apply_as(&tenant, (shadow, Role::Shadow), &batch).await {
-                // Its build could not take the truth: it is tried again at the next batch or sweep.
-                Err(PluginProjectionError::Unprojectable(poison)) => {
-                    tracing::warn!(projector = %self.projector.plugin(), %tenant, error = %poison, "the shadow cannot be built");
-                }
-                shadowed => shadowed?,
+            if let Some(held) = self.within_budget(&tenant, &batch).await? {
+                tracing::warn!(projector = %self.plugin(), %tenant, reason = %held, "parking the tenant's events; the others go on");
+                self.parked.park(tenant.as_str(), &raw, &held.to_string()).await?;
+                self.lock().held.entry(tenant).or_insert_with(Retry::soon);
             }
         }
         Ok(())
     }
 
+    /// Applies `tenant`'s `batch` within the budget, building in the background; why it could not (its
+    /// events are then to be parked), or `None` when applied.
+    async fn within_budget(
+        &self,
+        tenant: &TenantId,
+        batch: &[RelationEvent],
+    ) -> Result<Option<Held>, PluginProjectionError> {
+        match tokio::time::timeout(self.budget, self.apply_tenant(tenant, batch, Builds::Background)).await {
+            Err(_elapsed) => Ok(Some(Held::OverBudget(self.budget))),
+            Ok(Ok(())) => Ok(None),
+            Ok(Err(PluginProjectionError::Unprojectable(poison))) => Ok(Some(Held::Poison(poison))),
+            Ok(Err(PluginProjectionError::Building(space))) => Ok(Some(Held::Building(space))),
+            Ok(Err(other)) => Err(other),
+        }
+    }
+
+    /// Between batches: starts builds of stale spaces in the background, notes finished ones, and retries
+    /// each due held tenant's parked events; returns the parked events tried too often, for the worker to
+    /// dead-letter (then [`PluginProjection::dead_lettered`]).
+    pub async fn maintain(&self) -> Result<Vec<GivenUp>, PluginProjectionError> {
+        if !self.lock().loaded {
+            let tenants = self.parked.tenants().await?;
+            let mut fence = self.lock();
+            for tenant in tenants.iter().filter_map(|t| t.parse::<TenantId>().ok()) {
+                fence.held.entry(tenant).or_insert_with(Retry::soon);
+            }
+            fence.loaded = true;
+        }
+        for (tenant, plugin) in stale_spaces(&self.projector).await? {
+            self.start_build(&tenant, &plugin);
+        }
+        self.reap_builds();
+        let due: Vec<(TenantId, Retry)> = {
+            let fence = self.lock();
+            let building = |t: &TenantId| fence.builds.keys().any(|(b, _)| b == t);
+            fence
+                .held
+                .iter()
+                .filter(|(t, r)| r.at <= Instant::now() && !building(t))
+                .map(|(t, r)| (t.clone(), *r))
+                .collect()
+        };
+        let mut given_up = Vec::new();
+        for (tenant, retry) in due {
+            given_up.extend(self.retry(&tenant, retry).await?);
+        }
+        Ok(given_up)
+    }
+
+    /// Retries `tenant`'s oldest parked events once.
+    async fn retry(&self, tenant: &TenantId, retry: Retry) -> Result<Vec<GivenUp>, PluginProjectionError> {
+        let parked = self.parked.oldest(tenant.as_str()).await?;
+        if parked.is_empty() {
+            self.lock().held.remove(tenant);
+            tracing::info!(projector = %self.plugin(), %tenant, "every parked event of the tenant is applied");
+            return Ok(Vec::new());
+        }
+        let batch: Vec<RelationEvent> =
+            parked.iter().map(|p| relation_event(&p.event)).collect::<Result<_, Unprojectable>>()?;
+        let held = match self.within_budget(tenant, &batch).await? {
+            None => {
+                self.parked.remove(&parked.iter().map(|p| p.id).collect::<Vec<_>>()).await?;
+                self.lock().held.insert(tenant.clone(), Retry { at: Instant::now(), wait: RETRY_FIRST });
+                return Ok(Vec::new());
+            }
+            Some(held) => held,
+        };
+        // A poison event is the one to blame; a time-out, all of them; a build, none.
+        let blamed: Vec<&ParkedEvent> = match &held {
+            Held::Poison(poison) => parked.iter().filter(|p| p.event.event_id == poison.event_id).collect(),
+            Held::OverBudget(_) => parked.iter().collect(),
+            Held::Building(_) => Vec::new(),
+        };
+        let failed = held.to_string();
+        self.parked.failed(&blamed.iter().map(|p| p.id).collect::<Vec<_>>(), &failed).await?;
+        let wait = (retry.wait * 2).min(RETRY_AT_MOST);
+        self.lock().held.insert(tenant.clone(), Retry { at: Instant::now() + retry.wait, wait });
+        tracing::warn!(projector = %self.plugin(), %tenant, reason = %failed, retry_in = ?retry.wait, "parked events still cannot be applied");
+        Ok(blamed
+            .into_iter()
+            .filter(|p| p.attempts + 1 >= MAX_ATTEMPTS)
+            .map(|p| GivenUp { event: p.event.clone(), payload: p.payload.clone(), reason: failed.clone(), id: p.id })
+            .collect())
+    }
+
+    /// Forgets parked events the worker dead-lettered.
+    pub async fn dead_lettered(&self, given_up: &[GivenUp]) -> Result<(), PluginProjectionError> {
+        Ok(self.parked.remove(&given_up.iter().map(|g| g.id).collect::<Vec<_>>()).await?)
+    }
+
+    /// Stops the builds running in the background (a stopping worker): a stopped build is simply done again.
+    pub fn stop_builds(&self) {
+        for (_, build) in self.lock().builds.drain() {
+            build.abort();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Fence> {
+        self.fence.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn is_held(&self, tenant: &TenantId) -> bool {
+        self.lock().held.contains_key(tenant)
+    }
+
+    /// Builds `tenant`'s space of `plugin` in the background, unless that runs already; the tenant is held
+    /// meanwhile.
+    fn start_build(&self, tenant: &TenantId, plugin: &Arc<ActivePlugin>) {
+        let mut fence = self.lock();
+        let key = (tenant.clone(), plugin.version);
+        if fence.builds.contains_key(&key) {
+            return;
+        }
+        let (projector, tenant, plugin) = (self.projector.clone(), tenant.clone(), plugin.clone());
+        fence.held.entry(tenant.clone()).or_insert_with(Retry::soon);
+        fence.builds.insert(
+            key,
+            tokio::spawn(async move { build(&projector, &tenant, &plugin, Rebuild::IfStale, |_, _| {}).await }),
+        );
+    }
+
+    /// Notes the background builds that ended (their tenants' parked events are retried next).
+    fn reap_builds(&self) {
+        let mut fence = self.lock();
+        let ended: Vec<(TenantId, i64)> =
+            fence.builds.iter().filter(|(_, b)| b.is_finished()).map(|(k, _)| k.clone()).collect();
+        for key in ended {
+            let Some(build) = fence.builds.remove(&key) else { continue };
+            // A finished task's result is ready: no waiting under the lock.
+            let outcome = futures::FutureExt::now_or_never(build);
+            match outcome {
+                Some(Ok(Ok(_))) => {}
+                Some(Ok(Err(error))) => {
+                    let error = crate::observability::causes(&error);
+                    tracing::error!(projector = %self.plugin(), tenant = %key.0, %error, "a build failed; it is started again");
+                }
+                Some(Err(join)) => {
+                    tracing::error!(projector = %self.plugin(), tenant = %key.0, %join, "a build panicked; it is started again")
+                }
+                None => {}
+            }
+            if let Some(retry) = fence.held.get_mut(&key.0) {
+                retry.at = Instant::now();
+            }
+        }
+    }
+
+    /// Projects `tenant`'s `batch` with its active version (and a running shadow) and applies the effects.
+    async fn apply_tenant(
+        &self,
+        tenant: &TenantId,
+        batch: &[RelationEvent],
+        builds: Builds,
+    ) -> Result<(), PluginProjectionError> {
+        // Both looked up once per batch: a promote in between still feeds the promoted space this batch.
+        let shadow = self.projector.shadow(tenant);
+        let Some(active) = self.projector.active(tenant) else { return Ok(()) };
+        let active = self.apply_as(tenant, (active, Role::Active), batch, builds).await;
+        // The stable version's calls, beside the shadow's (a transient failure is no call: it is retried).
+        let failures = match &active {
+            Ok(()) => Some(0),
+            Err(PluginProjectionError::Unprojectable(_)) => Some(1),
+            Err(_) => None,
+        };
+        if let (Some(shadow), Some(failures)) = (&shadow, failures) {
+            self.projector.record(tenant, shadow, false, Tally { calls: batch.len() as u64, failures }).await;
+        }
+        active?;
+        let Some(shadow) = shadow else { return Ok(()) };
+        match self.apply_as(tenant, (shadow, Role::Shadow), batch, builds).await {
+            // Its build could not take the truth: it is tried again at the next batch or sweep.
+            Err(PluginProjectionError::Unprojectable(poison)) => {
+                tracing::warn!(projector = %self.projector.plugin(), %tenant, error = %poison, "the shadow cannot be built");
+                Ok(())
+            }
+            shadowed => shadowed,
+        }
+    }
+
     /// Projects `batch` with `plugin`, `tenant`'s version in `role`, and applies it to that version's space,
-    /// built first if it is not complete. A space refused under a version this process still thinks current
-    /// may have been retired by another node: the plugin set is read again before anything is built.
+    /// built first if it is not complete (in line, or in the background and `Building` returned). A space
+    /// refused under a version this process still thinks current may have been retired by another node: the
+    /// plugin set is read again before anything is built.
     async fn apply_as(
         &self,
         tenant: &TenantId,
         (mut plugin, role): (Arc<ActivePlugin>, Role),
         batch: &[RelationEvent],
+        builds: Builds,
     ) -> Result<(), PluginProjectionError> {
         let mut effects = self.projector.effects(tenant, &plugin, role, batch).await?;
         let mut refreshed = false;
@@ -128,8 +369,37 @@ impl PluginProjection {
                     Some(_) => {}
                 }
             }
-            build(&self.projector, tenant, &plugin, Rebuild::IfStale, |_, _| {}).await?;
+            match builds {
+                Builds::InLine => {
+                    build(&self.projector, tenant, &plugin, Rebuild::IfStale, |_, _| {}).await?;
+                }
+                Builds::Background => {
+                    self.start_build(tenant, &plugin);
+                    return Err(PluginProjectionError::Building(
+                        self.projector.space(tenant, plugin.version).to_string(),
+                    ));
+                }
+            }
         }
         Ok(())
     }
+}
+
+/// One tenant's events of a batch, in bus order: as projectors see them, and as they came.
+type TenantEvents<'e> = (Vec<RelationEvent>, Vec<&'e OutboxEvent>);
+
+/// `events` by tenant, in bus order within each.
+fn by_tenant(events: &[OutboxEvent]) -> Result<BTreeMap<TenantId, TenantEvents<'_>>, Unprojectable> {
+    let mut by_tenant: BTreeMap<TenantId, TenantEvents<'_>> = BTreeMap::new();
+    for event in events {
+        let relation = relation_event(event)?;
+        let tenant: TenantId = relation.tenant.parse().map_err(|e: crate::graph::InvalidTenantId| Unprojectable {
+            event_id: relation.event_id.clone(),
+            detail: e.to_string(),
+        })?;
+        let (relations, raw) = by_tenant.entry(tenant).or_default();
+        relations.push(relation);
+        raw.push(event);
+    }
+    Ok(by_tenant)
 }

@@ -74,6 +74,10 @@ pub enum PluginProjectionError {
     Database(#[from] sqlx::Error),
     #[error("the build lock of {0} was lost to another builder; the build is abandoned")]
     LockLost(String),
+    /// The space is not complete and is being built in the background (the worker parks the tenant's events
+    /// meanwhile).
+    #[error("the space {0} is being built")]
+    Building(String),
 }
 
 impl Projector {

@@ -41,6 +41,13 @@ pub enum EventSource {
 }
 
 impl EventSource {
+    /// The topic it reads.
+    pub fn topic(&self) -> &str {
+        match self {
+            Self::Embedded { topic, .. } | Self::Kafka { topic, .. } => topic,
+        }
+    }
+
     /// The embedded bus's `topic`, from where `subscriber` committed last.
     pub async fn embedded(bus: EmbeddedBus, subscriber: &str, topic: &str) -> Result<Self, SourceError> {
         let after = bus.position(subscriber, topic).await?;

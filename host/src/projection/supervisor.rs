@@ -4,7 +4,7 @@
 //! builds its spaces from the truth before it applies events (`build.rs`); the other projections keep
 //! running meanwhile. Every worker runs as a supervised task (`crate::tasks`): restarted if it ends.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,9 +30,17 @@ pub struct WorkerFactory {
     /// This process's stable name in its consumer groups (Kafka static membership), if it has one.
     pub worker_id: Option<String>,
     pub dead_letters: Publisher,
+    /// How long one tenant's events of a batch may take through a projector before they are parked.
+    pub tenant_budget: Duration,
 }
 
 impl WorkerFactory {
+    /// The projection of projector `name`, as this deployment runs it.
+    fn projector(&self, plugins: &Arc<PluginRegistry>, name: &str, cache: &Cache) -> PluginProjection {
+        PluginProjection::new(plugins.clone(), name, cache.clone(), self.db.clone())
+            .with_tenant_budget(self.tenant_budget)
+    }
+
     /// A worker for `projection`: a consumer group / subscriber named after it, and its dead-letter topic.
     pub async fn worker(&self, projection: Projection) -> Result<Worker, SourceError> {
         let name = projection.name();
@@ -71,23 +79,29 @@ impl Projections {
         let follower = Projection::Follower(factory.db.clone());
         let mut workers = vec![(follower.clone(), factory.worker(follower).await?)];
         let Some(cache) = cache else { return Ok(Self { factory, workers, new_projectors: None }) };
-        let running = plugins.projector_names();
-        for name in &running {
-            let projection =
-                Projection::Plugin(PluginProjection::new(plugins.clone(), name, cache.clone(), factory.db.clone()));
+        for name in &plugins.projector_names() {
+            let projection = Projection::Plugin(factory.projector(plugins, name, &cache));
             workers.push((projection.clone(), factory.worker(projection).await?));
         }
-        let running = Arc::new(Mutex::new(running));
-        let new_projectors = NewProjectors { plugins: plugins.clone(), cache, running, every };
+        let new_projectors = NewProjectors { plugins: plugins.clone(), cache, running: Default::default(), every };
         Ok(Self { factory, workers, new_projectors: Some(new_projectors) })
     }
 
-    /// Runs every worker, and the watch for projectors deployed later, as supervised tasks.
+    /// Runs every worker, and the watch for projectors deployed or removed later, as supervised tasks.
     pub fn supervise(self, tasks: &Tasks) {
+        let mut running = BTreeMap::new();
         for (projection, worker) in self.workers {
-            supervise_worker(tasks, &self.factory, projection, Some(worker));
+            let name = match &projection {
+                Projection::Plugin(plugin) => Some(plugin.plugin().to_owned()),
+                Projection::Follower(_) => None,
+            };
+            let stop = supervise_worker(tasks, &self.factory, projection, Some(worker));
+            if let Some(name) = name {
+                running.insert(name, stop);
+            }
         }
         let Some(watch) = self.new_projectors else { return };
+        *watch.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = running;
         let (factory, spawner) = (self.factory, tasks.clone());
         tasks.spawn("projector-supervisor", move |stop: CancellationToken| {
             let (watch, factory, tasks) = (watch.clone(), factory.clone(), spawner.clone());
@@ -97,8 +111,13 @@ impl Projections {
 }
 
 /// Supervises `projection`'s worker as a task named after it: `first` on the first run, a new one from
-/// `factory` on each restart.
-fn supervise_worker(tasks: &Tasks, factory: &WorkerFactory, projection: Projection, first: Option<Worker>) {
+/// `factory` on each restart. Cancelling the returned token retires it.
+fn supervise_worker(
+    tasks: &Tasks,
+    factory: &WorkerFactory,
+    projection: Projection,
+    first: Option<Worker>,
+) -> CancellationToken {
     let (factory, mut first) = (factory.clone(), first);
     tasks.spawn(projection.name(), move |stop: CancellationToken| {
         let (factory, projection, first) = (factory.clone(), projection.clone(), first.take());
@@ -110,21 +129,24 @@ fn supervise_worker(tasks: &Tasks, factory: &WorkerFactory, projection: Projecti
             worker.run(stop.cancelled_owned()).await;
             Ok(())
         }
-    });
+    })
 }
 
-/// Starts a worker for each projector deployed after start-up.
+/// Starts a worker for each projector deployed after start-up, and retires the worker of a projector no
+/// tenant has any more (a tenant creating and removing projector names in a loop leaves no workers, nor
+/// consumer groups reading the whole events topic, behind).
 #[derive(Clone)]
 struct NewProjectors {
     plugins: Arc<PluginRegistry>,
     cache: Cache,
-    /// The projectors that have workers, kept across restarts of the watch.
-    running: Arc<Mutex<BTreeSet<String>>>,
+    /// The projectors that have workers, with the token that retires each, kept across restarts of the
+    /// watch.
+    running: Arc<Mutex<BTreeMap<String, CancellationToken>>>,
     every: Duration,
 }
 
 impl NewProjectors {
-    /// Looks for new projectors every `every` until `stop` is cancelled.
+    /// Looks for new and removed projectors every `every` until `stop` is cancelled.
     async fn run(&self, factory: &WorkerFactory, tasks: &Tasks, stop: CancellationToken) -> anyhow::Result<()> {
         let mut ticks = tokio::time::interval(self.every);
         loop {
@@ -132,15 +154,24 @@ impl NewProjectors {
                 () = stop.cancelled() => return Ok(()),
                 _ = ticks.tick() => {}
             }
-            for name in self.plugins.projector_names() {
-                let mut running = self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                if !running.insert(name.clone()) {
+            let names = self.plugins.projector_names();
+            let mut running = self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            running.retain(|name, retire| {
+                let kept = names.contains(name);
+                if !kept {
+                    tracing::info!(projector = %name, "no tenant has the projector any more; its worker stops");
+                    retire.cancel();
+                }
+                kept
+            });
+            for name in names {
+                if running.contains_key(&name) {
                     continue;
                 }
-                let projection =
-                    PluginProjection::new(self.plugins.clone(), &name, self.cache.clone(), factory.db.clone());
+                let projection = factory.projector(&self.plugins, &name, &self.cache);
                 tracing::info!(projector = %name, "a new projector is starting");
-                supervise_worker(tasks, factory, Projection::Plugin(projection), None);
+                let retire = supervise_worker(tasks, factory, Projection::Plugin(projection), None);
+                running.insert(name, retire);
             }
         }
     }

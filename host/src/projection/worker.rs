@@ -7,7 +7,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::follower::{self, FollowerError};
-use super::plugin::PluginProjection;
+use super::plugin::{GivenUp, PluginProjection};
 use super::projector::PluginProjectionError;
 use super::source::{EventSource, Received, SourceError};
 use crate::bus::{Message, PublishError, Publisher, Topology};
@@ -49,7 +49,7 @@ impl Projection {
                 }
                 FollowerError::Database(e) => ApplyError::Transient(WorkerError::Follower(e)),
             }),
-            Projection::Plugin(plugin) => plugin.apply(events).await.map_err(|e| match e {
+            Projection::Plugin(plugin) => plugin.apply_fenced(events).await.map_err(|e| match e {
                 PluginProjectionError::Unprojectable(poison) => {
                     ApplyError::Poison { event_id: poison.event_id.clone(), detail: poison.to_string() }
                 }
@@ -58,11 +58,12 @@ impl Projection {
         }
     }
 
-    /// Work between batches: a projector builds its stale spaces.
-    async fn maintain(&self) -> Result<(), PluginProjectionError> {
+    /// Work between batches: a projector starts builds of its stale spaces and retries parked events; the
+    /// ones tried too often are returned to be dead-lettered.
+    async fn maintain(&self) -> Result<Vec<GivenUp>, PluginProjectionError> {
         match self {
-            Projection::Follower(_) => Ok(()),
-            Projection::Plugin(plugin) => plugin.build_stale().await,
+            Projection::Follower(_) => Ok(Vec::new()),
+            Projection::Plugin(plugin) => plugin.maintain().await,
         }
     }
 }
@@ -121,10 +122,13 @@ impl Worker {
             if failed.is_none() && swept.is_none_or(|at| at.elapsed() >= SWEEP) {
                 // Cut short by shutdown, a build is simply done again later: its space is not marked complete.
                 tokio::select! {
-                    () = &mut shutdown => return,
-                    maintained = self.projection.maintain() => if let Err(error) = maintained {
-                        let error = causes(&error);
-                        tracing::error!(projection = %self.projection.name(), %error, "cannot build stale spaces; trying again later");
+                    () = &mut shutdown => return self.stop(),
+                    maintained = self.projection.maintain() => match maintained {
+                        Ok(given_up) => self.dead_letter_parked(given_up).await,
+                        Err(error) => {
+                            let error = causes(&error);
+                            tracing::error!(projection = %self.projection.name(), %error, "cannot build stale spaces or retry parked events; trying again later");
+                        }
                     },
                 }
                 swept = Some(Instant::now());
@@ -132,7 +136,7 @@ impl Worker {
             let batch = match failed.take() {
                 Some(batch) => batch,
                 None => tokio::select! {
-                    () = &mut shutdown => return,
+                    () = &mut shutdown => return self.stop(),
                     read = self.source.next_batch(BATCH, POLL) => match read {
                         Ok(batch) if batch.is_empty() => continue,
                         Ok(batch) => batch,
@@ -150,6 +154,42 @@ impl Worker {
                     self.wait_after(&error, &mut backoff, &mut shutdown).await;
                 }
             }
+        }
+    }
+
+    /// Stops what runs beside the worker (a projector's background builds).
+    fn stop(&self) {
+        if let Projection::Plugin(plugin) = &self.projection {
+            plugin.stop_builds();
+        }
+    }
+
+    /// Dead-letters parked events tried too often, then forgets them (a failure: they are tried again).
+    async fn dead_letter_parked(&self, given_up: Vec<GivenUp>) {
+        let Projection::Plugin(plugin) = &self.projection else { return };
+        let mut sent = Vec::new();
+        for parked in given_up {
+            let message = self.source_message(&parked);
+            match self.dead_letter(&message, &parked.reason).await {
+                Ok(()) => sent.push(parked),
+                Err(error) => {
+                    tracing::error!(error = %causes(&error), "cannot dead-letter a parked event; it is tried again")
+                }
+            }
+        }
+        if let Err(error) = plugin.dead_lettered(&sent).await {
+            tracing::error!(error = %causes(&error), "cannot forget dead-lettered parked events; they may be dead-lettered again");
+        }
+    }
+
+    /// The bus message a parked event came in, as far as the dead-letter topic needs it.
+    fn source_message(&self, parked: &GivenUp) -> Message {
+        let event = &parked.event;
+        Message {
+            topic: self.source.topic().to_owned(),
+            key: format!("{}:{}", event.tenant, event.from),
+            headers: vec![("event-id".to_owned(), event.event_id.clone()), ("tenant".to_owned(), event.tenant.clone())],
+            payload: parked.payload.clone(),
         }
     }
 

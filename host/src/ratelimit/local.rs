@@ -4,11 +4,16 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::graph::TenantId;
 use crate::plugins::{Bucket, MAX_BUCKET_REFILL};
 
-/// Above this many buckets, those that have refilled completely are forgotten (a new one starts full,
-/// so forgetting a full bucket changes nothing) and the map does not grow without bound.
+/// A tenant's map is swept once it holds this many buckets, and then again each time it has doubled.
 const SWEEP_ABOVE: usize = 10_000;
+
+/// The most buckets one tenant keeps. A policy that names a new key per request (and refills slowly, so
+/// its buckets never count as full) fills its own tenant's map to this; the least recently charged half is
+/// then forgotten — those buckets start full again, a looser limit for that tenant only.
+const MAX_BUCKETS_PER_TENANT: usize = 100_000;
 
 struct BucketState {
     tokens: f64,
@@ -17,23 +22,57 @@ struct BucketState {
     full_at: Instant,
 }
 
+/// One tenant's buckets: sweeping them costs the tenant's writes alone, amortised O(1) per new key.
+struct TenantBuckets {
+    buckets: HashMap<String, BucketState>,
+    /// The size at which the next sweep runs.
+    sweep_at: usize,
+}
+
+impl Default for TenantBuckets {
+    fn default() -> Self {
+        Self { buckets: HashMap::new(), sweep_at: SWEEP_ABOVE }
+    }
+}
+
+impl TenantBuckets {
+    /// Forgets the buckets that have refilled completely (a new one starts full, so that changes nothing),
+    /// then, above the cap, the least recently charged half; the next sweep waits until the map doubled.
+    fn sweep(&mut self, now: Instant) {
+        self.buckets.retain(|_, state| state.full_at > now);
+        if self.buckets.len() >= MAX_BUCKETS_PER_TENANT {
+            let mut charged: Vec<Instant> = self.buckets.values().map(|state| state.at).collect();
+            let middle = charged.len() / 2;
+            let (_, median, _) = charged.select_nth_unstable(middle);
+            let median = *median;
+            self.buckets.retain(|_, state| state.at > median);
+        }
+        self.sweep_at = (self.buckets.len() * 2).clamp(SWEEP_ABOVE, MAX_BUCKETS_PER_TENANT);
+    }
+}
+
 #[derive(Default)]
 pub struct LocalBuckets {
-    buckets: Mutex<HashMap<String, BucketState>>,
+    tenants: Mutex<HashMap<TenantId, TenantBuckets>>,
 }
 
 impl LocalBuckets {
     /// `None` when the tokens were taken, else how long until enough have refilled.
-    pub(super) fn take(&self, key: &str, bucket: &Bucket) -> Option<Duration> {
+    pub(super) fn take(&self, tenant: &TenantId, bucket: &Bucket) -> Option<Duration> {
         let now = Instant::now();
         let capacity = f64::from(bucket.capacity);
         let refill = bucket.refill_per_second;
         // The map holds plain numbers, consistent at every step: a panic elsewhere cannot leave it torn.
-        let mut buckets = self.buckets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if buckets.len() >= SWEEP_ABOVE && !buckets.contains_key(key) {
-            buckets.retain(|_, state| state.full_at > now);
+        let mut tenants = self.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let own = match tenants.get_mut(tenant) {
+            Some(own) => own,
+            None => tenants.entry(tenant.clone()).or_default(),
+        };
+        if own.buckets.len() >= own.sweep_at && !own.buckets.contains_key(&bucket.key) {
+            own.sweep(now);
         }
-        let state = buckets.entry(key.to_owned()).or_insert(BucketState { tokens: capacity, at: now, full_at: now });
+        let state =
+            own.buckets.entry(bucket.key.clone()).or_insert(BucketState { tokens: capacity, at: now, full_at: now });
         let mut tokens = (state.tokens + now.duration_since(state.at).as_secs_f64() * refill).min(capacity);
         let cost = f64::from(bucket.cost);
         let verdict = if tokens >= cost {
@@ -57,27 +96,59 @@ fn wait(seconds: f64) -> Duration {
 mod tests {
     use super::*;
 
+    fn tenant(name: &str) -> TenantId {
+        name.parse().unwrap()
+    }
+
+    fn bucket(key: &str, capacity: u32, refill_per_second: f64) -> Bucket {
+        Bucket { key: key.into(), capacity, refill_per_second, cost: 1 }
+    }
+
     #[test]
     fn a_full_bucket_grants_its_capacity_then_says_when_to_retry() {
         let buckets = LocalBuckets::default();
-        let bucket = Bucket { key: "k".into(), capacity: 3, refill_per_second: 0.5, cost: 1 };
-        let granted = (0..5).filter(|_| buckets.take("k", &bucket).is_none()).count();
+        let bucket = bucket("k", 3, 0.5);
+        let granted = (0..5).filter(|_| buckets.take(&tenant("acme"), &bucket).is_none()).count();
         assert_eq!(granted, 3);
-        let retry = buckets.take("k", &bucket).expect("empty");
+        let retry = buckets.take(&tenant("acme"), &bucket).expect("empty");
         assert!(retry > Duration::from_millis(1900) && retry <= Duration::from_secs(2), "{retry:?}");
+        assert!(buckets.take(&tenant("globex"), &bucket).is_none(), "another tenant's bucket of the same key");
     }
 
     #[test]
     fn sweeping_forgets_only_buckets_that_have_refilled() {
         let buckets = LocalBuckets::default();
-        let slow = Bucket { key: "slow".into(), capacity: 1, refill_per_second: 0.0001, cost: 1 };
-        assert!(buckets.take("slow", &slow).is_none());
-        let fast = Bucket { key: "fast".into(), capacity: 1, refill_per_second: 1e9, cost: 1 };
+        let acme = tenant("acme");
+        let slow = bucket("slow", 1, 0.0001);
+        assert!(buckets.take(&acme, &slow).is_none());
         for i in 0..SWEEP_ABOVE {
-            assert!(buckets.take(&format!("fast-{i}"), &fast).is_none());
+            assert!(buckets.take(&acme, &bucket(&format!("fast-{i}"), 1, 1e9)).is_none());
         }
-        assert!(buckets.take("one-more", &fast).is_none(), "this insert sweeps");
-        assert!(buckets.take("slow", &slow).is_some(), "the empty slow bucket was kept, not reset to full");
-        assert!(buckets.buckets.lock().unwrap().len() < SWEEP_ABOVE, "refilled buckets were forgotten");
+        assert!(buckets.take(&acme, &bucket("one-more", 1, 1e9)).is_none(), "this insert sweeps");
+        assert!(buckets.take(&acme, &slow).is_some(), "the empty slow bucket was kept, not reset to full");
+        let tenants = buckets.tenants.lock().unwrap();
+        assert!(tenants[&acme].buckets.len() < SWEEP_ABOVE, "refilled buckets were forgotten");
+    }
+
+    /// A policy naming a new slow-refilling key per request: its tenant's map stays bounded, sweeps are
+    /// amortised (not one per write), and another tenant's empty bucket is never forgotten.
+    #[test]
+    fn a_tenant_flooding_new_keys_is_capped_alone() {
+        let buckets = LocalBuckets::default();
+        let (evil, acme) = (tenant("evil"), tenant("acme"));
+        let drained = bucket("user-1", 1, 0.0001);
+        assert!(buckets.take(&acme, &drained).is_none());
+        let (mut sweeps, mut previous) = (0, 0);
+        for i in 0..3 * MAX_BUCKETS_PER_TENANT {
+            assert!(buckets.take(&evil, &bucket(&format!("k{i}"), 1, 0.0001)).is_none());
+            let tenants = buckets.tenants.lock().unwrap();
+            let held = tenants[&evil].buckets.len();
+            assert!(held <= MAX_BUCKETS_PER_TENANT, "capped: {held}");
+            sweeps += usize::from(held < previous);
+            previous = held;
+            assert_eq!(tenants[&acme].buckets.len(), 1, "acme's map is not swept by evil's keys");
+        }
+        assert!(sweeps < 20, "sweeps are amortised: {sweeps}");
+        assert!(buckets.take(&acme, &drained).is_some(), "acme's empty bucket is still empty");
     }
 }

@@ -70,11 +70,12 @@ impl TokenBuckets {
         })
     }
 
-    /// Takes `bucket.cost` tokens from the bucket at `key`; `Ok(None)` when granted, else when to retry.
-    pub async fn take(&self, key: &str, bucket: &Bucket) -> Result<Option<Duration>, RateLimitFailure> {
+    /// Takes `bucket.cost` tokens from `tenant`'s bucket `bucket.key`; `Ok(None)` when granted, else when to
+    /// retry.
+    pub async fn take(&self, tenant: &TenantId, bucket: &Bucket) -> Result<Option<Duration>, RateLimitFailure> {
         match self {
-            TokenBuckets::Local(local) => Ok(local.take(key, bucket)),
-            TokenBuckets::Redis(redis) => redis.take(key, bucket).await.map_err(RateLimitFailure::Buckets),
+            TokenBuckets::Local(local) => Ok(local.take(tenant, bucket)),
+            TokenBuckets::Redis(redis) => redis.take(tenant, bucket).await.map_err(RateLimitFailure::Buckets),
         }
     }
 }
@@ -125,7 +126,7 @@ impl RateLimiting {
         let decided = observed(self.registry.logs(), tenant.as_str(), plugin, call)
             .await
             .map(|mut decisions| decisions.remove(0));
-        self.registry.record_outcome(tenant, Singleton::RateLimiter, &chosen, decided.is_err()).await;
+        self.registry.record_outcome(tenant, Singleton::RateLimiter, &chosen, decided.as_ref().err()).await;
         let decision = match decided {
             Ok(decision) => decision,
             Err(e) => return self.on_failure(tenant, &RateLimitFailure::Policy(e)),
@@ -133,7 +134,7 @@ impl RateLimiting {
         match decision {
             Decision::Allow => Verdict::Allowed,
             Decision::Deny(reason) => Verdict::Limited { retry_after: None, reason },
-            Decision::Charge(bucket) => match self.buckets.take(&format!("{tenant}:{}", bucket.key), &bucket).await {
+            Decision::Charge(bucket) => match self.buckets.take(tenant, &bucket).await {
                 Ok(None) => Verdict::Allowed,
                 Ok(Some(retry_after)) => Verdict::Limited {
                     retry_after: Some(retry_after),

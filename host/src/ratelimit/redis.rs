@@ -6,6 +6,7 @@ use std::time::Duration;
 use redis::Script;
 
 use crate::cache::RedisConnection;
+use crate::graph::TenantId;
 use crate::plugins::Bucket;
 
 /// KEYS[1] bucket; ARGV capacity, refill per second, cost. Returns {granted 0|1, retry-after µs}.
@@ -43,10 +44,10 @@ impl RedisBuckets {
     }
 
     /// `None` when the tokens were taken, else how long until enough have refilled.
-    pub(super) async fn take(&self, key: &str, bucket: &Bucket) -> Result<Option<Duration>, redis::RedisError> {
+    pub(super) async fn take(&self, tenant: &TenantId, bucket: &Bucket) -> Result<Option<Duration>, redis::RedisError> {
         let (granted, retry_us): (i64, i64) = self
             .script
-            .key(format!("strand:bucket:{key}"))
+            .key(format!("strand:bucket:{tenant}:{}", bucket.key))
             .arg(bucket.capacity)
             .arg(bucket.refill_per_second)
             .arg(bucket.cost)

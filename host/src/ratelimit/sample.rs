@@ -34,7 +34,7 @@ pub struct RequestSample {
 
 impl Default for RequestSample {
     fn default() -> Self {
-        Self { rate: KeyedRate::new(PER_SECOND, BURST), queue: TenantQueue::new(QUEUED) }
+        Self { rate: KeyedRate::new(PER_SECOND, BURST), queue: TenantQueue::new(QUEUED, tenant_of) }
     }
 }
 
@@ -52,11 +52,8 @@ impl RequestSample {
     /// Writes queued requests into `db` as they come and keeps each tenant's newest [`KEPT_PER_TENANT`]. A
     /// failed write is logged and counted; the writer goes on.
     pub async fn write(&self, db: &Database) {
-        fn tenant_of(sampled: &Sampled) -> &str {
-            &sampled.request.tenant
-        }
         self.queue
-            .drain(db, "write_request_samples", KEPT_PER_TENANT, tenant_of, |batch| {
+            .drain(db, "write_request_samples", KEPT_PER_TENANT, |batch| {
                 Box::pin(async move {
                     if let Err(e) = insert(db, &batch).await {
                         tracing::error!(error = %e, requests = batch.len(), "cannot keep sampled write requests");
@@ -67,6 +64,10 @@ impl RequestSample {
             })
             .await;
     }
+}
+
+fn tenant_of(sampled: &Sampled) -> &str {
+    &sampled.request.tenant
 }
 
 fn unsampled(tenant: &str, reason: &'static str) {

@@ -152,7 +152,11 @@ impl BinlogRelay {
         let (to_settle, in_flight) = mpsc::channel(IN_FLIGHT);
         let reading = self.read(&mut stream, &table, start, to_settle, shutdown.as_mut());
         let settling = self.settle(leadership, in_flight, server);
-        tokio::try_join!(reading, settling)?;
+        // Parked rows are retried beside the pipeline, while this relay leads.
+        tokio::select! {
+            relayed = async { tokio::try_join!(reading, settling) } => relayed?,
+            never = self.outlet.retry_parked(&self.db) => match never {},
+        };
         stream.close().await?;
         Ok(())
     }
@@ -254,7 +258,7 @@ impl BinlogRelay {
             }
             let mut conn = self.db.writer().acquire().await?;
             let mut tx = conn.begin().await?;
-            Outlet::settle(&mut tx, batches).await?;
+            self.outlet.settle(&mut tx, batches).await?;
             Checkpoint::save(&mut tx, &end, server).await?;
             tx.commit().await?;
             tracing::debug!(checkpoint = %end, "relayed outbox rows from the binlog");

@@ -1,5 +1,6 @@
 //! From a routed outbox event to the messages that are published, with the headers every consumer can
-//! rely on: `event-id`, `tenant`, `event-type`, `version`, `router-version` (then the router's own).
+//! rely on: `event-id`, `tenant`, `event-type`, `version`, `router-version` (then the router's own, whose
+//! names never repeat these: see `plugins::RESERVED_HEADERS`), on a topic of the tenant's own namespace.
 
 use super::RelayError;
 use crate::bus::{Message, Topology};
@@ -27,7 +28,7 @@ pub fn to_messages(
             ];
             headers.extend(destination.headers.iter().cloned());
             Message {
-                topic: topology.topic(&destination.topic),
+                topic: topology.tenant_topic(&event.tenant, &destination.topic),
                 key: destination.key.clone(),
                 headers,
                 payload: event.payload.clone(),

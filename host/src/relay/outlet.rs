@@ -1,116 +1,375 @@
 //! What both relay modes do with a batch of committed outbox rows: route each tenant's rows through its
 //! router plugin, publish the messages, and delete the rows — all decided inside the caller's transaction,
 //! so the rows leave the outbox exactly when their publication is settled.
+//!
+//! One tenant cannot stop the relay for the others. A tenant whose router runs past its time budget, or
+//! whose destination the broker refuses (a topic Kafka will not create, an ACL, a quota, a message too
+//! large), has its rows *parked*: moved from the outbox into `relay_parked` in the same transaction, and
+//! every later row of that tenant after them, so its order holds. The other tenants' rows of the batch are
+//! published and deleted as usual. Parked rows are retried in id order ([`Outlet::retry_parked`]) with
+//! backoff until published — then with no time budget, so a router that keeps failing falls back to the
+//! default route as everywhere else — counted in `strand_relay_parked_rows{tenant}` and listed by the
+//! admin API.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Executor, Row};
+use sqlx::{Acquire, AnyConnection, Executor, Row};
+use tokio::time::Instant;
 
 use super::{to_messages, RelayError};
-use crate::bus::{EmbeddedBus, KafkaBus, Message, Publisher, Sending, Topology};
-use crate::graph::TenantId;
+use crate::bus::{is_refusal, EmbeddedBus, KafkaBus, Message, Publisher, Sending, Topology};
+use crate::graph::{now_ms, Database, TenantId};
 use crate::observability::seconds_since;
 use crate::plugins::{route_or_default, OutboxEvent, PluginRegistry};
 
 /// Most outbox rows deleted in one round trip.
 const DELETE_CHUNK: usize = 256;
+/// How long a tenant's routers may take for its rows of one batch unless configured otherwise.
+pub const DEFAULT_ROUTER_BUDGET: Duration = Duration::from_millis(250);
+/// Most parked rows of a tenant retried at once.
+const RETRY_BATCH: i64 = 256;
+/// The first wait before a parked tenant's rows are tried again; it doubles up to [`RETRY_AT_MOST`].
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_AT_MOST: Duration = Duration::from_secs(300);
+/// How often the parked tenants are read again from the table (what another relay parked, or a parking
+/// whose transaction committed after a retry found the tenant's rows gone).
+const RELOAD_PARKED: Duration = Duration::from_secs(30);
 
 /// Where routed outbox rows go.
 pub struct Outlet {
     plugins: Arc<PluginRegistry>,
     publisher: Publisher,
     topology: Topology,
+    router_budget: Duration,
+    /// Tenants with parked rows, and when each is tried again.
+    parked: Mutex<HashMap<String, Retry>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Retry {
+    at: Instant,
+    wait: Duration,
+}
+
+impl Retry {
+    fn now() -> Self {
+        Self { at: Instant::now(), wait: RETRY_FIRST }
+    }
 }
 
 impl Outlet {
     pub fn new(plugins: Arc<PluginRegistry>, publisher: Publisher, topology: Topology) -> Self {
-        Self { plugins, publisher, topology }
+        Self { plugins, publisher, topology, router_budget: DEFAULT_ROUTER_BUDGET, parked: Mutex::default() }
+    }
+
+    /// This outlet giving each tenant's routers `budget` per batch (`relay_tenant_budget_ms`).
+    pub fn with_router_budget(mut self, budget: Duration) -> Self {
+        self.router_budget = budget;
+        self
     }
 
     /// Publishes `events` (in outbox order) and deletes their rows within `tx`: [`Outlet::dispatch`] then
     /// [`Outlet::settle`], for a caller with nothing to overlap.
     pub async fn publish_and_delete(&self, tx: &mut AnyConnection, events: Vec<OutboxEvent>) -> Result<(), RelayError> {
         let dispatched = self.dispatch(events).await?;
-        Self::settle(tx, vec![dispatched]).await
+        self.settle(tx, vec![dispatched]).await
     }
 
     /// Routes `events` (in outbox order) and, to Kafka, hands the messages to the producer without waiting
     /// for the broker — so a relay can read and route the next batch while these are on their way.
     pub async fn dispatch(&self, events: Vec<OutboxEvent>) -> Result<Dispatched, RelayError> {
-        let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
         let newest = events.last().and_then(|e| serde_json::from_str::<serde_json::Value>(&e.payload).ok());
         let occurred_at = newest.as_ref().and_then(|p| p["occurred_at"].as_str()).map(str::to_owned);
-        let messages = self.route(events).await?;
+        let mut to_park = HashMap::new();
+        let routed = self.route(&events, Some(self.router_budget), &mut to_park).await?;
+        let (messages, row_of): (Vec<Message>, Vec<usize>) = routed.into_iter().unzip();
         let on_its_way = match &self.publisher {
             Publisher::Embedded(bus) => OnItsWay::ToAppend(bus.clone(), messages),
-            Publisher::Kafka(kafka) => OnItsWay::Sent(kafka.clone(), kafka.send(&messages).await?),
+            Publisher::Kafka(kafka) => OnItsWay::Sent(kafka.clone(), kafka.send(&messages).await?, messages),
         };
-        Ok(Dispatched { ids, occurred_at, on_its_way })
+        Ok(Dispatched { rows: events, row_of, to_park, occurred_at, on_its_way })
     }
 
     /// Settles dispatched batches (in dispatch order) within `tx`: Kafka has acknowledged every message
     /// before this returns (at least once: a crash before `tx` commits publishes them again), into the
-    /// embedded bus they are appended in `tx` (exactly once); then their rows are deleted. Fails with
-    /// `Contended` when some row was already gone — another relay published it — so the caller rolls back
-    /// instead of publishing twice.
-    pub async fn settle(tx: &mut AnyConnection, batches: Vec<Dispatched>) -> Result<(), RelayError> {
-        let mut ids = Vec::new();
+    /// embedded bus they are appended in `tx` (exactly once); then their rows are deleted — the rows of a
+    /// tenant whose destination was refused, or that was parked already, are moved to `relay_parked`.
+    /// Fails with `Contended` when some row was already gone — another relay published it — so the caller
+    /// rolls back instead of publishing twice; and whole when the bus failed for everyone (down, slow).
+    pub async fn settle(&self, tx: &mut AnyConnection, batches: Vec<Dispatched>) -> Result<(), RelayError> {
+        let (mut ids, mut parking) = (Vec::new(), Vec::new());
         let mut occurred_at = None;
-        for batch in batches {
-            match batch.on_its_way {
-                OnItsWay::ToAppend(bus, messages) => bus.append(tx, &messages).await?,
-                OnItsWay::Sent(kafka, sending) => kafka.acknowledged(sending).await?,
+        let mut parked_now: HashSet<String> = HashSet::new();
+        for mut batch in batches {
+            for (row, reason) in self.refused(tx, batch.on_its_way, &batch.row_of).await? {
+                batch.to_park.entry(row).or_insert(reason);
             }
-            ids.extend(batch.ids);
+            for (index, row) in batch.rows.into_iter().enumerate() {
+                let reason = batch.to_park.remove(&index).or_else(|| {
+                    parked_now.contains(&row.tenant).then(|| "an earlier row of the tenant is parked".to_owned())
+                });
+                ids.push(row.id);
+                if let Some(reason) = reason {
+                    parked_now.insert(row.tenant.clone());
+                    parking.push((row, reason));
+                }
+            }
             occurred_at = batch.occurred_at.or(occurred_at);
         }
-        // One primary-key delete per row — an `IN (…)` list covering most of a small table is planned as a
-        // scan, and a DELETE waits on every row it examines, including uncommitted rows of long transactions
-        // it must not touch — but a chunk of them per round trip (the ids are integers the outbox gave us).
-        let mut deleted = 0;
-        for chunk in ids.chunks(DELETE_CHUNK) {
-            let deletes: String = chunk.iter().map(|id| format!("DELETE FROM outbox WHERE id = {id};")).collect();
-            // A bare string runs as a text-protocol query: several statements in one round trip.
-            deleted += (&mut *tx).execute(deletes.as_str()).await?.rows_affected();
+        for (row, reason) in &parking {
+            park(tx, row, reason).await?;
         }
-        if deleted != ids.len() as u64 {
-            return Err(RelayError::Contended { read: ids.len(), deleted });
-        }
-        metrics::counter!("strand_relay_published_total").increment(ids.len() as u64);
+        delete_rows(tx, "outbox", &ids).await?;
+        metrics::counter!("strand_relay_published_total").increment((ids.len() - parking.len()) as u64);
         if let Some(lag) = occurred_at.as_deref().and_then(seconds_since) {
             // From the newest row's commit to its publication.
             metrics::gauge!("strand_relay_lag_seconds").set(lag);
         }
+        if !parking.is_empty() {
+            let mut parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for (row, reason) in &parking {
+                tracing::warn!(tenant = %row.tenant, outbox_id = row.id, %reason, "parked an outbox row; the tenant's rows are retried with backoff");
+                metrics::counter!("strand_relay_parked_rows_total", "tenant" => row.tenant.clone()).increment(1);
+                parked.entry(row.tenant.clone()).or_insert_with(Retry::now);
+            }
+        }
         Ok(())
     }
 
+    /// The rows (by index in their batch) whose messages the bus refused, with why — Kafka's
+    /// acknowledgements awaited, or the embedded bus appended to in `tx`; fails whole when the bus failed
+    /// for a reason of its own, or on the shared events topic (the host's, not a tenant's).
+    async fn refused(
+        &self,
+        tx: &mut AnyConnection,
+        on_its_way: OnItsWay,
+        row_of: &[usize],
+    ) -> Result<HashMap<usize, String>, RelayError> {
+        match on_its_way {
+            OnItsWay::ToAppend(bus, messages) => {
+                bus.append(tx, &messages).await?;
+                Ok(HashMap::new())
+            }
+            OnItsWay::Sent(kafka, sending, messages) => self.acknowledged(&kafka, sending, &messages, row_of).await,
+        }
+    }
+
+    /// Waits for Kafka's answer to every message sent: the rows whose messages it refused, with why.
+    async fn acknowledged(
+        &self,
+        kafka: &KafkaBus,
+        sending: Sending,
+        messages: &[Message],
+        row_of: &[usize],
+    ) -> Result<HashMap<usize, String>, RelayError> {
+        let mut refused = HashMap::new();
+        let events_topic = self.topology.events_topic();
+        let outcomes = kafka.acknowledged(sending).await;
+        let shared = |index: &usize| messages[*index].topic == events_topic;
+        // The broker took the shared topic's messages of this batch: what failed is about the other topics.
+        let broker_works = (0..outcomes.len()).filter(shared).any(|i| outcomes[i].is_ok());
+        for (index, outcome) in outcomes.into_iter().enumerate() {
+            let Err(error) = outcome else { continue };
+            if shared(&index) || !(is_refusal(&error) || broker_works) {
+                return Err(error.into());
+            }
+            let reason = format!("the broker refused topic {}: {error}", messages[index].topic);
+            refused.entry(row_of[index]).or_insert(reason);
+        }
+        Ok(refused)
+    }
+
     /// Routes each tenant's events with its own router, keeping outbox order within the tenant (one key
-    /// never spans tenants, so per-key order holds).
-    async fn route(&self, events: Vec<OutboxEvent>) -> Result<Vec<Message>, RelayError> {
-        let mut by_tenant: BTreeMap<String, Vec<OutboxEvent>> = BTreeMap::new();
-        for event in events {
-            by_tenant.entry(event.tenant.clone()).or_default().push(event);
+    /// never spans tenants, so per-key order holds): the messages, each with its row's index. A tenant
+    /// parked already, or whose routers take longer than `budget`, has its rows' indexes put in `to_park`.
+    async fn route(
+        &self,
+        events: &[OutboxEvent],
+        budget: Option<Duration>,
+        to_park: &mut HashMap<usize, String>,
+    ) -> Result<Vec<(Message, usize)>, RelayError> {
+        let mut by_tenant: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (index, event) in events.iter().enumerate() {
+            by_tenant.entry(event.tenant.as_str()).or_default().push(index);
         }
         let mut messages = Vec::new();
-        for (tenant, batch) in by_tenant {
+        for (tenant, indexes) in by_tenant {
+            if budget.is_some() && self.is_parked(tenant) {
+                let reason = "an earlier row of the tenant is parked";
+                to_park.extend(indexes.iter().map(|&i| (i, reason.to_owned())));
+                continue;
+            }
             let tenant_id: TenantId = tenant.parse().map_err(|e: crate::graph::InvalidTenantId| {
-                RelayError::CorruptOutbox { id: batch[0].id, detail: e.to_string() }
+                RelayError::CorruptOutbox { id: events[indexes[0]].id, detail: e.to_string() }
             })?;
-            let routed = route_or_default(&self.plugins, &tenant_id, batch.clone()).await?;
-            for ((event, destinations), version) in batch.iter().zip(&routed.destinations).zip(&routed.router_versions)
+            let batch: Vec<OutboxEvent> = indexes.iter().map(|&i| events[i].clone()).collect();
+            let routing = route_or_default(&self.plugins, &tenant_id, batch);
+            let routed = match budget {
+                None => routing.await?,
+                Some(budget) => match tokio::time::timeout(budget, routing).await {
+                    Ok(routed) => routed?,
+                    Err(_elapsed) => {
+                        let reason = format!("the tenant's routers took longer than the relay's {budget:?} budget");
+                        to_park.extend(indexes.iter().map(|&i| (i, reason.clone())));
+                        continue;
+                    }
+                },
+            };
+            for ((&index, destinations), version) in
+                indexes.iter().zip(&routed.destinations).zip(&routed.router_versions)
             {
-                messages.extend(to_messages(event, destinations, *version, &self.topology)?);
+                let event = &events[index];
+                messages.extend(
+                    to_messages(event, destinations, *version, &self.topology)?.into_iter().map(|m| (m, index)),
+                );
             }
         }
         Ok(messages)
     }
+
+    fn is_parked(&self, tenant: &str) -> bool {
+        self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(tenant)
+    }
+
+    /// Retries parked rows, never returning (run it beside the relay's loop): each due tenant's oldest rows, in id order, published and
+    /// deleted in one transaction; a tenant with none left is no longer parked. A failure waits twice as
+    /// long as the one before (up to five minutes). Runs beside the relay's own loop, so a slow router or
+    /// a refusing broker holds up only the tenant it belongs to.
+    pub async fn retry_parked(&self, db: &Database) -> std::convert::Infallible {
+        let mut reloaded: Option<Instant> = None;
+        loop {
+            if reloaded.is_none_or(|at| at.elapsed() >= RELOAD_PARKED) {
+                match parked_tenants(db).await {
+                    Ok(tenants) => {
+                        let mut parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        for tenant in tenants {
+                            parked.entry(tenant).or_insert_with(Retry::now);
+                        }
+                        reloaded = Some(Instant::now());
+                    }
+                    Err(e) => tracing::error!(error = %e, "cannot read the parked tenants; trying again"),
+                }
+            }
+            let due = {
+                let parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                parked.iter().filter(|(_, retry)| retry.at <= Instant::now()).map(|(t, r)| (t.clone(), *r)).next()
+            };
+            let Some((tenant, retry)) = due else {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            };
+            let outcome = self.retry_tenant(db, &tenant).await;
+            let mut parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match outcome {
+                Ok(0) => {
+                    parked.remove(&tenant);
+                    metrics::gauge!("strand_relay_parked_rows", "tenant" => tenant.clone()).set(0.0);
+                    tracing::info!(%tenant, "every parked row of the tenant is published");
+                }
+                Ok(published) => {
+                    tracing::info!(%tenant, published, "published parked rows");
+                    parked.insert(tenant, Retry::now());
+                }
+                Err(e) => {
+                    let wait = (retry.wait * 2).min(RETRY_AT_MOST);
+                    let error = crate::observability::causes(&e);
+                    tracing::warn!(%tenant, %error, retry_in = ?retry.wait, "parked rows still cannot be published");
+                    parked.insert(tenant, Retry { at: Instant::now() + retry.wait, wait });
+                }
+            }
+        }
+    }
+
+    /// Publishes and deletes `tenant`'s oldest parked rows; how many (0: none were left). Routing and
+    /// Kafka's acknowledgements happen before the deleting transaction opens: a slow router holds no
+    /// database connection (SQLite has one writer).
+    async fn retry_tenant(&self, db: &Database, tenant: &str) -> Result<usize, RelayError> {
+        let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM relay_parked WHERE tenant_id = ?")
+            .bind(tenant)
+            .fetch_one(db.reader())
+            .await?;
+        metrics::gauge!("strand_relay_parked_rows", "tenant" => tenant.to_owned()).set(left as f64);
+        let select = format!("SELECT {OUTBOX_COLUMNS} FROM relay_parked WHERE tenant_id = ? ORDER BY id LIMIT ?");
+        let rows = sqlx::query(&select).bind(tenant).bind(RETRY_BATCH).fetch_all(db.reader()).await?;
+        let events = rows.iter().map(outbox_event).collect::<Result<Vec<_>, sqlx::Error>>()?;
+        if events.is_empty() {
+            return Ok(0);
+        }
+        let mut unused = HashMap::new();
+        let routed = self.route(&events, None, &mut unused).await?;
+        let (messages, row_of): (Vec<Message>, Vec<usize>) = routed.into_iter().unzip();
+        let to_append = match &self.publisher {
+            Publisher::Embedded(bus) => Some(bus.clone()),
+            Publisher::Kafka(kafka) => {
+                let sending = kafka.send(&messages).await?;
+                if let Some((_, reason)) =
+                    self.acknowledged(kafka, sending, &messages, &row_of).await?.into_iter().next()
+                {
+                    return Err(RelayError::StillRefused(reason));
+                }
+                None
+            }
+        };
+        let mut conn = db.writer().acquire().await?;
+        let mut tx = conn.begin().await?;
+        if let Some(bus) = to_append {
+            bus.append(&mut tx, &messages).await?;
+        }
+        let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
+        delete_rows(&mut tx, "relay_parked", &ids).await?;
+        tx.commit().await?;
+        metrics::counter!("strand_relay_published_total").increment(ids.len() as u64);
+        Ok(ids.len())
+    }
+}
+
+/// Moves `row` from the outbox into `relay_parked` (the caller deletes it from the outbox).
+async fn park(tx: &mut AnyConnection, row: &OutboxEvent, reason: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(&format!(
+        "INSERT INTO relay_parked ({OUTBOX_COLUMNS}, created_at, parked_at, reason) \
+         SELECT {OUTBOX_COLUMNS}, created_at, ?, ? FROM outbox WHERE id = ?"
+    ))
+    .bind(now_ms())
+    .bind(reason.chars().take(1000).collect::<String>())
+    .bind(row.id)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Deletes exactly the rows `ids` of `table` (`outbox` or `relay_parked`); `Contended` when some were
+/// already gone. One primary-key delete per row — an `IN (…)` list covering most of a small table is
+/// planned as a scan, and a DELETE waits on every row it examines, including uncommitted rows of long
+/// transactions it must not touch — but a chunk of them per round trip (the ids are integers the table
+/// gave us).
+async fn delete_rows(tx: &mut AnyConnection, table: &'static str, ids: &[i64]) -> Result<(), RelayError> {
+    let mut deleted = 0;
+    for chunk in ids.chunks(DELETE_CHUNK) {
+        let deletes: String = chunk.iter().map(|id| format!("DELETE FROM {table} WHERE id = {id};")).collect();
+        // A bare string runs as a text-protocol query: several statements in one round trip.
+        deleted += (&mut *tx).execute(deletes.as_str()).await?.rows_affected();
+    }
+    if deleted != ids.len() as u64 {
+        return Err(RelayError::Contended { read: ids.len(), deleted });
+    }
+    Ok(())
+}
+
+/// The tenants with parked rows.
+async fn parked_tenants(db: &Database) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT DISTINCT tenant_id FROM relay_parked").fetch_all(db.reader()).await
 }
 
 /// Routed outbox rows on their way to the bus, not yet settled.
 pub struct Dispatched {
-    ids: Vec<i64>,
+    rows: Vec<OutboxEvent>,
+    /// For each message, the index of its row in `rows`.
+    row_of: Vec<usize>,
+    /// Rows parked before they were sent (their tenant is parked, or its routers ran past the budget).
+    to_park: HashMap<usize, String>,
     /// When the newest row's change committed (its payload's `occurred_at`), for the lag gauge.
     occurred_at: Option<String>,
     on_its_way: OnItsWay,
@@ -119,11 +378,11 @@ pub struct Dispatched {
 enum OnItsWay {
     /// Messages for the embedded bus, appended in the settling transaction.
     ToAppend(EmbeddedBus, Vec<Message>),
-    /// Messages handed to the Kafka producer.
-    Sent(Arc<KafkaBus>, Sending),
+    /// Messages handed to the Kafka producer (kept to name a refused one's topic).
+    Sent(Arc<KafkaBus>, Sending, Vec<Message>),
 }
 
-/// The outbox columns [`outbox_event`] reads, in its order.
+/// The outbox columns [`outbox_event`] reads, in its order (`relay_parked` has them too).
 pub const OUTBOX_COLUMNS: &str = "id, tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload";
 
 /// An outbox row selected with [`OUTBOX_COLUMNS`].

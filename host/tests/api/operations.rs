@@ -9,10 +9,42 @@ use strand::relay::{BinlogPosition, Checkpoint};
 use strand_test_support::{wait_until, Backend, TestServer};
 
 async fn metrics(server: &TestServer) -> String {
-    let response = reqwest::get(server.url("/metrics")).await.unwrap();
+    let response = reqwest::Client::new()
+        .get(server.url("/metrics"))
+        .bearer_auth(strand_test_support::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200);
     assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
     response.text().await.unwrap()
+}
+
+/// `/metrics` names tenants and their plugins: on the API listener only the admin token reads it; the
+/// operations listener serves it (and `/healthz`) to whoever reaches that port.
+#[tokio::test]
+async fn metrics_answer_the_admin_on_the_api_and_anyone_on_the_operations_listener() {
+    let port = strand_test_support::free_port().unwrap();
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.operations_listen = Some(format!("127.0.0.1:{port}").parse().unwrap())
+    })
+    .await;
+    server.client("metered", 1).follow(2).await;
+    let anonymous = server.anonymous().get("/metrics").await;
+    assert_eq!((anonymous.status, anonymous.code()), (401, "invalid_admin_token"));
+    let user = server.client("metered", 1).get("/metrics").await;
+    assert_eq!((user.status, user.code()), (401, "invalid_admin_token"), "a user's JWT is no admin token");
+    let issued = server
+        .admin()
+        .send_json(reqwest::Method::POST, "/admin/v1/tenants/metered/keys", &serde_json::json!({"name": "ci"}))
+        .await;
+    let key = server.client_with_token(issued.body["secret"].as_str().unwrap()).get("/metrics").await;
+    assert_eq!((key.status, key.code()), (403, "forbidden"), "a tenant key sees no other tenant's figures");
+    assert!(metrics(&server).await.contains(r#"tenant="metered""#));
+    let operations = reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await.unwrap();
+    assert_eq!(operations.status(), 200);
+    assert!(operations.text().await.unwrap().contains(r#"tenant="metered""#));
+    assert_eq!(reqwest::get(format!("http://127.0.0.1:{port}/healthz")).await.unwrap().status(), 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -62,9 +94,7 @@ async fn metrics_count_requests_by_route_plugin_calls_and_rate_limit_decisions()
         r#"strand_http_request_seconds_bucket{method="PUT",route="/v1/me/following/{user_id}",status="200",le="#
             .to_owned(),
         format!(r#"strand_rate_limit_decisions_total{{tenant="{tenant}",decision="allowed"}}"#),
-        format!(
-            r#"strand_plugin_calls_total{{tenant="{tenant}",kind="rate-limiter",plugin="default",version="0",outcome="ok"}}"#
-        ),
+        format!(r#"strand_plugin_calls_total{{tenant="{tenant}",kind="rate-limiter",plugin="default",outcome="ok"}}"#),
         format!(r#"strand_plugin_call_seconds_bucket{{tenant="{tenant}",kind="rate-limiter",plugin="default""#),
     ];
     for line in expected {

@@ -35,6 +35,7 @@ fn tenant_routes(tenant: &str) -> Vec<(Method, String, Option<Value>)> {
         (Method::GET, format!("{t}/jwt-keys"), None),
         (Method::PUT, format!("{t}/jwt-keys/k1"), Some(json!({"algorithm": "HS256", "key": "x".repeat(40)}))),
         (Method::DELETE, format!("{t}/jwt-keys/k1"), None),
+        (Method::GET, format!("{t}/parked"), None),
     ]
 }
 
@@ -218,4 +219,73 @@ async fn the_projectors_the_api_serves_cannot_be_replaced_by_anyone() {
     }
     let listed = server.admin().get("/admin/v1/tenants/acme/plugins").await;
     assert_eq!(listed.body["plugins"], json!([]), "nothing was deployed");
+}
+
+/// An empty secret — what an unset variable in a compose file becomes — or a short one stops the start,
+/// naming the setting: an empty admin token would otherwise match a request with no credential at all, and
+/// an empty HMAC key would let anyone mint every tenant's tokens.
+#[tokio::test]
+async fn an_empty_or_short_secret_stops_the_start_by_name() {
+    let strong = strand_test_support::ADMIN_TOKEN;
+    for (admin, secret, named) in [
+        ("", strong, "admin_token"),
+        ("short", strong, "admin_token"),
+        (strong, "", "jwt_hs256_secret"),
+        (strong, "0123456789abcdef", "jwt_hs256_secret"),
+    ] {
+        let config = strand::config::Config {
+            admin_token: Some(admin.to_owned()),
+            jwt_hs256_secret: Some(secret.to_owned()),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..Default::default()
+        };
+        let error = strand::app::Server::build(&config).await.err().expect("refused to start").to_string();
+        assert!(error.contains(&format!("`{named}`")), "{admin:?}/{secret:?}: {error}");
+    }
+}
+
+/// A request with no credential is never compared to the admin token: 401, on every admin route.
+#[tokio::test]
+async fn no_credential_never_reaches_the_admin_api() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    for (method, path, _) in tenant_routes("acme") {
+        let reply = server.anonymous().call(method.clone(), &path).await;
+        assert_eq!((reply.status, reply.code()), (401, "invalid_admin_token"), "{method} {path}");
+        let empty = server.client_with_token("").call(method.clone(), &path).await;
+        assert_eq!((empty.status, empty.code()), (401, "invalid_admin_token"), "{method} {path}: empty bearer");
+    }
+}
+
+/// A key's `last_used_at` is written at most once a minute: a team polling the admin API does not take the
+/// database's single writer (SQLite) from every tenant's follows on each request.
+#[tokio::test]
+async fn a_keys_last_use_is_written_at_most_once_a_minute() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    let acme = server.client_with_token(&issue_key(&server, "acme", "ci").await);
+    let last_used = || async {
+        sqlx::query_scalar::<_, Option<i64>>("SELECT last_used_at FROM tenant_keys WHERE name = 'ci'")
+            .fetch_one(server.database().reader())
+            .await
+            .unwrap()
+    };
+    let db = server.database();
+    let set_last_used = |at: i64| async move {
+        sqlx::query("UPDATE tenant_keys SET last_used_at = ? WHERE name = 'ci'")
+            .bind(at)
+            .execute(db.writer())
+            .await
+            .unwrap();
+    };
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    assert_eq!(acme.get("/admin/v1/whoami").await.status, 200);
+    assert!(last_used().await.is_some(), "the first use is recorded");
+    let recent = now() - 1_000;
+    set_last_used(recent).await;
+    for _ in 0..5 {
+        assert_eq!(acme.get("/admin/v1/whoami").await.status, 200);
+    }
+    assert_eq!(last_used().await, Some(recent), "used again within the minute: not written");
+    set_last_used(now() - 61_000).await;
+    assert_eq!(acme.get("/admin/v1/whoami").await.status, 200);
+    assert!(last_used().await.unwrap() >= now() - 5_000, "a minute later it is written again");
 }

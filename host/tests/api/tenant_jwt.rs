@@ -7,9 +7,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use reqwest::Method;
 use serde_json::{json, Value};
-use strand_test_support::{on_every_backend, token, Backend, TestServer, TEST_SECRET};
+use strand_test_support::{on_every_backend, token, wait_until, Backend, TestServer, TEST_SECRET};
 
-on_every_backend!(a_tenants_own_keys_alone_verify_its_tokens_and_rotate);
+on_every_backend!(
+    a_tenants_own_keys_alone_verify_its_tokens_and_rotate,
+    a_tenant_whose_stored_keys_are_unusable_fails_closed_and_refusals_tell_nothing
+);
 
 const FIRST: &str = "acme-idp-first-secret-0123456789abcdef";
 const SECOND: &str = "acme-idp-second-secret-0123456789abcdef";
@@ -83,4 +86,39 @@ async fn a_tenants_own_keys_alone_verify_its_tokens_and_rotate(backend: Backend)
         actions,
         ["remove_jwt_key", "remove_jwt_key", "set_jwt_key", "set_jwt_key", "set_jwt_key", "set_jwt_key"]
     );
+}
+
+/// A tenant whose every stored key fails to parse (a corrupted row, a key type a later release dropped) has
+/// its tokens refused — never verified with the global key instead. And a refused token's answer is the
+/// same whether or not its tenant registered keys, so it tells an unauthenticated caller nothing.
+async fn a_tenant_whose_stored_keys_are_unusable_fails_closed_and_refusals_tell_nothing(backend: Backend) {
+    let server = TestServer::start_with(backend, |config| config.refresh_ms = 100).await;
+    let body = json!({"algorithm": "HS256", "key": FIRST});
+    assert_eq!(server.admin().send_json(Method::PUT, "/admin/v1/tenants/acme/jwt-keys/k1", &body).await.status, 200);
+    let wrong = "a-wrong-secret-that-is-long-enough-0123456789";
+    let acme_refused =
+        server.client_with_token(&signed(wrong, None, "acme", json!({}))).put("/v1/me/following/2").await;
+    let globex_refused =
+        server.client_with_token(&signed(wrong, None, "globex", json!({}))).put("/v1/me/following/2").await;
+    assert_eq!((acme_refused.status, globex_refused.status), (401, 401));
+    assert_eq!(
+        acme_refused.body["detail"], globex_refused.body["detail"],
+        "with or without keys of its own: one answer"
+    );
+
+    sqlx::query("UPDATE tenant_jwt_keys SET key_material = 'not usable', algorithm = 'RS256' WHERE tenant_id = 'acme'")
+        .execute(server.database().writer())
+        .await
+        .unwrap();
+    let global_acme = token(TEST_SECRET, "1", "acme", 600);
+    // The node re-reads keys every 100 ms: a test that failed would see the global key accepted for good.
+    let refreshed = || async {
+        let reply = server.client_with_token(&signed(FIRST, None, "acme", json!({}))).put("/v1/me/following/3").await;
+        reply.status == 401
+    };
+    wait_until("the unusable key is read", std::time::Duration::from_secs(10), refreshed).await;
+    let reply = server.client_with_token(&global_acme).put("/v1/me/following/2").await;
+    assert_eq!((reply.status, reply.code()), (401, "invalid_token"), "fail closed: {reply:?}");
+    assert_eq!(reply.body["detail"], globex_refused.body["detail"]);
+    assert_eq!(follow_with(&server, &token(TEST_SECRET, "1", "globex", 600)).await, 200, "other tenants unaffected");
 }

@@ -20,13 +20,14 @@ async fn the_redis_bucket_grants_exactly_its_capacity_to_8_concurrent_clients() 
     }
 }
 
-async fn bucket_grants_exactly_its_capacity(url: &str, key: &str) {
+async fn bucket_grants_exactly_its_capacity(url: &str, tenant: &str) {
+    let tenant: strand::graph::TenantId = tenant.parse().unwrap();
     let buckets = TokenBuckets::connect(Some(url)).await.unwrap();
     let bucket = Bucket { key: "exact".into(), capacity: 37, refill_per_second: 0.0001, cost: 1 };
     let clients = (0..8).map(|_| async {
         let mut granted = 0;
         for _ in 0..20 {
-            if buckets.take(key, &bucket).await.unwrap().is_none() {
+            if buckets.take(&tenant, &bucket).await.unwrap().is_none() {
                 granted += 1;
             }
         }
@@ -34,7 +35,7 @@ async fn bucket_grants_exactly_its_capacity(url: &str, key: &str) {
     });
     let granted: u32 = join_all(clients).await.into_iter().sum();
     assert_eq!(granted, 37, "{url}: 160 attempts on a 37-token bucket that barely refills");
-    let retry = buckets.take(key, &bucket).await.unwrap().expect("empty");
+    let retry = buckets.take(&tenant, &bucket).await.unwrap().expect("empty");
     assert!(retry.as_secs() > 1000, "retry after the refill of one token: {retry:?}");
 }
 

@@ -111,7 +111,7 @@ async fn a_canary_that_traps_on_5_percent_of_inputs_is_rolled_back_automatically
         "{audit}"
     );
     assert!(rollback["detail"].as_str().unwrap().contains("failed"), "{rollback}");
-    let metrics = reqwest::get(server.url("/metrics")).await.unwrap().text().await.unwrap();
+    let metrics = server.metrics().await;
     assert!(
         metrics.contains(r#"strand_rollout_automatic_rollbacks_total{tenant="acme",kind="rate-limiter"}"#),
         "{metrics}"

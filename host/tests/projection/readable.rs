@@ -131,3 +131,40 @@ async fn a_space_not_built_yet_answers_503_projection_building_never_a_partial_a
     assert!(reply.body["detail"].as_str().unwrap().contains("not started yet"), "{reply:?}");
     assert!(reply.headers.contains_key("retry-after"), "{reply:?}");
 }
+
+/// A projector giving every member of a sorted set the same score: a page by cursor is still a bounded
+/// read (by rank, not a scan of every tied member), and paging by cursor visits every member exactly once,
+/// in the same order on Redis and in memory; an offset past the maximum is `400 offset_too_large`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sorted_set_of_one_score_pages_by_cursor_on_every_cache() {
+    let redis = Redis::shared().unwrap();
+    for redis_url in [Some(redis.url()), None] {
+        let tenant = format!("tied{}{}", std::process::id(), redis_url.is_some());
+        let server = TestServer::start_pipeline(Backend::Sqlite, redis_url.as_deref()).await;
+        let path = format!("/admin/v1/tenants/{tenant}/plugins/projector/tied?readable=sorted-set:tied");
+        let deployed =
+            server.admin().upload(Method::PUT, &path, strand_test_support::test_plugin("hostile-projector")).await;
+        assert_eq!(deployed.status, 200, "{deployed:?}");
+        let followers: Vec<i64> = (1..=150).collect();
+        for &user in &followers {
+            server.client(&tenant, user).follow(905).await;
+        }
+        server.client(&tenant, 7).unfollow(905).await;
+        let reader = server.client(&tenant, 1);
+        let set = "/v1/projections/tied/tied/905";
+        wait_until("every follow is in the tied set", Duration::from_secs(60), || async {
+            let reply = reader.get(&format!("{set}?limit=1")).await;
+            reply.status == 200 && reply.body["total"] == 149
+        })
+        .await;
+        let paged = all_pages(&reader, set, 7).await;
+        let mut expected: Vec<String> = followers.iter().filter(|&&u| u != 7).map(i64::to_string).collect();
+        expected.sort_by(|a, b| b.cmp(a));
+        let paged: Vec<String> = paged.iter().map(i64::to_string).collect();
+        assert_eq!(paged, expected, "each member once, descending by (score, member)");
+        let deep = reader.get(&format!("{set}?offset=10001")).await;
+        assert_eq!((deep.status, deep.code()), (400, "offset_too_large"), "{deep:?}");
+        let deep_list = reader.get("/v1/users/905/followers?offset=10001").await;
+        assert_eq!((deep_list.status, deep_list.code()), (400, "offset_too_large"));
+    }
+}

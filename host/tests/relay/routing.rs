@@ -32,12 +32,12 @@ async fn fan_out_and_drop(backend: Backend, mode: RelayMode) {
     server.client("acme", 13).follow(1).await; // dropped by the router
     server.client("acme", 1).follow(2).await; // to `following` and `audit`
     wait_until("the follow reaches the audit topic", Duration::from_secs(30), || async {
-        !bus(server.database(), "strand.audit").await.is_empty()
+        !bus(server.database(), "strand.tenant.acme.audit").await.is_empty()
     })
     .await;
     assert_eq!(outbox_rows(server.database()).await.unwrap(), 0, "the dropped event left the outbox too");
     let following = bus(server.database(), "strand.following").await;
-    let audit = bus(server.database(), "strand.audit").await;
+    let audit = bus(server.database(), "strand.tenant.acme.audit").await;
     assert_eq!(following.len(), 1, "user 13's event was dropped: {following:?}");
     assert_eq!(following[0].message.payload, audit[0].message.payload);
     assert_eq!(audit[0].message.header("router-version"), Some("1"));

@@ -16,9 +16,9 @@ use tokio::task::JoinHandle;
 use crate::{Backend, TestDatabase};
 
 /// The HS256 secret test servers verify with.
-pub const TEST_SECRET: &str = "strand-test-secret";
+pub const TEST_SECRET: &str = "strand-test-secret-of-32-or-more-bytes";
 /// The admin token of test servers.
-pub const ADMIN_TOKEN: &str = "strand-test-admin";
+pub const ADMIN_TOKEN: &str = "strand-test-admin-token-of-32-or-more-bytes";
 
 /// A binlog replica id no other relay of this machine's test runs uses: the server disconnects an older
 /// replica when another registers with its id.
@@ -52,6 +52,24 @@ impl TestServer {
             c.workers = true;
             c.redis_url = redis_url.map(str::to_owned);
             c.refresh_ms = 100;
+        })
+        .await
+    }
+
+    /// A whole production-shaped node on MariaDB: the binlog relay (idling 10 ms), the workers, Redis and the
+    /// Kafka-protocol broker (topics under a prefix of its own), plugins refreshed every 100 ms; `adjust` may
+    /// change the rest.
+    pub async fn start_node(adjust: impl FnOnce(&mut Config)) -> Self {
+        let kafka = crate::Kafka::shared().expect("a broker");
+        Self::start_with(Backend::MariaDb, |c| {
+            c.relay = RelayMode::Binlog;
+            c.relay_idle_ms = 10;
+            c.workers = true;
+            c.refresh_ms = 100;
+            c.redis_url = Some(crate::Redis::shared().expect("Redis").url());
+            c.kafka_brokers = Some(kafka.brokers());
+            c.topic_prefix = kafka.unique_prefix();
+            adjust(c);
         })
         .await
     }
@@ -112,6 +130,13 @@ impl TestServer {
     /// Calls the admin API with the admin token.
     pub fn admin(&self) -> ApiClient {
         self.client_with_token(ADMIN_TOKEN)
+    }
+
+    /// `/metrics` as the platform admin scrapes it (it answers the admin token only).
+    pub async fn metrics(&self) -> String {
+        let response = self.http.get(self.url("/metrics")).bearer_auth(ADMIN_TOKEN).send().await.expect("/metrics");
+        assert_eq!(response.status(), 200, "/metrics with the admin token");
+        response.text().await.expect("the metrics' text")
     }
 
     /// The server's database, for checking the truth behind the API.

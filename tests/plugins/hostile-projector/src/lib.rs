@@ -1,7 +1,9 @@
 //! Counts followers like the bundled counter, but traps on any event whose follower is 666, and returns
 //! output the host must refuse or contain for chosen followees (the rows of the hostile-output tests):
 //! 900 an expiry longer than any clock, 901 a counter step of `i64::MAX`, 902 one key written as a
-//! counter, a sorted set and a value at once, 903 a key of nine ids, 904 a NaN score.
+//! counter, a sorted set and a value at once, 903 a key of nine ids, 904 a NaN score; and for 905 a sorted
+//! set `tied` whose every member has the same score (a read must still page it by cursor in bounded work);
+//! for 906 it spins until its deadline (a projector timing out on every event of a followee).
 
 use strand_plugin_sdk::{export_projector, Effect, Key, Projector, RelationEvent};
 
@@ -23,6 +25,14 @@ impl Projector for Hostile {
             ],
             903 => vec![count, Effect::counter_add(Key::new("followers", [1; 9]), 1)],
             904 => vec![count, Effect::zset_add(followers(), event.follower, f64::NAN)],
+            906 => {
+                let mut spins = 0u64;
+                loop {
+                    spins = std::hint::black_box(spins.wrapping_add(1));
+                }
+            }
+            905 if event.delta() > 0 => vec![count, Effect::zset_add(Key::new("tied", [905]), event.follower, 1.0)],
+            905 => vec![count, Effect::zset_remove(Key::new("tied", [905]), event.follower)],
             _ => vec![count],
         }
     }
