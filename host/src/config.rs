@@ -66,8 +66,8 @@ pub struct Config {
     /// 0: no fuel metering at all (then versions cannot ask for fuel either).
     pub plugin_max_fuel: u64,
     /// Plugin calls one tenant may have in flight at once, of the node's 256 instance slots: a tenant's
-    /// plugins that spin to their deadline hold at most this many, and its further calls fail by its own
-    /// kind's failure policy (`busy`), never another tenant's.
+    /// plugins that spin to their deadline hold at most this many; its further calls wait (within their
+    /// deadline), then fail by its own kind's failure policy (`busy`), never another tenant's.
     pub plugin_tenant_instances: u32,
     /// How long an uploaded component may take to compile, in milliseconds; slower ones are refused
     /// (`422 compile_too_slow`). Compiles run outside the registry's lock, one per tenant at a time.

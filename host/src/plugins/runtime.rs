@@ -104,9 +104,11 @@ pub enum PluginError {
     /// The host, not the plugin, failed: its cause is kept (logged with the whole chain).
     #[error("the plugin host failed: {doing}")]
     Host { doing: &'static str, source: Box<dyn std::error::Error + Send + Sync> },
-    /// The tenant already has its share of the instance pool in calls: this call is not made, and the
-    /// kind's failure policy applies for that tenant alone.
-    #[error("tenant {tenant} already has {share} plugin calls in flight, its share of the instance pool")]
+    /// The tenant's share of the instance pool stayed taken by its other calls for this call's whole
+    /// deadline: this call is not made, and the kind's failure policy applies for that tenant alone.
+    #[error(
+        "tenant {tenant} had {share} plugin calls in flight, its share of the instance pool, for the whole deadline"
+    )]
     Busy { tenant: String, share: u32 },
     /// No instance slot came free within the call's deadline: the host is overloaded (every tenant's calls
     /// fill the pool). Not the plugin's doing.
@@ -225,48 +227,50 @@ pub struct PluginRuntime {
 }
 
 /// Who may take an instance slot now: at most `share` calls of one tenant at a time, and at most
-/// [`POOLED_INSTANCES`] in all (a call waits for a free slot, within its deadline). So one tenant's plugins
-/// — spinning to their deadline, say — hold at most their share, and another tenant's call always finds a
-/// slot or fails as the host's condition, never as a trap of its plugin.
+/// [`POOLED_INSTANCES`] in all; a call waits for both, within its deadline. So one tenant's plugins —
+/// spinning to their deadline, say — hold at most their share (the tenant's further calls wait, then fail
+/// as `busy` by its own failure policy), and another tenant's call always finds a slot, or fails as the
+/// host's condition, never as a trap of its plugin. A burst of one tenant's quick calls just queues.
 struct Admission {
-    pool: tokio::sync::Semaphore,
-    in_flight: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    pool: Arc<tokio::sync::Semaphore>,
+    tenants: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>,
     share: u32,
 }
 
-/// A call admitted for `tenant`; its slot in the tenant's share is given back when dropped.
-struct Admitted<'a> {
-    admission: &'a Admission,
-    tenant: String,
+/// A call's place in its tenant's share and in the pool, given back when dropped.
+struct Admitted {
+    _tenant: tokio::sync::OwnedSemaphorePermit,
+    _pool: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Admission {
     fn new(share: u32) -> Self {
         Self {
-            pool: tokio::sync::Semaphore::new(POOLED_INSTANCES as usize),
-            in_flight: Default::default(),
+            pool: Arc::new(tokio::sync::Semaphore::new(POOLED_INSTANCES as usize)),
+            tenants: Default::default(),
             share: share.clamp(1, POOLED_INSTANCES),
         }
     }
 
-    fn enter(&self, tenant: &str) -> Result<Admitted<'_>, PluginError> {
-        let mut in_flight = self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let calls = in_flight.entry(tenant.to_owned()).or_default();
-        if *calls >= self.share {
-            return Err(PluginError::Busy { tenant: tenant.to_owned(), share: self.share });
-        }
-        *calls += 1;
-        Ok(Admitted { admission: self, tenant: tenant.to_owned() })
-    }
-}
-
-impl Drop for Admitted<'_> {
-    fn drop(&mut self) {
-        let mut in_flight = self.admission.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(calls) = in_flight.get_mut(&self.tenant) {
-            *calls -= 1;
-            if *calls == 0 {
-                in_flight.remove(&self.tenant);
+    /// Waits, at most `wait`, for a place in `tenant`'s share and then in the pool.
+    async fn enter(&self, tenant: &str, wait: Duration) -> Result<Admitted, PluginError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let share = {
+            let mut tenants = self.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let share = self.share as usize;
+            tenants.entry(tenant.to_owned()).or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(share))).clone()
+        };
+        let busy = || PluginError::Busy { tenant: tenant.to_owned(), share: self.share };
+        let own = match tokio::time::timeout_at(deadline, share.acquire_owned()).await {
+            Ok(Ok(permit)) => permit,
+            _ => return Err(busy()),
+        };
+        match tokio::time::timeout_at(deadline, self.pool.clone().acquire_owned()).await {
+            Ok(Ok(pool)) => Ok(Admitted { _tenant: own, _pool: pool }),
+            _ => {
+                metrics::counter!("strand_plugin_pool_exhausted_total").increment(1);
+                tracing::error!(tenant, "the plugin instance pool is exhausted; the call takes its failure policy");
+                Err(PluginError::PoolExhausted(wait))
             }
         }
     }
@@ -462,17 +466,9 @@ impl PluginRuntime {
         call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<R>,
     ) -> (Result<(R, CallCost), PluginError>, CallLog) {
         let limits = self.for_batch(limits, inputs);
-        let _admitted = match self.admission.enter(tenant) {
+        let _admitted = match self.admission.enter(tenant, limits.deadline).await {
             Ok(admitted) => admitted,
-            Err(busy) => return (Err(busy), CallLog::default()),
-        };
-        let _slot = match tokio::time::timeout(limits.deadline, self.admission.pool.acquire()).await {
-            Ok(Ok(slot)) => slot,
-            _ => {
-                metrics::counter!("strand_plugin_pool_exhausted_total").increment(1);
-                tracing::error!(tenant, "the plugin instance pool is exhausted; the call takes its failure policy");
-                return (Err(PluginError::PoolExhausted(limits.deadline)), CallLog::default());
-            }
+            Err(refused) => return (Err(refused), CallLog::default()),
         };
         let store_limits =
             StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build();

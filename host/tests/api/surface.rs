@@ -65,6 +65,7 @@ async fn openapi_document_covers_every_route() {
         ("/admin/v1/tenants/{tenant}/plugins/{kind}/{name}/logs", &["get"]),
         ("/admin/v1/tenants/{tenant}/jwt-keys", &["get"]),
         ("/admin/v1/tenants/{tenant}/jwt-keys/{kid}", &["put", "delete"]),
+        ("/admin/v1/tenants/{tenant}/parked", &["get"]),
         ("/healthz", &["get"]),
         ("/readyz", &["get"]),
         ("/metrics", &["get"]),

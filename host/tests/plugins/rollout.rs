@@ -12,6 +12,9 @@ use super::deploy;
 
 const SLOT: &str = "/admin/v1/tenants/acme/plugins/rate-limiter/default";
 
+/// Limits of a candidate whose calls must not time out under the tests' bursts (the platform's maximum).
+const PATIENT: &str = "deadline_ms=2000";
+
 /// Each of `users` of acme follows `target`, all at once; the statuses, in user order.
 async fn writes(server: &TestServer, users: std::ops::RangeInclusive<i64>, target: i64) -> Vec<u16> {
     let calls = users.map(|user| {
@@ -25,7 +28,10 @@ async fn writes(server: &TestServer, users: std::ops::RangeInclusive<i64>, targe
 async fn a_canary_takes_a_stable_share_and_promotion_and_abort_drop_no_request() {
     let server = TestServer::start(Backend::Sqlite).await;
     let (admin, abort, promote) = (server.admin(), format!("{SLOT}/abort"), format!("{SLOT}/promote"));
-    let canary = server.admin().upload(Method::PUT, &format!("{SLOT}?canary=10"), test_plugin("deny-all")).await;
+    // A deadline no burst of 1000 writes on a loaded 2-core machine reaches: a timed-out call fails open (200),
+    // which would read as the stable version.
+    let canary =
+        server.admin().upload(Method::PUT, &format!("{SLOT}?canary=10&{PATIENT}"), test_plugin("deny-all")).await;
     assert_eq!(canary.status, 200, "{canary:?}");
     assert_eq!(
         (canary.body["plugin"]["state"].as_str(), canary.body["plugin"]["canary_percent"].as_i64()),
@@ -50,7 +56,8 @@ async fn a_canary_takes_a_stable_share_and_promotion_and_abort_drop_no_request()
     assert_eq!(server.admin().post(&format!("{SLOT}/abort")).await.code(), "plugin_not_found", "nothing to abort");
 
     // Promotion under load: then everybody meets the former canary.
-    let canary = server.admin().upload(Method::PUT, &format!("{SLOT}?canary=10"), test_plugin("deny-all")).await;
+    let canary =
+        server.admin().upload(Method::PUT, &format!("{SLOT}?canary=10&{PATIENT}"), test_plugin("deny-all")).await;
     assert_eq!(canary.status, 200);
     let (during, promoted) = tokio::join!(writes(&server, 1..=300, 5005), admin.post(&promote));
     assert_eq!(promoted.status, 200, "{promoted:?}");
@@ -121,7 +128,8 @@ async fn a_canary_that_traps_on_5_percent_of_inputs_is_rolled_back_automatically
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn test_traffic_pinned_to_a_candidate_reaches_it_only_where_the_tenant_allows_it() {
     let server = TestServer::start(Backend::Sqlite).await;
-    let candidate = server.admin().upload(Method::PUT, &format!("{SLOT}?canary=0"), test_plugin("deny-all")).await;
+    let candidate =
+        server.admin().upload(Method::PUT, &format!("{SLOT}?canary=0&{PATIENT}"), test_plugin("deny-all")).await;
     assert_eq!(candidate.status, 200, "{candidate:?}");
     let version = candidate.body["plugin"]["version"].as_i64().unwrap();
     assert!(writes(&server, 1..=200, 6001).await.iter().all(|s| *s == 200), "a 0% canary takes no user");
