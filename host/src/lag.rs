@@ -52,7 +52,7 @@ pub struct ParkedRows {
     pub rows: i64,
     /// When the oldest was parked (RFC 3339), if any.
     pub oldest_parked_at: Option<String>,
-    /// Why the newest was parked.
+    /// Why the oldest was parked: the cause (later rows are parked behind it, to keep their order).
     pub reason: Option<String>,
 }
 
@@ -64,7 +64,7 @@ pub async fn parked_rows(db: &Database, tenant: &str) -> Result<ParkedRows, sqlx
             .fetch_one(db.reader())
             .await?;
     let reason: Option<String> =
-        sqlx::query_scalar("SELECT reason FROM relay_parked WHERE tenant_id = ? ORDER BY id DESC LIMIT 1")
+        sqlx::query_scalar("SELECT reason FROM relay_parked WHERE tenant_id = ? ORDER BY id LIMIT 1")
             .bind(tenant)
             .fetch_optional(db.reader())
             .await?;

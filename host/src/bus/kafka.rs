@@ -18,6 +18,9 @@ use super::{KafkaConnection, Message};
 /// How long a message may wait for its acknowledgement before the batch fails (and is retried whole).
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The longest topic name Apache Kafka accepts.
+const MAX_TOPIC_NAME: usize = 249;
+
 /// Where and how topics are created.
 #[derive(Debug, Clone)]
 pub struct KafkaSettings {
@@ -118,6 +121,11 @@ impl KafkaBus {
                 deliveries.push(Err(KafkaError::AdminOp(*code)));
                 continue;
             }
+            // Kafka's limit on a topic's name, refused here alike on every broker (some accept longer).
+            if message.topic.len() > MAX_TOPIC_NAME {
+                deliveries.push(Err(KafkaError::MessageProduction(RDKafkaErrorCode::InvalidTopic)));
+                continue;
+            }
             let headers = message
                 .headers
                 .iter()
@@ -141,8 +149,11 @@ impl KafkaBus {
         messages: &'m [Message],
     ) -> Result<HashMap<&'m str, RDKafkaErrorCode>, KafkaError> {
         let mut known = self.known_topics.lock().await;
-        let missing: HashSet<&str> =
-            messages.iter().map(|m| m.topic.as_str()).filter(|t| !known.contains(*t)).collect();
+        let missing: HashSet<&str> = messages
+            .iter()
+            .map(|m| m.topic.as_str())
+            .filter(|t| t.len() <= MAX_TOPIC_NAME && !known.contains(*t))
+            .collect();
         let mut refused = HashMap::new();
         if missing.is_empty() {
             return Ok(refused);

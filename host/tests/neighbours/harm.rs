@@ -8,6 +8,9 @@ use strand_test_support::{test_plugin, wait_until};
 
 use super::{acme_beside, deploy, evil_loop, neighbourhood, parked_relay_rows};
 
+/// Limits under which a spinning plugin runs to its 2 s deadline (the platform's maxima), not out of fuel.
+const SPINS_TO_DEADLINE: &str = "deadline_ms=2000&fuel=5000000000";
+
 /// A tenant id as long as one may be (64 bytes): its own topics' names are long too.
 const LONG_EVIL: &str = "evil-with-a-tenant-id-as-long-as-tenant-ids-may-be-0123456789abc";
 
@@ -32,16 +35,17 @@ async fn a_router_naming_refused_topics_parks_only_its_tenants_rows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_router_spinning_to_its_deadline_holds_up_only_its_tenant() {
     let server = neighbourhood(|c| c.plugin_max_deadline_ms = 2000).await;
-    let deployed = deploy(&server, "evil", "router/default", "deadline_ms=2000", test_plugin("fanout-router")).await;
+    let evil = "evil-router";
+    let deployed = deploy(&server, evil, "router/default", SPINS_TO_DEADLINE, test_plugin("fanout-router")).await;
     assert_eq!(deployed.status, 200, "{deployed:?}");
     let harm = async {
-        evil_loop(&server, "evil", 777..778, 1).await;
+        evil_loop(&server, evil, 777..778, 1).await;
     };
     acme_beside(&server, harm).await;
-    let parked = r#"strand_relay_parked_rows_total{tenant="evil"}"#;
-    assert!(server.metrics().await.contains(parked), "evil's rows were parked");
+    let parked = format!(r#"strand_relay_parked_rows_total{{tenant="{evil}"}}"#);
+    assert!(server.metrics().await.contains(&parked), "evil's rows were parked");
     // Retried with the router's own deadline, a spinning router falls back to the default route.
-    parked_relay_rows(&server, "evil", |rows| rows == 0).await;
+    parked_relay_rows(&server, evil, |rows| rows == 0).await;
 }
 
 /// Evil and acme both deploy a projector named `friends` (one worker serves the name for both); evil's
@@ -51,15 +55,16 @@ async fn a_router_spinning_to_its_deadline_holds_up_only_its_tenant() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_projector_timing_out_on_every_event_holds_up_only_its_tenant() {
     let server = neighbourhood(|c| c.plugin_max_deadline_ms = 2000).await;
-    for tenant in ["evil", "acme"] {
-        let query = "deadline_ms=2000&readable=counter:followers";
-        let deployed = deploy(&server, tenant, "projector/friends", query, test_plugin("hostile-projector")).await;
+    for tenant in ["evil-projector", "acme"] {
+        let query = format!("{SPINS_TO_DEADLINE}&readable=counter:followers");
+        let deployed = deploy(&server, tenant, "projector/friends", &query, test_plugin("hostile-projector")).await;
         assert_eq!(deployed.status, 200, "{deployed:?}");
     }
-    let bundled = deploy(&server, "evil", "projector/top-followers", "", test_plugin("hostile-projector")).await;
+    let bundled =
+        deploy(&server, "evil-projector", "projector/top-followers", "", test_plugin("hostile-projector")).await;
     assert_eq!((bundled.status, bundled.code()), (400, "reserved_plugin_name"), "{bundled:?}");
     let harm = async {
-        evil_loop(&server, "evil", 1..4, 906).await;
+        evil_loop(&server, "evil-projector", 1..4, 906).await;
     };
     acme_beside(&server, harm).await;
     let acme = server.client("acme", 1);
@@ -137,38 +142,39 @@ async fn a_limiter_spinning_at_its_deadline_cannot_take_the_instance_pool() {
     );
 }
 
-/// While evil's big component compiles (a 20 MiB limiter, compiled afresh), acme deploys, rolls back and
-/// changes its settings at once; evil's next upload waits for its own; one past the compile budget is
-/// refused.
+/// While evil's pathological component compiles (tens of thousands of functions, compiled afresh), acme
+/// deploys, rolls back and removes its limiter at once; an upload past the compile budget is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_big_upload_compiling_holds_up_no_one_else() {
-    let server = neighbourhood(|c| c.plugin_cache_dir = None).await;
-    let big = test_plugin("big-limiter");
-    let evil_deploy = deploy(&server, "evil", "rate-limiter/default", "", big.clone());
-    tokio::pin!(evil_deploy);
-    let acme_changes = async {
-        let small = test_plugin("deny-all");
-        assert_eq!(deploy(&server, "acme", "rate-limiter/default", "", small.clone()).await.status, 200);
-        assert_eq!(deploy(&server, "acme", "rate-limiter/default", "", small).await.status, 200);
-        let path = "/admin/v1/tenants/acme/plugins/rate-limiter/default/rollback";
-        assert_eq!(server.admin().send_json(Method::POST, path, &json!({"version": 1})).await.status, 200);
-        assert_eq!(
-            server.admin().call(Method::DELETE, "/admin/v1/tenants/acme/plugins/rate-limiter/default").await.status,
-            204
-        );
-    };
-    tokio::select! {
-        () = acme_changes => {}
-        evil = &mut evil_deploy => panic!("evil's compile ended before acme's changes, which waited for it: {evil:?}"),
+    let slow = slow_to_compile();
+    {
+        let server = neighbourhood(|c| c.plugin_cache_dir = None).await;
+        let evil_deploy = deploy(&server, "evil-uploads", "rate-limiter/default", "", slow.clone());
+        tokio::pin!(evil_deploy);
+        let acme_changes = async {
+            let small = test_plugin("deny-all");
+            assert_eq!(deploy(&server, "acme", "rate-limiter/default", "", small.clone()).await.status, 200);
+            assert_eq!(deploy(&server, "acme", "rate-limiter/default", "", small).await.status, 200);
+            let path = "/admin/v1/tenants/acme/plugins/rate-limiter/default/rollback";
+            assert_eq!(server.admin().send_json(Method::POST, path, &json!({"version": 1})).await.status, 200);
+            assert_eq!(
+                server.admin().call(Method::DELETE, "/admin/v1/tenants/acme/plugins/rate-limiter/default").await.status,
+                204
+            );
+        };
+        tokio::select! {
+            () = acme_changes => {}
+            evil = &mut evil_deploy => panic!("evil's compile ended before acme's changes, which waited for it: {evil:?}"),
+        }
+        let evil = evil_deploy.await;
+        assert_eq!((evil.status, evil.code()), (422, "wrong_world"), "compiled, then refused: {evil:?}");
     }
-    assert_eq!(evil_deploy.await.status, 200, "evil's own upload is still deployed");
-
     let hasty = neighbourhood(|c| {
         c.plugin_cache_dir = None;
         c.plugin_compile_budget_ms = 1;
     })
     .await;
-    let refused = deploy(&hasty, "evil", "rate-limiter/default", "", big).await;
+    let refused = deploy(&hasty, "evil-uploads", "rate-limiter/default", "", slow).await;
     assert_eq!((refused.status, refused.code()), (422, "compile_too_slow"), "{refused:?}");
 }
 
@@ -177,13 +183,58 @@ async fn a_big_upload_compiling_holds_up_no_one_else() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn deploy_loops_grow_no_metric_series() {
     let server = neighbourhood(|_| {}).await;
+    let evil = "evil-deployer";
     for _ in 0..10 {
-        assert_eq!(deploy(&server, "evil", "rate-limiter/default", "", test_plugin("deny-all")).await.status, 200);
-        assert_eq!(server.client("evil", 1).put("/v1/me/following/2").await.status, 429);
+        assert_eq!(deploy(&server, evil, "rate-limiter/default", "", test_plugin("deny-all")).await.status, 200);
+        assert_eq!(server.client(evil, 1).put("/v1/me/following/2").await.status, 429);
     }
     let metrics = server.metrics().await;
-    let evil_series: Vec<&str> = metrics.lines().filter(|l| l.contains(r#"tenant="evil""#)).collect();
+    let tenant = format!(r#"tenant="{evil}""#);
+    let evil_series: Vec<&str> = metrics.lines().filter(|l| l.contains(&tenant)).collect();
     assert!(evil_series.iter().all(|l| !l.contains("version=")), "no version label: {evil_series:?}");
-    let calls = evil_series.iter().filter(|l| l.starts_with("strand_plugin_calls_total")).count();
+    let limiter_calls = |l: &&&str| l.starts_with("strand_plugin_calls_total") && l.contains(r#"kind="rate-limiter""#);
+    let calls = evil_series.iter().filter(limiter_calls).count();
     assert_eq!(calls, 1, "ten versions, one series: {evil_series:?}");
+}
+
+/// A component whose one core module has 40 000 functions of 200 instructions each: valid, slow to compile
+/// (seconds), and of no world (refused once compiled).
+fn slow_to_compile() -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            out.push(if n == 0 { byte } else { byte | 0x80 });
+            if n == 0 {
+                return;
+            }
+        }
+    }
+    fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
+        out.push(id);
+        leb(body.len(), out);
+        out.extend_from_slice(body);
+    }
+    const FUNCTIONS: usize = 40_000;
+    let mut body = vec![0x00]; // no locals
+    for i in 0..200 {
+        body.extend_from_slice(&[0x41, (i % 64) as u8, 0x1a]); // i32.const i; drop
+    }
+    body.push(0x0b); // end
+    let mut module = b"\0asm\x01\0\0\0".to_vec();
+    section(1, &[0x01, 0x60, 0x00, 0x00], &mut module); // one type: [] -> []
+    let mut functions = Vec::new();
+    leb(FUNCTIONS, &mut functions);
+    functions.extend(std::iter::repeat_n(0x00, FUNCTIONS));
+    section(3, &functions, &mut module);
+    let mut code = Vec::new();
+    leb(FUNCTIONS, &mut code);
+    for _ in 0..FUNCTIONS {
+        leb(body.len(), &mut code);
+        code.extend_from_slice(&body);
+    }
+    section(10, &code, &mut module);
+    let mut component = b"\0asm\x0d\0\x01\0".to_vec();
+    section(1, &module, &mut component); // a core module
+    component
 }

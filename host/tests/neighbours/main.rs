@@ -14,7 +14,7 @@ use reqwest::Method;
 use serde_json::json;
 use strand::cache::{Cache, RedisCache};
 use strand::projection::reconcile;
-use strand_test_support::{outbox_rows, Redis, Reply, TestServer};
+use strand_test_support::{outbox_rows, Reply, TestServer};
 
 /// acme's p99 write latency with evil active may be at most this many times its baseline (plus
 /// [`LATENCY_SLACK`]): generous, since on a 2-core machine evil's plugins and acme's writes share the CPU;
@@ -27,13 +27,31 @@ const CONVERGE_WITHIN: Duration = Duration::from_secs(60);
 const WRITERS: i64 = 8;
 const WRITES_PER_WRITER: i64 = 25;
 
+/// One test at a time: each measures latency, and one's harm must not be another's noise.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A test's node: while it lives, no other test of the suite runs.
+pub struct Neighbourhood {
+    pub server: TestServer,
+    _alone: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl std::ops::Deref for Neighbourhood {
+    type Target = TestServer;
+    fn deref(&self) -> &TestServer {
+        &self.server
+    }
+}
+
 /// A whole production-shaped node (binlog relay, workers, Redis, Kafka) on a database of its own, acme
 /// failing closed (so a policy call that cannot run is a 503, not a write let through).
-pub async fn neighbourhood(adjust: impl FnOnce(&mut strand::config::Config)) -> TestServer {
+pub async fn neighbourhood(adjust: impl FnOnce(&mut strand::config::Config)) -> Neighbourhood {
+    let alone = ONE_AT_A_TIME.lock().await;
+    let _ = tracing_subscriber::fmt().with_env_filter("strand=info").with_test_writer().try_init();
     let server = TestServer::start_node(adjust).await;
     let closed = json!({"rate_limit_failure": "closed"});
     assert_eq!(server.admin().send_json(Method::PUT, "/admin/v1/tenants/acme/settings", &closed).await.status, 200);
-    server
+    Neighbourhood { server, _alone: alone }
 }
 
 /// Runs acme's load (follows and unfollows among its users, a counts read after each write): the latency of
@@ -84,7 +102,8 @@ pub async fn acme_beside(server: &TestServer, harm: impl std::future::Future<Out
 /// Waits until every acme row left the outbox and `strand reconcile` finds nothing of acme's that differs
 /// from the truth (the follower table, the cached counters and lists).
 pub async fn acme_converges(server: &TestServer) {
-    let cache = Cache::Redis(RedisCache::connect(&Redis::shared().unwrap().url()).await.unwrap());
+    let redis_url = server.config.redis_url.as_deref().expect("the node has Redis");
+    let cache = Cache::Redis(RedisCache::connect(redis_url).await.unwrap());
     let db = server.database();
     let acme_differences = || async {
         let report = reconcile(db, Some(&cache), 1000).await.unwrap();

@@ -137,13 +137,14 @@ impl MariaDb {
     }
 }
 
-/// `mariadbd` on `$DIR/data` and `$PORT`, with the binlog as production has it.
+/// `mariadbd` on `$DIR/data` and `$PORT`, with the binlog as production has it, and packets big enough for
+/// a plugin upload of tens of MiB (stored in the database), as the README asks of production.
 fn mariadbd(server_id: u32) -> String {
     format!(
         "mariadbd --no-defaults --datadir=\"$DIR/data\" --tmpdir=\"$DIR/tmp\" --port=\"$PORT\" \
          --socket=\"$DIR/sock\" --bind-address=127.0.0.1 --log-bin=\"$DIR/data/binlog\" --binlog-format=ROW \
          --binlog-row-image=FULL --binlog-row-metadata=FULL --server-id={server_id} --log-slave-updates \
-         --user=root --innodb-flush-log-at-trx-commit=2 --max-connections=500"
+         --user=root --innodb-flush-log-at-trx-commit=2 --max-connections=500 --max-allowed-packet=256M"
     )
 }
 
