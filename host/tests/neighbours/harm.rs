@@ -197,7 +197,7 @@ async fn deploy_loops_grow_no_metric_series() {
     assert_eq!(calls, 1, "ten versions, one series: {evil_series:?}");
 }
 
-/// A component whose one core module has 40 000 functions of 200 instructions each: valid, slow to compile
+/// A component whose one core module has 60 000 functions of 120 instructions each: valid, slow to compile
 /// (seconds), and of no world (refused once compiled).
 fn slow_to_compile() -> Vec<u8> {
     fn leb(mut n: usize, out: &mut Vec<u8>) {
@@ -215,9 +215,9 @@ fn slow_to_compile() -> Vec<u8> {
         leb(body.len(), out);
         out.extend_from_slice(body);
     }
-    const FUNCTIONS: usize = 40_000;
+    const FUNCTIONS: usize = 60_000;
     let mut body = vec![0x00]; // no locals
-    for i in 0..200 {
+    for i in 0..60 {
         body.extend_from_slice(&[0x41, (i % 64) as u8, 0x1a]); // i32.const i; drop
     }
     body.push(0x0b); // end
