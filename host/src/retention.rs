@@ -4,8 +4,8 @@
 //! - plugin versions: per slot, the live ones (active, canary, shadow) and the newest
 //!   `retention_plugin_versions` others (rollback targets); older ones are deleted, wasm and all;
 //! - `audit_log`: entries older than `retention_audit_days`;
-//! - the embedded bus's `bus_log`: messages older than `retention_bus_hours`, always keeping each topic's
-//!   newest (its sequence continues from it); a projection behind by more rebuilds from the truth;
+//! - the embedded bus's `bus_log`: messages older than `retention_bus_hours` that every subscriber of the
+//!   topic has read, always keeping each topic's newest (its sequence continues from it);
 //! - the compiled-code cache: files of components no stored version or bundled plugin has, untouched for
 //!   a day.
 
@@ -93,9 +93,16 @@ impl Retention {
             sqlx::query_as("SELECT topic, MAX(seq) FROM bus_log GROUP BY topic").fetch_all(db.reader()).await?;
         let mut deleted = 0;
         for (topic, newest) in topics {
-            deleted += sqlx::query("DELETE FROM bus_log WHERE topic = ? AND seq < ? AND created_at < ?")
+            // Read by every subscriber: at or below the lowest position (none subscribed: nothing goes).
+            let read: Option<i64> = sqlx::query_scalar("SELECT MIN(seq) FROM bus_positions WHERE topic = ?")
+                .bind(&topic)
+                .fetch_one(db.reader())
+                .await?;
+            let Some(read) = read else { continue };
+            deleted += sqlx::query("DELETE FROM bus_log WHERE topic = ? AND seq < ? AND seq <= ? AND created_at < ?")
                 .bind(&topic)
                 .bind(newest)
+                .bind(read)
                 .bind(before)
                 .execute(db.writer())
                 .await?
@@ -181,6 +188,15 @@ mod tests {
             .execute(db.writer())
             .await
             .unwrap();
+        // Subscribers of `t` read up to 3 and up to 2: messages 1 and 2 are read by both; `old` has none.
+        for (consumer, seq) in [("a", 3), ("b", 2)] {
+            sqlx::query("INSERT INTO bus_positions (consumer, topic, seq) VALUES (?, 't', ?)")
+                .bind(consumer)
+                .bind(seq)
+                .execute(db.writer())
+                .await
+                .unwrap();
+        }
         let retention = Retention {
             plugin_versions: 2,
             audit: Duration::from_secs(365 * 86_400),

@@ -96,7 +96,11 @@ impl Tasks {
                 metrics::gauge!("strand_task_up", "task" => name.clone()).set(0.0);
                 inner.set_state(&name, TaskState::Down { reason });
                 tokio::select! {
-                    () = retired.cancelled() => return,
+                    () = retired.cancelled() => {
+                        // Retired (or shut down) while waiting to restart: no longer a task that is down.
+                        inner.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&name);
+                        return;
+                    }
                     () = tokio::time::sleep(backoff) => {}
                 }
                 backoff = (backoff * 2).min(LAST_BACKOFF);

@@ -125,17 +125,23 @@ return 1
 "#;
 
 /// KEYS[1] a sorted set; ARGV score, member, count. The `count` entries after (score, member) in descending
-/// order, found by rank — O(log n + count), however many members share the score. The cursor's position is
-/// taken by putting the member there for the moment of the script and putting back what was (atomic: no
-/// other command sees it).
+/// order, found by rank — O(log n + count), however many members share the score. When the member has moved
+/// or gone since the cursor was made, its position is taken by putting the member there for the moment of
+/// the script and putting back what was (atomic: no other command sees it).
 const AFTER: &str = r#"
 local key, score, member = KEYS[1], ARGV[1], ARGV[2]
 local held = redis.call('ZSCORE', key, member)
-redis.call('ZADD', key, score, member)
-local rank = redis.call('ZREVRANK', key, member)
-if held then redis.call('ZADD', key, held, member) else redis.call('ZREM', key, member) end
--- Still at (or moved ahead of) the cursor's place, the member itself is not after it.
-if held and tonumber(held) >= tonumber(score) then rank = rank + 1 end
+local rank
+if held and tonumber(held) == tonumber(score) then
+  -- The member is where the cursor left it (the common case): a read alone.
+  rank = redis.call('ZREVRANK', key, member) + 1
+else
+  redis.call('ZADD', key, score, member)
+  rank = redis.call('ZREVRANK', key, member)
+  if held then redis.call('ZADD', key, held, member) else redis.call('ZREM', key, member) end
+  -- Moved ahead of the cursor's place, the member itself is not after it.
+  if held and tonumber(held) > tonumber(score) then rank = rank + 1 end
+end
 return redis.call('ZREVRANGE', key, rank, rank + tonumber(ARGV[3]) - 1, 'WITHSCORES')
 "#;
 

@@ -28,7 +28,7 @@ pub use conformance::{sample_events, sample_outbox_events, sample_requests};
 pub use inputs::{Input, OutboxEvent, RelationEvent, WriteRequest};
 pub use logs::{LogLine, LogSource, PluginLogs, MAX_LINES_PER_CALL, MAX_LINE_BYTES};
 pub use observed::{count_invalid_output, observed};
-pub use policy::{project_with_retries, route_or_default, ProjectionFailed, RetryPolicy, Routed};
+pub use policy::{project_with_retries, route_by_default, route_or_default, ProjectionFailed, RetryPolicy, Routed};
 pub use readable::{parse_declarations, Readable, Shape, MAX_READABLE};
 pub use registry::{
     ActivePlugin, Candidate, Chosen, PluginRegistry, PluginSlot, PluginVersion, RegistryError, Staged, VersionLimits,

@@ -75,6 +75,19 @@ async fn route_group(
     }
 }
 
+/// Routes `events` with the bundled default router alone: how the relay publishes a tenant's parked rows
+/// once its own routers ran past their time budget again.
+pub async fn route_by_default(
+    registry: &PluginRegistry,
+    tenant: &TenantId,
+    events: Vec<OutboxEvent>,
+) -> Result<Routed, PluginError> {
+    let router = registry.default_router();
+    let count = events.len();
+    let destinations = route(registry, tenant, router.clone(), Arc::new(events)).await?;
+    Ok(Routed { destinations, router_versions: vec![router.version; count], fell_back: None })
+}
+
 async fn route(
     registry: &PluginRegistry,
     tenant: &TenantId,

@@ -31,6 +31,8 @@ pub const DEFAULT_TENANT_BUDGET: Duration = Duration::from_millis(1000);
 /// The first wait before a held tenant's parked events are tried again; it doubles up to [`RETRY_AT_MOST`].
 const RETRY_FIRST: Duration = Duration::from_millis(200);
 const RETRY_AT_MOST: Duration = Duration::from_secs(60);
+/// How often the held tenants are read from the table again.
+const RELOAD_HELD: Duration = Duration::from_secs(30);
 
 /// One projector (by name) for every tenant, fed live from the bus.
 #[derive(Clone)]
@@ -47,8 +49,9 @@ pub struct PluginProjection {
 struct Fence {
     held: HashMap<TenantId, Retry>,
     builds: HashMap<(TenantId, i64), JoinHandle<Result<u64, PluginProjectionError>>>,
-    /// Whether the held tenants were read from the table since this process started.
-    loaded: bool,
+    /// When the held tenants were last read from the table (what another worker parked, or this one before
+    /// a restart).
+    loaded: Option<Instant>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -181,13 +184,13 @@ impl PluginProjection {
     /// each due held tenant's parked events; returns the parked events tried too often, for the worker to
     /// dead-letter (then [`PluginProjection::dead_lettered`]).
     pub async fn maintain(&self) -> Result<Vec<GivenUp>, PluginProjectionError> {
-        if !self.lock().loaded {
+        if self.lock().loaded.is_none_or(|at| at.elapsed() >= RELOAD_HELD) {
             let tenants = self.parked.tenants().await?;
             let mut fence = self.lock();
             for tenant in tenants.iter().filter_map(|t| t.parse::<TenantId>().ok()) {
                 fence.held.entry(tenant).or_insert_with(Retry::soon);
             }
-            fence.loaded = true;
+            fence.loaded = Some(Instant::now());
         }
         for (tenant, plugin) in stale_spaces(&self.projector).await? {
             self.start_build(&tenant, &plugin);
@@ -228,11 +231,10 @@ impl PluginProjection {
             }
             Some(held) => held,
         };
-        // A poison event is the one to blame; a time-out, all of them; a build, none.
+        // A poison event is the one to blame; slowness or a build, none (never dead-lettered for them).
         let blamed: Vec<&ParkedEvent> = match &held {
             Held::Poison(poison) => parked.iter().filter(|p| p.event.event_id == poison.event_id).collect(),
-            Held::OverBudget(_) => parked.iter().collect(),
-            Held::Building(_) => Vec::new(),
+            Held::OverBudget(_) | Held::Building(_) => Vec::new(),
         };
         let failed = held.to_string();
         self.parked.failed(&blamed.iter().map(|p| p.id).collect::<Vec<_>>(), &failed).await?;

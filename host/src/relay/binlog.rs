@@ -45,6 +45,8 @@ const CHECKPOINT_IDLE: Duration = Duration::from_secs(1);
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 /// A session that lasted this long was healthy: a failure after it starts the backoff afresh.
 const HEALTHY_SESSION: Duration = Duration::from_secs(60);
+/// How often an idle relay looks for parked rows due for a retry.
+const RETRY_IDLE: Duration = Duration::from_millis(200);
 /// Most rows dispatched in one batch.
 const BATCH: usize = 512;
 /// Most batches dispatched and not yet settled: the window in which reading, routing, Kafka and the
@@ -152,11 +154,7 @@ impl BinlogRelay {
         let (to_settle, in_flight) = mpsc::channel(IN_FLIGHT);
         let reading = self.read(&mut stream, &table, start, to_settle, shutdown.as_mut());
         let settling = self.settle(leadership, in_flight, server);
-        // Parked rows are retried beside the pipeline, while this relay leads.
-        tokio::select! {
-            relayed = async { tokio::try_join!(reading, settling) } => relayed?,
-            never = self.outlet.retry_parked(&self.db) => match never {},
-        };
+        tokio::try_join!(reading, settling)?;
         stream.close().await?;
         Ok(())
     }
@@ -242,7 +240,19 @@ impl BinlogRelay {
         mut in_flight: mpsc::Receiver<Flight>,
         server: u32,
     ) -> Result<(), RelayError> {
-        while let Some(first) = in_flight.recv().await {
+        loop {
+            // Parked rows are retried between settlements (the one writer of the embedded bus), also when idle.
+            let first = tokio::select! {
+                next = in_flight.recv() => match next {
+                    Some(first) => first,
+                    None => return Ok(()),
+                },
+                () = tokio::time::sleep(RETRY_IDLE) => {
+                    self.outlet.retry_due(&self.db).await;
+                    continue;
+                }
+            };
+            self.outlet.retry_due(&self.db).await;
             let mut end = first.end;
             let mut batches: Vec<Dispatched> = first.dispatched.into_iter().collect();
             while let Ok(next) = in_flight.try_recv() {
@@ -263,7 +273,6 @@ impl BinlogRelay {
             tx.commit().await?;
             tracing::debug!(checkpoint = %end, "relayed outbox rows from the binlog");
         }
-        Ok(())
     }
 
     /// The first start (no checkpoint, or another server's): note the binlog's end and the rows still in the outbox, consistently

@@ -6,9 +6,8 @@
 //! whose destination the broker refuses (a topic Kafka will not create, an ACL, a quota, a message too
 //! large), has its rows *parked*: moved from the outbox into `relay_parked` in the same transaction, and
 //! every later row of that tenant after them, so its order holds. The other tenants' rows of the batch are
-//! published and deleted as usual. Parked rows are retried in id order ([`Outlet::retry_parked`]) with
-//! backoff until published — then with no time budget, so a router that keeps failing falls back to the
-//! default route as everywhere else — counted in `strand_relay_parked_rows{tenant}` and listed by the
+//! published and deleted as usual. Parked rows are retried in id order ([`Outlet::retry_due`]) with
+//! backoff until published — a router past its budget again is replaced by the default route — counted in `strand_relay_parked_rows{tenant}` and listed by the
 //! admin API.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -23,7 +22,7 @@ use super::{to_messages, RelayError};
 use crate::bus::{is_refusal, EmbeddedBus, KafkaBus, Message, Publisher, Sending, Topology};
 use crate::graph::{now_ms, Database, TenantId};
 use crate::observability::seconds_since;
-use crate::plugins::{route_or_default, OutboxEvent, PluginRegistry};
+use crate::plugins::{route_by_default, route_or_default, OutboxEvent, PluginRegistry};
 
 /// Most outbox rows deleted in one round trip.
 const DELETE_CHUNK: usize = 256;
@@ -46,6 +45,8 @@ pub struct Outlet {
     router_budget: Duration,
     /// Tenants with parked rows, and when each is tried again.
     parked: Mutex<HashMap<String, Retry>>,
+    /// When the parked tenants were last read from the table.
+    reloaded: Mutex<Option<Instant>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -62,7 +63,8 @@ impl Retry {
 
 impl Outlet {
     pub fn new(plugins: Arc<PluginRegistry>, publisher: Publisher, topology: Topology) -> Self {
-        Self { plugins, publisher, topology, router_budget: DEFAULT_ROUTER_BUDGET, parked: Mutex::default() }
+        let (router_budget, parked, reloaded) = (DEFAULT_ROUTER_BUDGET, Mutex::default(), Mutex::default());
+        Self { plugins, publisher, topology, router_budget, parked, reloaded }
     }
 
     /// This outlet giving each tenant's routers `budget` per batch (`relay_tenant_budget_ms`).
@@ -84,7 +86,7 @@ impl Outlet {
         let newest = events.last().and_then(|e| serde_json::from_str::<serde_json::Value>(&e.payload).ok());
         let occurred_at = newest.as_ref().and_then(|p| p["occurred_at"].as_str()).map(str::to_owned);
         let mut to_park = HashMap::new();
-        let routed = self.route(&events, Some(self.router_budget), &mut to_park).await?;
+        let routed = self.route(&events, PastBudget::Park, &mut to_park).await?;
         let (messages, row_of): (Vec<Message>, Vec<usize>) = routed.into_iter().unzip();
         let on_its_way = match &self.publisher {
             Publisher::Embedded(bus) => OnItsWay::ToAppend(bus.clone(), messages),
@@ -108,9 +110,11 @@ impl Outlet {
                 batch.to_park.entry(row).or_insert(reason);
             }
             for (index, row) in batch.rows.into_iter().enumerate() {
-                let reason = batch.to_park.remove(&index).or_else(|| {
-                    parked_now.contains(&row.tenant).then(|| "an earlier row of the tenant is parked".to_owned())
-                });
+                let behind = parked_now.contains(&row.tenant) || self.is_parked(&row.tenant);
+                let reason = batch
+                    .to_park
+                    .remove(&index)
+                    .or_else(|| behind.then(|| "an earlier row of the tenant is parked".to_owned()));
                 ids.push(row.id);
                 if let Some(reason) = reason {
                     parked_now.insert(row.tenant.clone());
@@ -184,11 +188,12 @@ impl Outlet {
 
     /// Routes each tenant's events with its own router, keeping outbox order within the tenant (one key
     /// never spans tenants, so per-key order holds): the messages, each with its row's index. A tenant
-    /// parked already, or whose routers take longer than `budget`, has its rows' indexes put in `to_park`.
+    /// parked already, or whose routers take longer than the budget, has its rows' indexes put in `to_park`
+    /// (or, retrying parked rows, is routed by the default router).
     async fn route(
         &self,
         events: &[OutboxEvent],
-        budget: Option<Duration>,
+        past_budget: PastBudget,
         to_park: &mut HashMap<usize, String>,
     ) -> Result<Vec<(Message, usize)>, RelayError> {
         let mut by_tenant: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
@@ -197,7 +202,7 @@ impl Outlet {
         }
         let mut messages = Vec::new();
         for (tenant, indexes) in by_tenant {
-            if budget.is_some() && self.is_parked(tenant) {
+            if past_budget == PastBudget::Park && self.is_parked(tenant) {
                 let reason = "an earlier row of the tenant is parked";
                 to_park.extend(indexes.iter().map(|&i| (i, reason.to_owned())));
                 continue;
@@ -206,17 +211,19 @@ impl Outlet {
                 RelayError::CorruptOutbox { id: events[indexes[0]].id, detail: e.to_string() }
             })?;
             let batch: Vec<OutboxEvent> = indexes.iter().map(|&i| events[i].clone()).collect();
-            let routing = route_or_default(&self.plugins, &tenant_id, batch);
-            let routed = match budget {
-                None => routing.await?,
-                Some(budget) => match tokio::time::timeout(budget, routing).await {
-                    Ok(routed) => routed?,
-                    Err(_elapsed) => {
-                        let reason = format!("the tenant's routers took longer than the relay's {budget:?} budget");
-                        to_park.extend(indexes.iter().map(|&i| (i, reason.clone())));
-                        continue;
-                    }
-                },
+            let routing = route_or_default(&self.plugins, &tenant_id, batch.clone());
+            let routed = match (tokio::time::timeout(self.router_budget, routing).await, past_budget) {
+                (Ok(routed), _) => routed?,
+                (Err(_elapsed), PastBudget::DefaultRoute) => {
+                    tracing::warn!(%tenant, "parked rows routed by the default router: the tenant's ran past the budget again");
+                    route_by_default(&self.plugins, &tenant_id, batch).await?
+                }
+                (Err(_elapsed), PastBudget::Park) => {
+                    let reason =
+                        format!("the tenant's routers took longer than the relay's {:?} budget", self.router_budget);
+                    to_park.extend(indexes.iter().map(|&i| (i, reason.clone())));
+                    continue;
+                }
             };
             for ((&index, destinations), version) in
                 indexes.iter().zip(&routed.destinations).zip(&routed.router_versions)
@@ -234,51 +241,58 @@ impl Outlet {
         self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(tenant)
     }
 
-    /// Retries parked rows, never returning (run it beside the relay's loop): each due tenant's oldest rows, in id order, published and
-    /// deleted in one transaction; a tenant with none left is no longer parked. A failure waits twice as
-    /// long as the one before (up to five minutes). Runs beside the relay's own loop, so a slow router or
-    /// a refusing broker holds up only the tenant it belongs to.
-    pub async fn retry_parked(&self, db: &Database) -> std::convert::Infallible {
-        let mut reloaded: Option<Instant> = None;
-        loop {
-            if reloaded.is_none_or(|at| at.elapsed() >= RELOAD_PARKED) {
-                match parked_tenants(db).await {
-                    Ok(tenants) => {
-                        let mut parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                        for tenant in tenants {
-                            parked.entry(tenant).or_insert_with(Retry::now);
-                        }
-                        reloaded = Some(Instant::now());
-                    }
-                    Err(e) => tracing::error!(error = %e, "cannot read the parked tenants; trying again"),
-                }
+    /// Retries the parked rows of one due tenant, if any: its oldest, in id order, published and deleted in
+    /// one transaction; a tenant with none left is no longer parked. A failure waits twice as long as the
+    /// one before (up to five minutes). The relay calls it between its own batches — never beside them: the
+    /// embedded bus has one writer per topic, and only the leading relay publishes — so a slow router or a
+    /// refusing broker costs the tenant it belongs to one retry per backoff. Every [`RELOAD_PARKED`] (and
+    /// first) the parked tenants are read from the table: what a relay before this one parked.
+    pub async fn retry_due(&self, db: &Database) {
+        let reload_due = {
+            let mut reloaded = self.reloaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let due = reloaded.is_none_or(|at| at.elapsed() >= RELOAD_PARKED);
+            if due {
+                *reloaded = Some(Instant::now());
             }
-            let due = {
-                let parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                parked.iter().filter(|(_, retry)| retry.at <= Instant::now()).map(|(t, r)| (t.clone(), *r)).next()
-            };
-            let Some((tenant, retry)) = due else {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            };
-            let outcome = self.retry_tenant(db, &tenant).await;
-            let mut parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            match outcome {
-                Ok(0) => {
-                    parked.remove(&tenant);
-                    metrics::gauge!("strand_relay_parked_rows", "tenant" => tenant.clone()).set(0.0);
-                    tracing::info!(%tenant, "every parked row of the tenant is published");
+            due
+        };
+        if reload_due {
+            match parked_tenants(db).await {
+                Ok(tenants) => {
+                    let mut parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    for tenant in tenants {
+                        parked.entry(tenant).or_insert_with(Retry::now);
+                    }
                 }
-                Ok(published) => {
-                    tracing::info!(%tenant, published, "published parked rows");
-                    parked.insert(tenant, Retry::now());
-                }
-                Err(e) => {
-                    let wait = (retry.wait * 2).min(RETRY_AT_MOST);
-                    let error = crate::observability::causes(&e);
-                    tracing::warn!(%tenant, %error, retry_in = ?retry.wait, "parked rows still cannot be published");
-                    parked.insert(tenant, Retry { at: Instant::now() + retry.wait, wait });
-                }
+                Err(e) => tracing::error!(error = %e, "cannot read the parked tenants; trying again"),
+            }
+        }
+        let due = {
+            let parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            parked
+                .iter()
+                .filter(|(_, retry)| retry.at <= Instant::now())
+                .min_by_key(|(_, r)| r.at)
+                .map(|(t, r)| (t.clone(), *r))
+        };
+        let Some((tenant, retry)) = due else { return };
+        let outcome = self.retry_tenant(db, &tenant).await;
+        let mut parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match outcome {
+            Ok(0) => {
+                parked.remove(&tenant);
+                metrics::gauge!("strand_relay_parked_rows", "tenant" => tenant.clone()).set(0.0);
+                tracing::info!(%tenant, "every parked row of the tenant is published");
+            }
+            Ok(published) => {
+                tracing::info!(%tenant, published, "published parked rows");
+                parked.insert(tenant, Retry::now());
+            }
+            Err(e) => {
+                let wait = (retry.wait * 2).min(RETRY_AT_MOST);
+                let error = crate::observability::causes(&e);
+                tracing::warn!(%tenant, %error, retry_in = ?retry.wait, "parked rows still cannot be published");
+                parked.insert(tenant, Retry { at: Instant::now() + retry.wait, wait });
             }
         }
     }
@@ -299,7 +313,7 @@ impl Outlet {
             return Ok(0);
         }
         let mut unused = HashMap::new();
-        let routed = self.route(&events, None, &mut unused).await?;
+        let routed = self.route(&events, PastBudget::DefaultRoute, &mut unused).await?;
         let (messages, row_of): (Vec<Message>, Vec<usize>) = routed.into_iter().unzip();
         let to_append = match &self.publisher {
             Publisher::Embedded(bus) => Some(bus.clone()),
@@ -361,6 +375,15 @@ async fn delete_rows(tx: &mut AnyConnection, table: &'static str, ids: &[i64]) -
 /// The tenants with parked rows.
 async fn parked_tenants(db: &Database) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar("SELECT DISTINCT tenant_id FROM relay_parked").fetch_all(db.reader()).await
+}
+
+/// What becomes of a tenant's rows whose routers run past the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PastBudget {
+    /// Parked (the live path: the batch goes on without them).
+    Park,
+    /// Routed by the bundled default router (a retry of parked rows: they go out, in order).
+    DefaultRoute,
 }
 
 /// Routed outbox rows on their way to the bus, not yet settled.

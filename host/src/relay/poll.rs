@@ -62,15 +62,6 @@ impl PollRelay {
     /// caught up. A failed batch is logged and retried with backoff; nothing is skipped. On MySQL only the
     /// holder of the relay lock publishes; others wait as standbys.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        // Parked rows are retried beside the loop (a standby finds them published by the leader: its
-        // deletes then roll back, nothing is published twice into the embedded bus).
-        tokio::select! {
-            () = self.relay(shutdown) => {}
-            never = self.outlet.retry_parked(&self.db) => match never {},
-        }
-    }
-
-    async fn relay(&self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut backoff = self.idle_wait;
         let mut leadership: Option<Leadership> = None;
@@ -93,6 +84,8 @@ impl PollRelay {
                     }
                 }
             }
+            // Parked rows, between batches and only while leading: one due tenant's at a time.
+            self.outlet.retry_due(&self.db).await;
             let wait = match self.publish_batch().await {
                 Ok(0) => self.idle_wait,
                 Ok(published) => {
