@@ -238,9 +238,16 @@ impl PluginProjection {
         };
         let failed = held.to_string();
         self.parked.failed(&blamed.iter().map(|p| p.id).collect::<Vec<_>>(), &failed).await?;
-        let wait = (retry.wait * 2).min(RETRY_AT_MOST);
-        self.lock().held.insert(tenant.clone(), Retry { at: Instant::now() + retry.wait, wait });
-        tracing::warn!(projector = %self.plugin(), %tenant, reason = %failed, retry_in = ?retry.wait, "parked events still cannot be applied");
+        // Slowness may be the machine's (its CPU taken by others), not the events': tried again next sweep.
+        let next = match held {
+            Held::OverBudget(_) => Retry { at: Instant::now(), wait: RETRY_FIRST },
+            Held::Poison(_) | Held::Building(_) => {
+                Retry { at: Instant::now() + retry.wait, wait: (retry.wait * 2).min(RETRY_AT_MOST) }
+            }
+        };
+        let retry_in = next.at.saturating_duration_since(Instant::now());
+        self.lock().held.insert(tenant.clone(), next);
+        tracing::warn!(projector = %self.plugin(), %tenant, reason = %failed, ?retry_in, "parked events still cannot be applied");
         Ok(blamed
             .into_iter()
             .filter(|p| p.attempts + 1 >= MAX_ATTEMPTS)
