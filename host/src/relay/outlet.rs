@@ -104,13 +104,15 @@ impl Outlet {
     pub async fn settle(&self, tx: &mut AnyConnection, batches: Vec<Dispatched>) -> Result<(), RelayError> {
         let (mut ids, mut parking) = (Vec::new(), Vec::new());
         let mut occurred_at = None;
-        let mut parked_now: HashSet<String> = HashSet::new();
+        // Tenants whose later rows go behind their parked ones: those parked already, and any parked here.
+        let mut parked_now: HashSet<String> =
+            self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect();
         for mut batch in batches {
             for (row, reason) in self.refused(tx, batch.on_its_way, &batch.row_of).await? {
                 batch.to_park.entry(row).or_insert(reason);
             }
             for (index, row) in batch.rows.into_iter().enumerate() {
-                let behind = parked_now.contains(&row.tenant) || self.is_parked(&row.tenant);
+                let behind = parked_now.contains(&row.tenant);
                 let reason = batch
                     .to_park
                     .remove(&index)
