@@ -3,7 +3,8 @@
 //! Kafka, workers):
 //! - a rate limiter spinning to its 2 s deadline from 48 connections (the instance pool's per-tenant share);
 //! - a router spinning to its deadline on every event (the relay's per-tenant budget and parking);
-//! - a projector under the name acme uses too, spinning on every event (the workers' per-tenant budget).
+//! - a projector under the name acme uses too, spinning on every event (the workers' per-tenant budget);
+//! - that projector filling its space with a 1 KiB value per event past its quota of 1 000 keys.
 //!
 //! acme writes from 8 connections (follow/unfollow); its projection lag is the time from a follow's answer
 //! until the cached count shows it (sampled 8 times per phase; 20 000 ms means "not within 20 s"). `cargo bench -p strand --bench neighbours`
@@ -27,6 +28,7 @@ async fn main() {
         c.plugin_fuel = 0;
         c.plugin_max_fuel = 0;
         c.plugin_tenant_instances = 16;
+        c.projection_space_keys = 1000;
     })
     .await;
     let deploy = |tenant: &'static str, slot: &'static str, plugin: &'static str| {
@@ -56,6 +58,11 @@ async fn main() {
     report(
         "spinning its projector `friends` on every event",
         beside(&server, writes, 5000, evil(&server, 1..4, 906)).await,
+    );
+
+    report(
+        "filling its space of `friends` past its quota",
+        beside(&server, writes, 6000, evil(&server, 1..4, 908)).await,
     );
 }
 

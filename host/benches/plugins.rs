@@ -14,13 +14,13 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strand::api::Caller;
 use strand::graph::{Database, TenantId, UserId};
+use strand::outbox::EventType;
 use strand::plugins::{
     Action, PluginKind, PluginLimits, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent, Singleton, Staged,
     WriteRequest, BUNDLED,
 };
-use strand::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets};
+use strand::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets, WriteIntent};
 use strand::tenants::TenantSettings;
 use strand_test_support::{Backend, Redis};
 
@@ -210,9 +210,9 @@ async fn print_decisions(label: &str, limiter: &RateLimiting, tenant: &TenantId)
     for i in 0..5000 {
         let user = UserId::try_from(i + 1).expect("positive");
         let target = UserId::try_from(i + 2).expect("positive");
-        let caller = Caller { tenant: tenant.clone(), user, pinned_version: None };
+        let intent = WriteIntent { tenant, user, event: EventType::Follow, target, pinned_version: None };
         let started = Instant::now();
-        black_box(limiter.check(&caller, true, target).await);
+        black_box(limiter.check(&intent).await);
         latencies.push(started.elapsed());
     }
     latencies.sort();

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use utoipa::{IntoParams, ToSchema};
 
-use crate::graph::{now_ms, rfc3339_millis, Database, TenantId};
+use crate::graph::{Database, TenantId};
+use crate::util::time::{now_ms, rfc3339_millis};
 
 /// Longest `detail` kept (the column's size); longer text is cut at a character boundary.
 const MAX_DETAIL: usize = 1000;

@@ -16,6 +16,8 @@ use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
 use serde::Deserialize;
 
+use crate::cache::Quota;
+
 /// The database the embedded default uses: a file in the working directory, created when missing.
 pub const EMBEDDED_DATABASE_URL: &str = "sqlite://strand.db?mode=rwc";
 
@@ -114,6 +116,13 @@ pub struct Config {
     /// when its plugin fails on them, or its space is being built) they are parked and retried beside the
     /// worker, so no tenant's projector holds the others' events back.
     pub projection_tenant_budget_ms: u64,
+    /// Quota of each tenant's space of a deployed projector version, in the cache every tenant shares: data
+    /// keys, bytes (of keys, values and members), and members of one sorted set. A space at its quota takes
+    /// no more: the tenant's events are parked, then dead-lettered (`GET /admin/v1/tenants/{t}/parked` says
+    /// why). Bundled projectors' spaces are not limited.
+    pub projection_space_keys: u64,
+    pub projection_space_bytes: u64,
+    pub projection_set_members: u64,
     /// How long the relay waits before polling again once the outbox is empty, in milliseconds.
     pub relay_idle_ms: u64,
     /// How long one tenant's routers may take for its rows of one relay batch, in milliseconds; past it
@@ -178,6 +187,9 @@ impl Default for Config {
             topic_prefix: "strand.".to_owned(),
             relay_idle_ms: 100,
             projection_tenant_budget_ms: crate::projection::DEFAULT_TENANT_BUDGET.as_millis() as u64,
+            projection_space_keys: Quota::default().keys,
+            projection_space_bytes: Quota::default().bytes,
+            projection_set_members: Quota::default().members,
             retention_plugin_versions: 10,
             retention_audit_days: 365,
             retention_bus_hours: 7 * 24,
@@ -253,6 +265,15 @@ impl Config {
             max_excess_failure_rate: self.rollout_max_excess_failure_rate,
             min_calls: self.rollout_min_calls,
             window: std::time::Duration::from_millis(self.rollout_window_ms),
+        }
+    }
+
+    /// The quota of each tenant's space of a deployed projector version.
+    pub fn projector_quota(&self) -> Quota {
+        Quota {
+            keys: self.projection_space_keys,
+            bytes: self.projection_space_bytes,
+            members: self.projection_set_members,
         }
     }
 

@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::bus::{EmbeddedBus, KafkaConnection, Topology};
-use crate::graph::{now_ms, Database};
+use crate::graph::Database;
+use crate::util::time::now_ms;
 
 /// How often a relay exports the outbox's backlog.
 const EXPORT_EVERY: Duration = Duration::from_secs(5);
@@ -45,7 +46,9 @@ pub async fn export_outbox_backlog(db: Database) -> std::convert::Infallible {
 }
 
 /// A tenant's outbox rows the relay parked (its router over budget, or a destination the broker refused):
-/// they wait in `relay_parked` and are retried with backoff.
+/// they wait in `relay_parked` and are retried with backoff. And its events each projection parked (its
+/// projector failing, over budget, its space being built or at its quota), retried with backoff and
+/// dead-lettered after repeated failures.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ParkedRows {
     /// How many rows wait.
@@ -54,21 +57,61 @@ pub struct ParkedRows {
     pub oldest_parked_at: Option<String>,
     /// Why the oldest was parked: the cause (later rows are parked behind it, to keep their order).
     pub reason: Option<String>,
+    /// Per projection with parked events of the tenant.
+    pub projections: Vec<ParkedEvents>,
 }
 
-/// `tenant`'s parked rows.
+/// A tenant's events one projection parked.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ParkedEvents {
+    /// `projector.{name}`.
+    pub projection: String,
+    /// How many events wait.
+    pub events: i64,
+    /// When the oldest was parked (RFC 3339).
+    pub oldest_parked_at: Option<String>,
+    /// Why the oldest could not be applied at its last try.
+    pub reason: Option<String>,
+}
+
+/// `tenant`'s parked rows and events.
 pub async fn parked_rows(db: &Database, tenant: &str) -> Result<ParkedRows, sqlx::Error> {
-    let (rows, oldest): (i64, Option<i64>) =
-        sqlx::query_as("SELECT COUNT(*), MIN(parked_at) FROM relay_parked WHERE tenant_id = ?")
-            .bind(tenant)
-            .fetch_one(db.reader())
+    let (rows, oldest, reason) = parked_in(db, "relay_parked", None, tenant).await?;
+    let mut projections = Vec::new();
+    // Few names (projectors), each read by the index that leads with it.
+    let names: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT projection FROM projection_parked ORDER BY projection")
+            .fetch_all(db.reader())
             .await?;
-    let reason: Option<String> =
-        sqlx::query_scalar("SELECT reason FROM relay_parked WHERE tenant_id = ? ORDER BY id LIMIT 1")
-            .bind(tenant)
-            .fetch_optional(db.reader())
-            .await?;
-    Ok(ParkedRows { rows, oldest_parked_at: oldest.map(crate::graph::rfc3339_millis), reason })
+    for projection in names {
+        let (events, oldest_parked_at, reason) = parked_in(db, "projection_parked", Some(&projection), tenant).await?;
+        if events > 0 {
+            projections.push(ParkedEvents { projection, events, oldest_parked_at, reason });
+        }
+    }
+    Ok(ParkedRows { rows, oldest_parked_at: oldest, reason, projections })
+}
+
+/// How many of `tenant`'s entries `table` holds (of `projection`, if given), when the oldest was parked and
+/// why.
+async fn parked_in(
+    db: &Database,
+    table: &str,
+    projection: Option<&str>,
+    tenant: &str,
+) -> Result<(i64, Option<String>, Option<String>), sqlx::Error> {
+    let of = if projection.is_some() { "projection = ? AND tenant_id = ?" } else { "tenant_id = ?" };
+    let count_sql = format!("SELECT COUNT(*), MIN(parked_at) FROM {table} WHERE {of}");
+    let reason_sql = format!("SELECT reason FROM {table} WHERE {of} ORDER BY id LIMIT 1");
+    let mut count = sqlx::query_as::<_, (i64, Option<i64>)>(&count_sql);
+    let mut reason = sqlx::query_scalar::<_, String>(&reason_sql);
+    if let Some(projection) = projection {
+        count = count.bind(projection);
+        reason = reason.bind(projection);
+    }
+    let (rows, oldest) = count.bind(tenant).fetch_one(db.reader()).await?;
+    let reason = reason.bind(tenant).fetch_optional(db.reader()).await?;
+    Ok((rows, oldest.map(crate::util::time::rfc3339_millis), reason))
 }
 
 /// How long the broker may take to answer one question.

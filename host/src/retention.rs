@@ -13,8 +13,9 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::graph::{now_ms, Database};
+use crate::graph::Database;
 use crate::plugins::{hex_sha256, BUNDLED};
+use crate::util::time::now_ms;
 
 /// What is kept.
 #[derive(Debug, Clone, Copy)]

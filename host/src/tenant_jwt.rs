@@ -14,7 +14,8 @@ use sqlx::Row;
 use utoipa::ToSchema;
 
 use crate::config::MIN_SECRET_BYTES;
-use crate::graph::{now_ms, rfc3339_millis, Database, TenantId};
+use crate::graph::{Database, TenantId};
+use crate::util::time::{now_ms, rfc3339_millis};
 
 /// Keys a tenant may hold at once: the current one and the next (or the previous).
 pub const MAX_KEYS_PER_TENANT: usize = 2;

@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::graph::WriteError;
+use crate::lag::LagError;
+use crate::plugins::{PluginError, RegistryError, SlotError};
+use crate::tenant_jwt::TenantJwtError;
+use crate::tenant_keys::TenantKeyError;
 
 /// The body of every error response (also read back by the `strand` CLI).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -200,5 +204,80 @@ impl IntoResponse for ApiError {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+impl From<RegistryError> for ApiError {
+    fn from(error: RegistryError) -> Self {
+        let detail = error.to_string();
+        match error {
+            RegistryError::Slot(SlotError::InvalidName(_)) => ApiError::bad_request("invalid_plugin_name", detail),
+            RegistryError::Slot(SlotError::ReservedName(_)) => ApiError::bad_request("reserved_plugin_name", detail),
+            RegistryError::LimitRefused(_) => ApiError::bad_request("limit_too_high", detail),
+            RegistryError::InvalidRollout(_) => ApiError::bad_request("invalid_rollout", detail),
+            RegistryError::InvalidReadable(_) => ApiError::bad_request("invalid_readable", detail),
+            RegistryError::NoSuchVersion { .. }
+            | RegistryError::NotDeployed { .. }
+            | RegistryError::NoRollout { .. } => ApiError::new(StatusCode::NOT_FOUND, "plugin_not_found", detail),
+            RegistryError::Database(e) => ApiError::database(&e),
+            RegistryError::TooManyProjectors { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "too_many_projectors", detail)
+            }
+            RegistryError::CompileTooSlow(_) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "compile_too_slow", detail)
+            }
+            RegistryError::Rejected(PluginError::NotAComponent(_)) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_component", detail)
+            }
+            RegistryError::Rejected(PluginError::WrongWorld { .. }) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "wrong_world", detail)
+            }
+            RegistryError::Rejected(host @ PluginError::Host { .. }) => {
+                tracing::error!(error = %crate::observability::causes(&host), "plugin host failure during a deploy");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "plugin_host_error", detail)
+            }
+            RegistryError::Rejected(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "conformance_failed", detail),
+        }
+    }
+}
+
+impl From<LagError> for ApiError {
+    fn from(error: LagError) -> Self {
+        match error {
+            LagError::Database(e) => ApiError::database(&e),
+            other => {
+                tracing::warn!(error = %other, "cannot measure the pipeline lag");
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "lag_unavailable", other.to_string())
+            }
+        }
+    }
+}
+
+impl From<TenantKeyError> for ApiError {
+    fn from(error: TenantKeyError) -> Self {
+        let detail = error.to_string();
+        match error {
+            TenantKeyError::InvalidName(_) => ApiError::bad_request("invalid_key_name", detail),
+            TenantKeyError::Exists { .. } => ApiError::new(StatusCode::CONFLICT, "key_exists", detail),
+            TenantKeyError::NotFound { .. } => ApiError::new(StatusCode::NOT_FOUND, "key_not_found", detail),
+            TenantKeyError::Randomness(_) => {
+                tracing::error!(error = %detail, "cannot issue a tenant key");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", detail)
+            }
+            TenantKeyError::Database(e) => ApiError::database(&e),
+        }
+    }
+}
+
+impl From<TenantJwtError> for ApiError {
+    fn from(error: TenantJwtError) -> Self {
+        let detail = error.to_string();
+        match error {
+            TenantJwtError::InvalidKid(_) => ApiError::bad_request("invalid_kid", detail),
+            TenantJwtError::InvalidKey(_) => ApiError::bad_request("invalid_jwt_key", detail),
+            TenantJwtError::TooMany(_) => ApiError::new(StatusCode::CONFLICT, "too_many_jwt_keys", detail),
+            TenantJwtError::NotFound { .. } => ApiError::new(StatusCode::NOT_FOUND, "jwt_key_not_found", detail),
+            TenantJwtError::Database(e) => ApiError::database(&e),
+        }
     }
 }

@@ -10,7 +10,8 @@ use super::params::{encode_cursor, parse_user_ids, ApiQuery, PageParams, UserIdP
 use super::problem::{ApiError, Problem};
 use super::write::follow_or_unfollow;
 use super::AppState;
-use crate::graph::{self, rfc3339_millis, Direction, Page};
+use crate::graph::{self, Direction, Page};
+use crate::util::time::rfc3339_millis;
 
 /// Outcome of a follow or unfollow.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

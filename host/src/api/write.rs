@@ -6,7 +6,9 @@ use super::auth::Caller;
 use super::problem::ApiError;
 use super::AppState;
 use crate::graph::{self, FollowChange, UserId, WriteError};
-use crate::ratelimit::Verdict;
+use crate::outbox::EventType;
+use crate::ratelimit::{Verdict, WriteIntent};
+use crate::util::time::now_ms;
 
 /// Follows (`follow = true`) or unfollows `target` as `caller`.
 pub async fn follow_or_unfollow(
@@ -19,7 +21,10 @@ pub async fn follow_or_unfollow(
     if caller.user == target {
         return Err(WriteError::SelfFollow.into());
     }
-    match state.rate_limiting.check(caller, follow, target).await {
+    let event = if follow { EventType::Follow } else { EventType::Unfollow };
+    let intent =
+        WriteIntent { tenant: &caller.tenant, user: caller.user, event, target, pinned_version: caller.pinned_version };
+    match state.rate_limiting.check(&intent).await {
         Verdict::Allowed => {}
         Verdict::Limited { retry_after, reason } => return Err(ApiError::rate_limited(retry_after, reason)),
         Verdict::Unavailable => {
@@ -30,5 +35,5 @@ pub async fn follow_or_unfollow(
             ))
         }
     }
-    Ok(graph::set_following(&state.db, &caller.tenant, caller.user, target, follow, graph::now_ms()).await?)
+    Ok(graph::set_following(&state.db, &caller.tenant, caller.user, target, follow, now_ms()).await?)
 }

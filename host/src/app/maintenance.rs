@@ -1,6 +1,7 @@
 //! `strand rebuild` and `strand reconcile`: one-off commands over the truth and what is derived from it.
 
-use super::{load_plugins, open_database, StartupError};
+use super::resources::load_plugins;
+use super::{open_database, StartupError};
 use crate::cache::{Cache, RedisCache};
 use crate::config::Config;
 use crate::projection::{
@@ -54,7 +55,9 @@ pub async fn run_rebuild(
         if !plugins.projector_names().contains(projection) {
             return Err(MaintenanceError::UnknownProjection(projection.to_owned()));
         }
-        let cache = Cache::Redis(RedisCache::connect(url).await.map_err(StartupError::from)?);
+        let cache = Cache::Redis(
+            RedisCache::connect(url).await.map_err(StartupError::from)?.with_quota(config.projector_quota()),
+        );
         let projector = PluginProjection::new(plugins, projection, cache, db.clone());
         rebuild_projector(&projector, progress).await?
     };

@@ -7,10 +7,12 @@
 //! - `worker.rs`: `strand worker`, the projection workers alone.
 //! - `maintenance.rs`: `strand rebuild` and `strand reconcile`.
 //!
-//! This file holds what they share: the start-up error, the plugin set, the Kafka producer, the refresh.
+//! `resources.rs` builds what they share once per process; this file holds the start-up error and the
+//! companion tasks every node runs (refresh, plugin logs, the operations listener).
 
 mod maintenance;
 mod relay;
+mod resources;
 mod serve;
 mod worker;
 
@@ -20,23 +22,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 pub use maintenance::{run_rebuild, run_reconcile, MaintenanceError};
 pub use relay::{relay, run_relay};
 pub use serve::Server;
 pub use worker::run_workers;
 
+use self::resources::Resources;
 use crate::api::{self, AuthSetupError};
-use crate::bus::{EmbeddedBus, KafkaBus, KafkaOptionsError, KafkaSettings, Publisher, Topology};
+use crate::bus::KafkaOptionsError;
 use crate::cache::CacheError;
 use crate::config::Config;
 use crate::graph::{Database, DatabaseError};
 use crate::observability;
 use crate::plugins::logs::LogTopic;
-use crate::plugins::{PluginError, PluginRegistry, PluginRuntime, RegistryError};
-use crate::projection::{SourceError, WorkerFactory};
+use crate::plugins::{PluginError, PluginRegistry, RegistryError};
+use crate::projection::SourceError;
 use crate::relay::RelayError;
+use crate::tasks::Tasks;
 use crate::tenants::TenantSettings;
 
 /// Why a command could not start: each arm names the part that failed and keeps its cause.
@@ -72,81 +76,43 @@ pub enum StartupError {
     Bind { addr: SocketAddr, source: io::Error },
 }
 
-/// Opens (and migrates) the configured database.
+/// Opens (and migrates) the configured database, for the commands that need nothing else.
 async fn open_database(config: &Config) -> Result<Database, StartupError> {
     Ok(Database::open(&config.database_url, config.database_max_connections).await?)
 }
 
-/// The deployed plugins (and the bundled ones), loaded from the database.
-async fn load_plugins(config: &Config, db: &Database) -> Result<Arc<PluginRegistry>, StartupError> {
-    let (defaults, maxima, cache) = (config.plugin_limits(), config.plugin_maxima(), config.plugin_cache_dir.clone());
-    let runtime = PluginRuntime::bounded(defaults, maxima, cache)?.with_tenant_share(config.plugin_tenant_instances);
-    let runtime = Arc::new(runtime);
-    let registry = PluginRegistry::load_with(runtime, db.clone(), config.rollback_policy()).await?;
-    let registry = registry
-        .with_compile_budget(Duration::from_millis(config.plugin_compile_budget_ms))
-        .with_max_projectors(config.plugin_max_projectors);
-    Ok(Arc::new(registry))
+/// The tasks every node runs beside its own work, supervised: its plugins and tenant settings kept in line
+/// with the database, and its plugins' log lines written there (and, on Kafka, to the log topic).
+fn supervise_companions(tasks: &Tasks, resources: &Resources, refresh_every: Duration) {
+    supervise_plugin_logs(tasks, resources.plugins.clone(), resources.db.clone(), resources.log_topic().map(Arc::new));
+    supervise_refresh(tasks, resources.plugins.clone(), resources.tenants.clone(), refresh_every);
 }
 
-/// Where this deployment publishes: Kafka when brokers are configured, else the embedded bus in `db`.
-fn publisher(config: &Config, db: &Database) -> Result<Publisher, StartupError> {
-    Ok(match config.kafka()? {
-        Some(connection) => Publisher::Kafka(Arc::new(KafkaBus::connect(KafkaSettings {
-            connection,
-            partitions: config.kafka_partitions,
-            replication: config.kafka_replication,
-        })?)),
-        None => Publisher::Embedded(EmbeddedBus::new(db.clone())),
-    })
-}
-
-/// Where a Kafka deployment publishes plugins' log lines besides the database; `None` on the embedded bus
-/// (the database's table is the store there).
-fn log_topic(config: &Config, db: &Database) -> Result<Option<LogTopic>, StartupError> {
-    Ok(match publisher(config, db)? {
-        publisher @ Publisher::Kafka(_) => {
-            Some(LogTopic { publisher, topic: Topology::new(&config.topic_prefix).plugin_logs_topic() })
+/// Writes the plugins' log lines into the database (`strand plugin logs`, the admin page), as a supervised
+/// task.
+fn supervise_plugin_logs(tasks: &Tasks, plugins: Arc<PluginRegistry>, db: Database, topic: Option<Arc<LogTopic>>) {
+    tasks.spawn("plugin-logs", move |stop: CancellationToken| {
+        let (plugins, db, topic) = (plugins.clone(), db.clone(), topic.clone());
+        async move {
+            tokio::select! {
+                () = stop.cancelled() => Ok(()),
+                () = plugins.logs().write(&db, topic.as_deref()) => anyhow::bail!("the plugin log writer ended"),
+            }
         }
-        Publisher::Embedded(_) => None,
-    })
-}
-
-/// How this deployment's projection workers are built: from Kafka or the embedded bus, dead letters
-/// published where events are.
-fn worker_factory(config: &Config, db: &Database) -> Result<WorkerFactory, StartupError> {
-    Ok(WorkerFactory {
-        db: db.clone(),
-        topology: Topology::new(&config.topic_prefix),
-        kafka: config.kafka()?,
-        worker_id: config.worker_id.clone(),
-        dead_letters: publisher(config, db)?,
-        tenant_budget: Duration::from_millis(config.projection_tenant_budget_ms.max(1)),
-    })
-}
-
-/// The plugins of a process without the API (`strand relay`, `strand worker`), kept in line with the
-/// database by the returned task, which also writes their log lines there and serves `/healthz` and
-/// `/metrics` on `operations_listen` when set (abort it when done).
-async fn refreshed_plugins(
-    config: &Config,
-    db: &Database,
-) -> Result<(Arc<PluginRegistry>, JoinHandle<()>), StartupError> {
-    let plugins = load_plugins(config, db).await?;
-    let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
-    let operations = bind_operations(config).await?;
-    let refresh = refresh_from_database(plugins.clone(), tenants, config.refresh_every());
-    let serve = async move {
-        if let Some(listener) = operations {
-            serve_operations(listener).await;
-        }
-    };
-    let (writer, logs_db, topic) = (plugins.clone(), db.clone(), log_topic(config, db)?);
-    let keep_logs = async move { writer.logs().write(&logs_db, topic.as_ref()).await };
-    let companion = tokio::spawn(async move {
-        tokio::join!(refresh, serve, keep_logs);
     });
-    Ok((plugins, companion))
+}
+
+/// Keeps the plugins and tenant settings in line with the database, as a supervised task.
+fn supervise_refresh(tasks: &Tasks, plugins: Arc<PluginRegistry>, tenants: Arc<TenantSettings>, every: Duration) {
+    tasks.spawn("refresh", move |stop: CancellationToken| {
+        let refresh = refresh_from_database(plugins.clone(), tenants.clone(), every);
+        async move {
+            tokio::select! {
+                () = stop.cancelled() => Ok(()),
+                () = refresh => anyhow::bail!("the refresh loop ended"),
+            }
+        }
+    });
 }
 
 /// The operations listener (`/healthz`, `/metrics` to whoever reaches it), when `operations_listen` is set.

@@ -8,20 +8,33 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use super::{open_database, publisher, refreshed_plugins, StartupError};
-use crate::bus::Topology;
+use super::resources::{publisher, Resources};
+use super::{bind_operations, serve_operations, supervise_companions, StartupError};
+use crate::bus::{Publisher, Topology};
 use crate::config::{Config, RelayMode};
 use crate::graph::{Database, DatabaseKind};
 use crate::plugins::PluginRegistry;
 use crate::relay::{BinlogRelay, Checkpoint, Outlet, PollRelay, Relay};
 use crate::tasks::Tasks;
 
-/// The configured relay; `None` when the relay is off.
+/// The configured relay on `db`, routing with `plugins`, with a publisher of its own; `None` when the relay
+/// is off. What `strand relay` runs, for tests and benchmarks that hold their own database and plugins.
 pub fn relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> Result<Option<Relay>, StartupError> {
+    let publisher = publisher(config, db, config.kafka()?.as_ref())?;
+    build(config, db, plugins, publisher)
+}
+
+/// The configured relay, publishing through `publisher`; `None` when the relay is off.
+fn build(
+    config: &Config,
+    db: &Database,
+    plugins: &Arc<PluginRegistry>,
+    publisher: Publisher,
+) -> Result<Option<Relay>, StartupError> {
     if config.relay == RelayMode::Off {
         return Ok(None);
     }
-    let outlet = Outlet::new(plugins.clone(), publisher(config, db)?, Topology::new(&config.topic_prefix))
+    let outlet = Outlet::new(plugins.clone(), publisher, Topology::new(&config.topic_prefix))
         .with_router_budget(Duration::from_millis(config.relay_tenant_budget_ms.max(1)));
     Ok(Some(match config.relay {
         RelayMode::Binlog if db.kind() != DatabaseKind::MySql => return Err(StartupError::BinlogNeedsMySql),
@@ -30,6 +43,13 @@ pub fn relay(config: &Config, db: &Database, plugins: &Arc<PluginRegistry>) -> R
         }
         _ => Relay::Poll(PollRelay::new(db.clone(), outlet, Duration::from_millis(config.relay_idle_ms.max(1)))),
     }))
+}
+
+impl Resources {
+    /// The configured relay, publishing through this process's publisher; `None` when the relay is off.
+    fn relay(&self, config: &Config) -> Result<Option<Relay>, StartupError> {
+        build(config, &self.db, &self.plugins, self.publisher.clone())
+    }
 }
 
 /// `strand relay`: runs the relay alone until `shutdown`, keeping its router plugins in line with the
@@ -41,13 +61,16 @@ pub async fn run_relay(
     reset_checkpoint: bool,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartupError> {
-    let db = open_database(config).await?;
-    let (plugins, refresher) = refreshed_plugins(config, &db).await?;
+    let resources = Resources::open(config).await?;
+    let db = resources.db.clone();
+    let tasks = Tasks::default();
+    supervise_companions(&tasks, &resources, config.refresh_every());
+    let operations = bind_operations(config).await?.map(|listener| tokio::spawn(serve_operations(listener)));
     if reset_checkpoint {
         Checkpoint::forget(&db).await?;
         tracing::warn!("the binlog checkpoint was reset: the outbox is published, then the binlog from its end");
     }
-    let result = match relay(config, &db, &plugins)? {
+    let result = match resources.relay(config)? {
         Some(relay) => {
             tracing::info!(database = ?db.kind(), mode = ?config.relay, "relay is running");
             relay.run(shutdown).await.map_err(StartupError::from)
@@ -57,7 +80,10 @@ pub async fn run_relay(
             Ok(())
         }
     };
-    refresher.abort();
+    tasks.shutdown().await;
+    if let Some(operations) = operations {
+        operations.abort();
+    }
     db.close().await;
     result
 }
@@ -66,27 +92,22 @@ pub async fn run_relay(
 /// the configuration at start).
 pub(super) struct RestartableRelay {
     config: Config,
-    db: Database,
-    plugins: Arc<PluginRegistry>,
+    resources: Resources,
     first: Option<Relay>,
 }
 
 impl RestartableRelay {
     /// `None` when the relay is off.
-    pub(super) fn new(
-        config: &Config,
-        db: &Database,
-        plugins: &Arc<PluginRegistry>,
-    ) -> Result<Option<Self>, StartupError> {
-        let Some(first) = relay(config, db, plugins)? else { return Ok(None) };
-        Ok(Some(Self { config: config.clone(), db: db.clone(), plugins: plugins.clone(), first: Some(first) }))
+    pub(super) fn new(config: &Config, resources: &Resources) -> Result<Option<Self>, StartupError> {
+        let Some(first) = resources.relay(config)? else { return Ok(None) };
+        Ok(Some(Self { config: config.clone(), resources: resources.clone(), first: Some(first) }))
     }
 
     pub(super) fn supervise(mut self, tasks: &Tasks) {
         tasks.spawn("relay", move |stop: CancellationToken| {
             let built = match self.first.take() {
                 Some(relay) => Ok(Some(relay)),
-                None => relay(&self.config, &self.db, &self.plugins),
+                None => self.resources.relay(&self.config),
             };
             async move {
                 let relay = built?.context("the relay is off")?;

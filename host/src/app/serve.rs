@@ -13,25 +13,18 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::relay::RestartableRelay;
-use super::{
-    bind_operations, load_plugins, log_topic, open_database, refresh_from_database, serve_operations, worker_factory,
-    StartupError,
-};
+use super::resources::Resources;
+use super::{bind_operations, serve_operations, supervise_companions, StartupError};
 use crate::api::{self, AppState, Authenticator};
-use crate::bus::Topology;
-use crate::cache::Cache;
 use crate::config::Config;
 use crate::graph::Database;
 use crate::health::Readiness;
 use crate::lag::LagProbe;
 use crate::observability;
-use crate::plugins::logs::LogTopic;
-use crate::plugins::PluginRegistry;
 use crate::projection::{CachedReads, Projections};
 use crate::ratelimit::{RateLimiting, TokenBuckets};
 use crate::retention::Retention;
 use crate::tasks::Tasks;
-use crate::tenants::TenantSettings;
 
 /// A bound, ready-to-serve Strand.
 pub struct Server {
@@ -39,17 +32,13 @@ pub struct Server {
     /// `operations_listen`: `/healthz` and `/metrics` for the platform's scraper, without a token.
     operations: Option<TcpListener>,
     router: Router,
-    db: Database,
-    plugins: Arc<PluginRegistry>,
-    tenants: Arc<TenantSettings>,
+    resources: Resources,
     rate_limiting: Arc<RateLimiting>,
     refresh_every: Duration,
     retention: Retention,
     plugin_cache_dir: Option<std::path::PathBuf>,
     relay: Option<RestartableRelay>,
     projections: Option<Projections>,
-    /// Where plugins' log lines are also published (a Kafka deployment).
-    log_topic: Option<LogTopic>,
     /// The relay, workers and refresh, supervised; `/readyz` reports those that are down.
     tasks: Tasks,
 }
@@ -59,17 +48,16 @@ impl Server {
     /// and binds the listener: every configuration error shows here, before anything serves.
     pub async fn build(config: &Config) -> Result<Self, StartupError> {
         config.check_secrets()?;
-        let db = open_database(config).await?;
-        let plugins = load_plugins(config, &db).await?;
-        let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
+        let resources = Resources::open(config).await?;
+        let (db, plugins, tenants) = (resources.db.clone(), resources.plugins.clone(), resources.tenants.clone());
         let auth = Arc::new(Authenticator::from_config(config, tenants.jwt_keys().clone())?);
-        let buckets = TokenBuckets::connect(config.redis_url.as_deref()).await?;
+        let buckets = TokenBuckets::on(resources.redis.clone());
         let rate_limiting = Arc::new(RateLimiting::new(plugins.clone(), tenants.clone(), buckets));
         // One cache for the reads and the workers: on the embedded default, it is this process's memory.
-        let cache = Cache::connect(config.redis_url.as_deref()).await?;
+        let cache = resources.cache(config);
         observability::recorder();
         let tasks = Tasks::default();
-        let kafka = config.kafka()?;
+        let kafka = resources.kafka.clone();
         let readiness = Readiness::new(db.clone(), cache.clone(), kafka.as_ref(), tasks.clone())?;
         let state = AppState {
             db: db.clone(),
@@ -80,7 +68,7 @@ impl Server {
             reads: Arc::new(CachedReads::new(cache.clone())),
             cache: cache.clone(),
             readiness: Arc::new(readiness),
-            lag: Arc::new(LagProbe::new(db.clone(), Topology::new(&config.topic_prefix), kafka)),
+            lag: Arc::new(LagProbe::new(db.clone(), resources.topology.clone(), kafka)),
             admin_token: config.admin_token.as_deref().map(Arc::from),
             max_body_bytes: config.max_body_bytes,
             max_plugin_bytes: config.max_plugin_bytes,
@@ -89,29 +77,25 @@ impl Server {
             .await
             .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
         let operations = bind_operations(config).await?;
-        let relay = RestartableRelay::new(config, &db, &plugins)?;
+        let relay = RestartableRelay::new(config, &resources)?;
         let projections = match config.workers {
             true => {
-                let factory = worker_factory(config, &db)?;
+                let factory = resources.worker_factory(config);
                 Some(Projections::build(factory, &plugins, Some(cache), config.refresh_every()).await?)
             }
             false => None,
         };
-        let log_topic = log_topic(config, &db)?;
         Ok(Self {
             listener,
             operations,
             router: api::router(state),
-            db,
-            plugins,
-            tenants,
+            resources,
             rate_limiting,
             refresh_every: config.refresh_every(),
             retention: config.retention(),
             plugin_cache_dir: config.plugin_cache_dir.clone(),
             relay,
             projections,
-            log_topic,
             tasks,
         })
     }
@@ -123,16 +107,16 @@ impl Server {
 
     /// The database the server writes to.
     pub fn database(&self) -> &Database {
-        &self.db
+        &self.resources.db
     }
 
     /// Serves until `shutdown` completes, then drains in-flight requests and closes the database.
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
-        tracing::info!(addr = %self.local_addr()?, database = ?self.db.kind(), "strand is serving");
-        supervise_plugin_logs(&self.tasks, self.plugins.clone(), self.db.clone(), self.log_topic.map(Arc::new));
-        supervise_request_sample(&self.tasks, self.rate_limiting, self.db.clone());
-        supervise_refresh(&self.tasks, self.plugins, self.tenants, self.refresh_every);
-        supervise_retention(&self.tasks, self.retention, self.db.clone(), self.plugin_cache_dir);
+        let db = self.resources.db.clone();
+        tracing::info!(addr = %self.local_addr()?, database = ?db.kind(), "strand is serving");
+        supervise_companions(&self.tasks, &self.resources, self.refresh_every);
+        supervise_request_sample(&self.tasks, self.rate_limiting, db.clone());
+        supervise_retention(&self.tasks, self.retention, db.clone(), self.plugin_cache_dir);
         if let Some(relay) = self.relay {
             // Down, it is restarted; the API keeps serving meanwhile (rows wait in the outbox).
             relay.supervise(&self.tasks);
@@ -147,23 +131,9 @@ impl Server {
         }
         // The relay and the workers finish the batch in hand, commit what they did, then stop.
         self.tasks.shutdown().await;
-        self.db.close().await;
+        db.close().await;
         served
     }
-}
-
-/// Writes the plugins' log lines into the database (`strand plugin logs`, the admin page), as a supervised
-/// task.
-fn supervise_plugin_logs(tasks: &Tasks, plugins: Arc<PluginRegistry>, db: Database, topic: Option<Arc<LogTopic>>) {
-    tasks.spawn("plugin-logs", move |stop: CancellationToken| {
-        let (plugins, db, topic) = (plugins.clone(), db.clone(), topic.clone());
-        async move {
-            tokio::select! {
-                () = stop.cancelled() => Ok(()),
-                () = plugins.logs().write(&db, topic.as_deref()) => anyhow::bail!("the plugin log writer ended"),
-            }
-        }
-    });
 }
 
 /// Writes the sampled write requests into the database (`strand plugin test --replay` of a rate limiter), as
@@ -196,19 +166,6 @@ fn supervise_retention(tasks: &Tasks, retention: Retention, db: Database, cache_
                     Ok(pruned) => tracing::info!(?pruned, "deleted what is past retention"),
                     Err(e) => tracing::error!(error = %crate::observability::causes(&e), "retention failed; trying again in an hour"),
                 }
-            }
-        }
-    });
-}
-
-/// Keeps the plugins and tenant settings in line with the database, as a supervised task.
-fn supervise_refresh(tasks: &Tasks, plugins: Arc<PluginRegistry>, tenants: Arc<TenantSettings>, every: Duration) {
-    tasks.spawn("refresh", move |stop: CancellationToken| {
-        let refresh = refresh_from_database(plugins.clone(), tenants.clone(), every);
-        async move {
-            tokio::select! {
-                () = stop.cancelled() => Ok(()),
-                () = refresh => anyhow::bail!("the refresh loop ended"),
             }
         }
     });

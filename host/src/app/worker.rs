@@ -3,29 +3,34 @@
 
 use std::future::Future;
 
-use super::{open_database, refreshed_plugins, worker_factory, StartupError};
-use crate::cache::{Cache, RedisCache};
+use super::resources::Resources;
+use super::{bind_operations, serve_operations, supervise_companions, StartupError};
 use crate::config::Config;
 use crate::projection::Projections;
 use crate::tasks::Tasks;
 
 /// Runs the projection workers until `shutdown`, each restarted if it ends (see `crate::tasks`).
 pub async fn run_workers(config: &Config, shutdown: impl Future<Output = ()>) -> Result<(), StartupError> {
-    let db = open_database(config).await?;
-    let (plugins, refresher) = refreshed_plugins(config, &db).await?;
-    let cache = match &config.redis_url {
-        Some(url) => Some(Cache::Redis(RedisCache::connect(url).await?)),
+    let resources = Resources::open(config).await?;
+    let cache = match &resources.redis {
+        Some(_) => Some(resources.cache(config)),
         None => {
             tracing::warn!("no redis_url: only the follower table is projected here (`strand serve` projects the rest in its own memory)");
             None
         }
     };
     let tasks = Tasks::default();
-    Projections::build(worker_factory(config, &db)?, &plugins, cache, config.refresh_every()).await?.supervise(&tasks);
+    supervise_companions(&tasks, &resources, config.refresh_every());
+    let operations = bind_operations(config).await?.map(|listener| tokio::spawn(serve_operations(listener)));
+    Projections::build(resources.worker_factory(config), &resources.plugins, cache, config.refresh_every())
+        .await?
+        .supervise(&tasks);
     tracing::info!(tasks = tasks.len(), "projection workers are running");
     shutdown.await;
     tasks.shutdown().await;
-    refresher.abort();
-    db.close().await;
+    if let Some(operations) = operations {
+        operations.abort();
+    }
+    resources.db.close().await;
     Ok(())
 }

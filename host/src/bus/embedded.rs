@@ -8,7 +8,8 @@
 use sqlx::{Acquire, AnyConnection, Row};
 
 use super::Message;
-use crate::graph::{now_ms, Database};
+use crate::graph::Database;
+use crate::util::time::now_ms;
 
 /// Messages appended in one INSERT: six values each, well within SQLite's limit of bound parameters.
 const ROWS_PER_INSERT: usize = 128;

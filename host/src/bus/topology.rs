@@ -24,7 +24,7 @@ impl Topology {
     /// `plugin-logs`. The tenant id is spelled with `.` as `-d`, `_` as `-u` and `-` as `--`: no two tenants'
     /// names can meet, not even under Kafka's rule that `.` and `_` collide.
     pub fn tenant_topic(&self, tenant: &str, topic: &str) -> String {
-        if topic == crate::graph::AGGREGATE_TYPE {
+        if topic == crate::outbox::AGGREGATE_TYPE {
             return self.events_topic();
         }
         let mut spelled = String::with_capacity(tenant.len() + 4);
@@ -41,7 +41,7 @@ impl Topology {
 
     /// `{prefix}following`: the topic of the follow graph's events, which every projection reads.
     pub fn events_topic(&self) -> String {
-        self.topic(crate::graph::AGGREGATE_TYPE)
+        self.topic(crate::outbox::AGGREGATE_TYPE)
     }
 
     /// `{prefix}{projection}`: the projection's Kafka consumer group.

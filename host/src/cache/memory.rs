@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::{
-    applies, counter_swings, home_shard, in_order, member, within_range, Applied, DataKind, Gate, PageStart, Space,
-    MARKER_TTL,
+    applies, counter_swings, home_shard, in_order, member, set_growth, within_range, Applied, DataKind, Exceeded, Gate,
+    PageStart, Quota, Space, Usage, COUNTER_BYTES, MARKER_TTL, MEMBER_BYTES,
 };
 use crate::plugins::{Effect, RelationEvent};
 
@@ -16,9 +16,15 @@ use crate::plugins::{Effect, RelationEvent};
 const SWEEP_EVERY: u64 = 16_384;
 
 /// Derived data held by this process.
-#[derive(Default)]
 pub struct MemoryCache {
     state: Mutex<State>,
+    quota: Quota,
+}
+
+impl Default for MemoryCache {
+    fn default() -> Self {
+        Self::new(Quota::default())
+    }
 }
 
 #[derive(Default)]
@@ -125,30 +131,42 @@ impl Ord for Score {
 }
 
 impl SortedSet {
-    fn add(&mut self, member: String, score: f64) {
-        if let Some(old) = self.scores.insert(member.clone(), score) {
+    /// Adds or moves `member`; true if it is new.
+    fn add(&mut self, member: String, score: f64) -> bool {
+        let old = self.scores.insert(member.clone(), score);
+        if let Some(old) = old {
             self.order.remove(&(Score(old), member.clone()));
         }
         self.order.insert((Score(score), member));
+        old.is_none()
     }
 
-    fn remove(&mut self, member: &str) {
-        if let Some((member, old)) = self.scores.remove_entry(member) {
-            self.order.remove(&(Score(old), member));
-        }
+    /// True if `member` was there.
+    fn remove(&mut self, member: &str) -> bool {
+        let Some((member, old)) = self.scores.remove_entry(member) else { return false };
+        self.order.remove(&(Score(old), member));
+        true
     }
 
-    /// Keeps only the `keep` highest.
-    fn cap(&mut self, keep: usize) {
+    /// Keeps only the `keep` highest; returns how many it dropped.
+    fn cap(&mut self, keep: usize) -> usize {
+        let mut dropped = 0;
         while self.order.len() > keep {
             if let Some((_, lowest)) = self.order.pop_first() {
                 self.scores.remove(&lowest);
+                dropped += 1;
             }
         }
+        dropped
     }
 }
 
 impl MemoryCache {
+    /// An empty cache holding deployed projectors' spaces to `quota`.
+    pub fn new(quota: Quota) -> Self {
+        Self { state: Mutex::default(), quota }
+    }
+
     pub(super) fn apply(
         &self,
         space: Space<'_>,
@@ -169,11 +187,24 @@ impl MemoryCache {
         let snapshot = matches!(gate, Gate::Building { .. });
         // Only the adds that can apply count (a snapshot's unfollow applies none).
         let adds = events.iter().zip(effects).filter(|(event, _)| applies(event, snapshot)).flat_map(|(_, e)| e);
-        let in_range = counter_swings(space, adds)
+        let in_range = counter_swings(space, adds.clone())
             .into_iter()
             .all(|(counter, up, down)| within_range(state.number(&counter, now), up, down));
         if !in_range {
             return Applied::OutOfRange;
+        }
+        let quota = self.quota.of(space);
+        if let Some(reached) = quota.reached(state.usage(space, now)) {
+            return Applied::OverQuota(reached);
+        }
+        for (set, members) in set_growth(space, adds, quota) {
+            let held = match state.sorted(&set, now) {
+                Some(held) => held.order.len() + members.iter().filter(|m| !held.scores.contains_key(*m)).count(),
+                None => members.len(),
+            };
+            if held as u64 > quota.members {
+                return Applied::OverQuota(Exceeded::Members(quota.members));
+            }
         }
         if let Gate::Building { ttl, .. } = gate {
             state.expire(&gate_key, now + ttl);
@@ -199,7 +230,7 @@ impl MemoryCache {
                 state.set_version(floors, event.followee, event.version);
             }
             for effect in in_order(effects) {
-                state.effect(space, effect, fresh, newer, now);
+                state.effect((space, shard), effect, fresh, newer, now);
             }
         }
         Applied::Events(applied)
@@ -298,6 +329,24 @@ impl State {
         }
     }
 
+    /// `space`'s usage, from its shards' counts.
+    fn usage(&mut self, space: Space<'_>, now: Instant) -> Usage {
+        let counts: Vec<Option<String>> =
+            space.usage_keys().iter().map(|key| self.text(key, now).map(str::to_owned)).collect();
+        Usage::sum(&counts)
+    }
+
+    /// Adds to the usage counts of `space`'s `shard`.
+    fn grow(&mut self, (space, shard): (Space<'_>, u16), keys: i64, bytes: i64) {
+        let now = Instant::now();
+        for (count, by) in space.usage_keys_in(shard).into_iter().zip([keys, bytes]) {
+            if by != 0 {
+                let total = self.number(&count, now) + by;
+                self.put(count, Data::Text(total.to_string()), None);
+            }
+        }
+    }
+
     fn put(&mut self, key: String, data: Data, expires: Option<Instant>) {
         self.entries.insert(key, Entry { data, expires });
         self.writes += 1;
@@ -330,45 +379,55 @@ impl State {
         }
     }
 
-    /// One effect of an event: counters when the event is `fresh`, state when it is `newer` for its pair.
-    fn effect(&mut self, space: Space<'_>, effect: &Effect, fresh: bool, newer: bool, now: Instant) {
+    /// One effect of an event: counters when the event is `fresh`, state when it is `newer` for its pair;
+    /// what it adds to or takes from the space counted in its `shard`.
+    fn effect(&mut self, (space, shard): (Space<'_>, u16), effect: &Effect, fresh: bool, newer: bool, now: Instant) {
         const SORTED: DataKind = DataKind::SortedSet;
+        let at = (space, shard);
         match effect {
             Effect::CounterAdd((counter, delta)) if fresh => {
                 let key = space.key(DataKind::Counter, counter);
+                if self.live(&key, now).is_none() {
+                    self.grow(at, 1, key.len() as i64 + COUNTER_BYTES);
+                }
                 // In range: the batch's swings were checked before anything was applied.
                 let total = self.number(&key, now).saturating_add(*delta);
                 let expires = self.live(&key, now).and_then(|e| e.expires);
                 self.put(key, Data::Text(total.to_string()), expires);
             }
-            Effect::ZsetAdd(e) if newer => self.zadd(space.key(SORTED, &e.key), e.member, e.score, 0, now),
+            Effect::ZsetAdd(e) if newer => self.zadd(at, space.key(SORTED, &e.key), e.member, e.score, 0, now),
             Effect::ZsetAddCapped(c) if newer => {
-                self.zadd(space.key(SORTED, &c.entry.key), c.entry.member, c.entry.score, c.keep, now)
+                self.zadd(at, space.key(SORTED, &c.entry.key), c.entry.member, c.entry.score, c.keep, now)
             }
             Effect::ZsetAddGuarded(g)
                 if newer && self.number(&space.key(DataKind::Counter, &g.counter), now) >= g.at_least =>
             {
                 let (c, e) = (&g.add, &g.add.entry);
-                self.zadd(space.key(SORTED, &e.key), e.member, e.score, c.keep, now)
+                self.zadd(at, space.key(SORTED, &e.key), e.member, e.score, c.keep, now)
             }
             Effect::ZsetMemberWhile(w) if fresh => {
                 let key = space.key(SORTED, &w.entry.key);
                 if self.number(&space.key(DataKind::Counter, &w.counter), now) >= w.at_least {
-                    self.zadd(key, w.entry.member, w.entry.score, 0, now);
-                } else if let Some(set) = self.sorted(&key, now) {
-                    set.remove(&member(w.entry.member));
+                    self.zadd(at, key, w.entry.member, w.entry.score, 0, now);
+                } else {
+                    self.zrem(at, key, w.entry.member, now);
                 }
             }
-            Effect::ZsetRemove((set, id)) if newer => {
-                if let Some(set) = self.sorted(&space.key(SORTED, set), now) {
-                    set.remove(&member(*id));
-                }
-            }
+            Effect::ZsetRemove((set, id)) if newer => self.zrem(at, space.key(SORTED, set), *id, now),
             Effect::ValueSet((value, text)) if newer => {
-                self.put(space.key(DataKind::Value, value), Data::Text(text.clone()), None)
+                let key = space.key(DataKind::Value, value);
+                match self.text(&key, now).map(str::len) {
+                    Some(old) => self.grow(at, 0, text.len() as i64 - old as i64),
+                    None => self.grow(at, 1, (key.len() + text.len()) as i64),
+                }
+                self.put(key, Data::Text(text.clone()), None)
             }
             Effect::ValueDelete(value) if newer => {
-                self.entries.remove(&space.key(DataKind::Value, value));
+                let key = space.key(DataKind::Value, value);
+                if let Some(old) = self.text(&key, now).map(str::len) {
+                    self.entries.remove(&key);
+                    self.grow(at, -1, -((key.len() + old) as i64));
+                }
             }
             Effect::Expire((expiring, ms)) if newer => {
                 // Plugin output bounds the TTL; a later instant than this process can name never comes.
@@ -382,15 +441,29 @@ impl State {
         }
     }
 
-    fn zadd(&mut self, key: String, id: i64, score: f64, keep: u32, now: Instant) {
-        if self.sorted(&key, now).is_none() {
+    fn zadd(&mut self, at: (Space<'_>, u16), key: String, id: i64, score: f64, keep: u32, now: Instant) {
+        let created = self.sorted(&key, now).is_none();
+        if created {
             self.put(key.clone(), Data::Sorted(SortedSet::default()), None);
         }
-        if let Some(set) = self.sorted(&key, now) {
-            set.add(member(id), score);
-            if keep > 0 {
-                set.cap(keep as usize);
-            }
+        let Some(set) = self.sorted(&key, now) else { return };
+        let added = i64::from(set.add(member(id), score));
+        let dropped = if keep > 0 { set.cap(keep as usize) as i64 } else { 0 };
+        let key_bytes = if created { key.len() as i64 } else { 0 };
+        self.grow(at, i64::from(created), key_bytes + (added - dropped) * MEMBER_BYTES);
+    }
+
+    /// Removes `id` from the sorted set `key`, and the set once empty (as Redis does).
+    fn zrem(&mut self, at: (Space<'_>, u16), key: String, id: i64, now: Instant) {
+        let Some(set) = self.sorted(&key, now) else { return };
+        if !set.remove(&member(id)) {
+            return;
+        }
+        if set.order.is_empty() {
+            self.entries.remove(&key);
+            self.grow(at, -1, -(key.len() as i64) - MEMBER_BYTES);
+        } else {
+            self.grow(at, 0, -MEMBER_BYTES);
         }
     }
 }

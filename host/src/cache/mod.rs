@@ -32,6 +32,7 @@ mod connection;
 mod memory;
 mod redis;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -74,7 +75,98 @@ pub enum Applied {
     Refused,
     /// Not applied, nothing changed: a counter would leave ±[`COUNTER_LIMIT`] if the batch applied.
     OutOfRange,
+    /// Not applied, nothing changed: the space is at its [`Quota`], or a sorted set would pass it.
+    OverQuota(Exceeded),
 }
+
+/// How much one tenant's space of a deployed projector version may hold: Redis and this process are shared
+/// by every tenant, so none may fill them. Measured as the space is written (see [`Usage`]); bundled
+/// versions' spaces — the platform's own code, bounded by the truth — are not limited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// Data keys (counters, sorted sets, values).
+    pub keys: u64,
+    /// Bytes of keys, values and members, as [`Usage`] counts them.
+    pub bytes: u64,
+    /// Members of one sorted set (adds capped at or below it are always within it).
+    pub members: u64,
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Self { keys: 1_000_000, bytes: 256 << 20, members: 1_000_000 }
+    }
+}
+
+impl Quota {
+    /// No limit: the bundled versions' spaces.
+    pub const UNLIMITED: Quota = Quota { keys: u64::MAX, bytes: u64::MAX, members: u64::MAX };
+
+    /// The quota of `space`.
+    fn of(&self, space: Space<'_>) -> Quota {
+        if space.version == 0 {
+            Self::UNLIMITED
+        } else {
+            *self
+        }
+    }
+
+    /// What `usage` has reached of this quota, if anything: then no batch applies to the space.
+    fn reached(&self, usage: Usage) -> Option<Exceeded> {
+        // Counts are never below zero but for a lost write; `u64::MAX` (no quota) is never reached.
+        let (keys, bytes) = (usage.keys.max(0) as u64, usage.bytes.max(0) as u64);
+        if keys >= self.keys {
+            Some(Exceeded::Keys(self.keys))
+        } else if bytes >= self.bytes {
+            Some(Exceeded::Bytes(self.bytes))
+        } else {
+            None
+        }
+    }
+}
+
+/// Which part of a [`Quota`] a batch met, with its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exceeded {
+    Keys(u64),
+    Bytes(u64),
+    Members(u64),
+}
+
+impl std::fmt::Display for Exceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exceeded::Keys(most) => write!(f, "the space holds its quota of {most} keys"),
+            Exceeded::Bytes(most) => write!(f, "the space holds its quota of {most} bytes"),
+            Exceeded::Members(most) => write!(f, "a sorted set would pass its quota of {most} members"),
+        }
+    }
+}
+
+/// What a space holds, kept by both backends as effects write it, in two counters per shard: a data key
+/// counts its name's bytes, a counter 8 more, a value its text's, a sorted-set member [`MEMBER_BYTES`].
+/// Keys that expire are counted until the space is built again (it is cleared first).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub keys: i64,
+    pub bytes: i64,
+}
+
+impl Usage {
+    /// The usage that the counts read at [`Space::usage_keys`] tell.
+    fn sum(counts: &[Option<String>]) -> Usage {
+        let count = |text: &Option<String>| text.as_deref().and_then(|t| t.parse::<i64>().ok()).unwrap_or(0);
+        counts.chunks(2).fold(Usage::default(), |usage, shard| Usage {
+            keys: usage.keys + count(&shard[0]),
+            bytes: usage.bytes + shard.get(1).map_or(0, count),
+        })
+    }
+}
+
+/// What a sorted-set member counts towards a space's bytes: its fixed-width id and its score.
+const MEMBER_BYTES: i64 = 28;
+/// What a counter's number counts towards a space's bytes.
+const COUNTER_BYTES: i64 = 8;
 
 /// Where a descending page of a sorted set starts.
 #[derive(Debug, Clone, Copy)]
@@ -251,6 +343,16 @@ impl<'a> Space<'a> {
         format!("{}~builder", self.tag(shard))
     }
 
+    /// A shard's share of the space's [`Usage`]: its data keys, and their bytes.
+    fn usage_keys_in(&self, shard: u16) -> [String; 2] {
+        [self.in_shard(shard, "~keys"), self.in_shard(shard, "~bytes")]
+    }
+
+    /// Every shard's usage counts, in pairs.
+    fn usage_keys(&self) -> Vec<String> {
+        (0..SHARDS).flat_map(|shard| self.usage_keys_in(shard)).collect()
+    }
+
     fn marker_key(&self, shard: u16, event: &RelationEvent) -> String {
         self.in_shard(shard, &format!("~applied:{}", event.event_id))
     }
@@ -284,7 +386,7 @@ fn in_order(effects: &[Effect]) -> impl Iterator<Item = &Effect> {
 /// furthest the counter can move up and down if every add applies. Both backends check these against
 /// [`COUNTER_LIMIT`] before they change anything, so a batch is applied whole or not at all.
 fn counter_swings<'e>(space: Space<'_>, effects: impl IntoIterator<Item = &'e Effect>) -> Vec<(String, i64, i64)> {
-    let mut swings: std::collections::BTreeMap<String, (i64, i64)> = std::collections::BTreeMap::new();
+    let mut swings: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     for (counter, delta) in effects.into_iter().filter_map(|effect| match effect {
         Effect::CounterAdd((counter, delta)) => Some((counter, *delta)),
         _ => None,
@@ -299,6 +401,31 @@ fn counter_swings<'e>(space: Space<'_>, effects: impl IntoIterator<Item = &'e Ef
     swings.into_iter().map(|(key, (up, down))| (key, up, down)).collect()
 }
 
+/// Per sorted set a batch adds to beyond what a cap keeps within `quota`: the key and the members added,
+/// which both backends check against the quota (with the members already there) before they change
+/// anything. Conservative: every add counts, also one a gate, guard or version would skip.
+fn set_growth<'e>(
+    space: Space<'_>,
+    effects: impl IntoIterator<Item = &'e Effect>,
+    quota: Quota,
+) -> Vec<(String, BTreeSet<String>)> {
+    if quota.members == u64::MAX {
+        return Vec::new();
+    }
+    let uncapped = |keep: u32| keep == 0 || u64::from(keep) > quota.members;
+    let mut growth: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for entry in effects.into_iter().filter_map(|effect| match effect {
+        Effect::ZsetAdd(entry) => Some(entry),
+        Effect::ZsetAddCapped(capped) if uncapped(capped.keep) => Some(&capped.entry),
+        Effect::ZsetAddGuarded(guarded) if uncapped(guarded.add.keep) => Some(&guarded.add.entry),
+        Effect::ZsetMemberWhile(kept) => Some(&kept.entry),
+        _ => None,
+    }) {
+        growth.entry(space.key(DataKind::SortedSet, &entry.key)).or_default().insert(member(entry.member));
+    }
+    growth.into_iter().collect()
+}
+
 /// Whether a counter now at `current` stays within ±[`COUNTER_LIMIT`] whichever of its adds apply.
 fn within_range(current: i64, up: i64, down: i64) -> bool {
     current.saturating_add(up) <= COUNTER_LIMIT && current.saturating_add(down) >= -COUNTER_LIMIT
@@ -310,12 +437,13 @@ pub fn member(id: i64) -> String {
 }
 
 impl Cache {
-    /// Redis at `redis_url`, else a new in-process cache.
-    pub async fn connect(redis_url: Option<&str>) -> Result<Self, CacheError> {
-        Ok(match redis_url {
-            Some(url) => Self::Redis(RedisCache::connect(url).await?),
-            None => Self::Memory(Arc::default()),
-        })
+    /// On `redis` (the process's one handle, shared with the token buckets), else a new in-process cache;
+    /// deployed projectors' spaces held to `quota`.
+    pub fn on(redis: Option<RedisConnection>, quota: Quota) -> Self {
+        match redis {
+            Some(connection) => Self::Redis(RedisCache::new(connection).with_quota(quota)),
+            None => Self::Memory(Arc::new(MemoryCache::new(quota))),
+        }
     }
 
     /// Whether the store answers (the in-process one always does).
@@ -338,6 +466,11 @@ impl Cache {
             Self::Redis(redis) => redis.apply(space, events, effects, gate).await,
             Self::Memory(memory) => Ok(memory.apply(space, events, effects, gate)),
         }
+    }
+
+    /// What `space` holds, by the counts its writes keep.
+    pub async fn usage(&self, space: Space<'_>) -> Result<Usage, CacheError> {
+        Ok(Usage::sum(&self.texts(&space.usage_keys()).await?))
     }
 
     /// The identity of the plugin version that completed `space`, if one did: shard 0's mark, which readers

@@ -9,38 +9,71 @@ use ::redis::{AsyncCommands, Script};
 use futures::future::try_join_all;
 
 use super::{
-    applies, counter_swings, home_shard, in_order, member, shard, Applied, CacheError, DataKind, Gate, PageStart,
+    applies, counter_swings, home_shard, in_order, member, set_growth, shard, Applied, CacheError, DataKind, Exceeded,
+    Gate, PageStart, Quota, Usage, COUNTER_BYTES, MEMBER_BYTES,
 };
 use super::{RedisConnection, Space, COUNTER_LIMIT, MARKER_TTL, SHARDS};
 use crate::plugins::{Effect, RelationEvent, ZsetEntry};
 
 const SORTED: DataKind = DataKind::SortedSet;
 
-/// ARGV: marker TTL (ms), snapshot flag, counter limit, then per shard group: gate key, gate value, number
-/// of counter checks, per check: counter key, most it may rise, most it may fall; how many ARGV entries its
-/// events take, then per event: marker key, pair-versions hash, floors hash, pair field, version, its index
-/// in the batch, whether its effects may apply (0: a snapshot's unfollow, which only raises floors), op
-/// count, then per op an op code and its operands. Returns {-1} when a gate does not hold,
-/// {-2} when a counter would leave the limit (both before anything is written), else {0, the indices of
-/// the events that were new here…}.
+/// ARGV: marker TTL (ms), snapshot flag, counter limit, most members of a sorted set, member bytes, counter
+/// bytes; number of counter checks, per check: counter key, most it may rise, most it may fall; number of
+/// set checks, per check: sorted-set key, how many members, the members (the checks cover every effect of
+/// the call); then per shard group: gate key, gate value, the group's usage counts (keys, bytes), how many
+/// ARGV entries its events take, then per event: marker key, pair-versions hash, floors hash, pair field,
+/// version, its index in the batch, whether its effects may apply (0: a snapshot's unfollow, which only
+/// raises floors), op count, then per op an op code and its operands. Returns {-1} when a gate does not
+/// hold, {-2} when a counter would leave the limit, {-3} when a sorted set would pass its most members (all
+/// before anything is written), else {0, the indices of the events that were new here…}. Writes keep the
+/// usage counts as `memory.rs` does.
 const APPLY: &str = r#"
-local ttl, snapshot, limit = ARGV[1], ARGV[2] == '1', tonumber(ARGV[3])
-local i = 4
+local ttl, snapshot, limit, most = ARGV[1], ARGV[2] == '1', tonumber(ARGV[3]), tonumber(ARGV[4])
+local member_bytes, counter_bytes = tonumber(ARGV[5]), tonumber(ARGV[6])
+local i = 7
+local checks = tonumber(ARGV[i])
+i = i + 1
+local counters = i
+i = i + 3 * checks
+local sets = tonumber(ARGV[i])
+i = i + 1
+local set_checks = i
+for _ = 1, sets do i = i + 2 + tonumber(ARGV[i + 1]) end
+local parts = i
 while i <= #ARGV do
   if redis.call('GET', ARGV[i]) ~= ARGV[i + 1] then return {-1} end
-  local checks = tonumber(ARGV[i + 2])
+  i = i + 5 + tonumber(ARGV[i + 4])
+end
+i = counters
+for _ = 1, checks do
+  local current = tonumber(redis.call('GET', ARGV[i]) or '0')
+  if current + tonumber(ARGV[i + 1]) > limit or current + tonumber(ARGV[i + 2]) < -limit then return {-2} end
   i = i + 3
-  for _ = 1, checks do
-    local current = tonumber(redis.call('GET', ARGV[i]) or '0')
-    if current + tonumber(ARGV[i + 1]) > limit or current + tonumber(ARGV[i + 2]) < -limit then return {-2} end
-    i = i + 3
+end
+i = set_checks
+for _ = 1, sets do
+  local key, n = ARGV[i], tonumber(ARGV[i + 1])
+  local held = redis.call('ZCARD', key)
+  for j = i + 2, i + 1 + n do
+    if not redis.call('ZSCORE', key, ARGV[j]) then held = held + 1 end
   end
-  i = i + 1 + tonumber(ARGV[i])
+  if held > most then return {-3} end
+  i = i + 2 + n
 end
 local applied = {0}
-i = 4
+i = parts
 while i <= #ARGV do
-  i = i + 3 + 3 * tonumber(ARGV[i + 2])
+  local keys_count, bytes_count = ARGV[i + 2], ARGV[i + 3]
+  local function grow(keys, bytes)
+    if keys ~= 0 then redis.call('INCRBY', keys_count, keys) end
+    if bytes ~= 0 then redis.call('INCRBY', bytes_count, bytes) end
+  end
+  local function zrem(key, member)
+    if redis.call('ZREM', key, member) == 1 then
+      if redis.call('EXISTS', key) == 0 then grow(-1, -#key - member_bytes) else grow(0, -member_bytes) end
+    end
+  end
+  i = i + 4
   local stop = i + tonumber(ARGV[i])
   i = i + 1
   while i <= stop do
@@ -61,32 +94,50 @@ while i <= #ARGV do
     for _ = 1, n do
       local op, key = ARGV[i], ARGV[i + 1]
       if op == 'counter' then
-        if fresh then redis.call('INCRBY', key, ARGV[i + 2]) end
+        if fresh then
+          if redis.call('EXISTS', key) == 0 then grow(1, #key + counter_bytes) end
+          redis.call('INCRBY', key, ARGV[i + 2])
+        end
         i = i + 3
       elseif op == 'zadd' then
         local keep, guard, at_least = tonumber(ARGV[i + 4]), ARGV[i + 5], tonumber(ARGV[i + 6])
         if newer and (guard == '' or tonumber(redis.call('GET', guard) or '0') >= at_least) then
-          redis.call('ZADD', key, ARGV[i + 3], ARGV[i + 2])
-          if keep > 0 then redis.call('ZREMRANGEBYRANK', key, 0, -keep - 1) end
+          local created = redis.call('EXISTS', key) == 0
+          local added = redis.call('ZADD', key, ARGV[i + 3], ARGV[i + 2])
+          if keep > 0 then added = added - redis.call('ZREMRANGEBYRANK', key, 0, -keep - 1) end
+          if created then grow(1, #key + added * member_bytes) else grow(0, added * member_bytes) end
         end
         i = i + 7
       elseif op == 'zsync' then
         if fresh then
           if tonumber(redis.call('GET', ARGV[i + 5]) or '0') >= tonumber(ARGV[i + 6]) then
-            redis.call('ZADD', key, ARGV[i + 3], ARGV[i + 2])
+            local created = redis.call('EXISTS', key) == 0
+            local added = redis.call('ZADD', key, ARGV[i + 3], ARGV[i + 2])
+            if created then grow(1, #key + added * member_bytes) else grow(0, added * member_bytes) end
           else
-            redis.call('ZREM', key, ARGV[i + 2])
+            zrem(key, ARGV[i + 2])
           end
         end
         i = i + 7
       elseif op == 'zrem' then
-        if newer then redis.call('ZREM', key, ARGV[i + 2]) end
+        if newer then zrem(key, ARGV[i + 2]) end
         i = i + 3
       elseif op == 'set' then
-        if newer then redis.call('SET', key, ARGV[i + 2]) end
+        if newer then
+          local value = ARGV[i + 2]
+          if redis.call('EXISTS', key) == 0 then
+            grow(1, #key + #value)
+          else
+            grow(0, #value - redis.call('STRLEN', key))
+          end
+          redis.call('SET', key, value)
+        end
         i = i + 3
       elseif op == 'del' then
-        if newer then redis.call('DEL', key) end
+        if newer then
+          local old = redis.call('STRLEN', key)
+          if redis.call('DEL', key) == 1 then grow(-1, -#key - old) end
+        end
         i = i + 2
       elseif op == 'expire' then
         if newer then redis.call('PEXPIRE', key, ARGV[i + 2]) end
@@ -149,6 +200,9 @@ return redis.call('ZREVRANGE', key, rank, rank + tonumber(ARGV[3]) - 1, 'WITHSCO
 #[derive(Clone)]
 pub struct RedisCache {
     connection: RedisConnection,
+    /// Held to every deployed version's space: its usage is read before each batch (a space passes its
+    /// key and byte quota by at most one batch of each worker writing it at that moment).
+    quota: Quota,
 }
 
 /// The scripts, each hashed once per process (calls send only the hash).
@@ -167,7 +221,26 @@ fn push(operands: &mut Operands, value: impl ::redis::ToRedisArgs) {
 impl RedisCache {
     /// Connects to `url`: one Redis, or several comma-separated seeds of a cluster.
     pub async fn connect(url: &str) -> Result<Self, CacheError> {
-        Ok(Self { connection: RedisConnection::connect(url).await? })
+        Ok(Self::new(RedisConnection::connect(url).await?))
+    }
+
+    /// The cache on an open handle (the process's one, shared with the token buckets).
+    pub fn new(connection: RedisConnection) -> Self {
+        Self { connection, quota: Quota::default() }
+    }
+
+    /// This cache holding deployed projectors' spaces to `quota`.
+    pub fn with_quota(mut self, quota: Quota) -> Self {
+        self.quota = quota;
+        self
+    }
+
+    /// What `space`'s usage has reached of `quota` (read only for a limited space).
+    async fn quota_reached(&self, space: Space<'_>, quota: Quota) -> Result<Option<Exceeded>, CacheError> {
+        if quota.keys == u64::MAX && quota.bytes == u64::MAX {
+            return Ok(None);
+        }
+        Ok(quota.reached(Usage::sum(&self.texts(&space.usage_keys()).await?)))
     }
 
     pub(super) async fn apply(
@@ -187,6 +260,10 @@ impl RedisCache {
                 (owner, true)
             }
         };
+        let quota = self.quota.of(space);
+        if let Some(reached) = self.quota_reached(space, quota).await? {
+            return Ok(Applied::OverQuota(reached));
+        }
         let mut parts: BTreeMap<u16, Vec<(usize, Vec<&Effect>)>> = BTreeMap::new();
         // On one Redis every key is on one server: an event is one unit (one marker, one pair version), its
         // bookkeeping in its home shard, as in memory. On a cluster, one unit per shard it touches.
@@ -202,23 +279,45 @@ impl RedisCache {
                 parts.entry(shard).or_default().push((index, effects));
             }
         }
-        let header = |operands: &mut Operands| {
+        // The checks of a script call cover every effect it carries: on one Redis, one set's or counter's
+        // adds come in several shard groups (by the events' home shards) of the one call.
+        type Part<'p> = (u16, &'p [(usize, Vec<&'p Effect>)]);
+        let header = |call: &[Part<'_>], operands: &mut Operands| {
             push(operands, MARKER_TTL.as_millis() as u64);
             push(operands, u8::from(snapshot));
             push(operands, COUNTER_LIMIT);
-        };
-        let part = |shard: u16, part: &[(usize, Vec<&Effect>)], operands: &mut Operands| {
-            let gate_key = if snapshot { space.builder_key_in(shard) } else { space.ready_key_in(shard) };
-            push(operands, &gate_key);
-            push(operands, holder);
+            push(operands, quota.members);
+            push(operands, MEMBER_BYTES);
+            push(operands, COUNTER_BYTES);
             // Only the adds that can apply count (a snapshot's unfollow applies none).
-            let adds = part.iter().filter(|(index, _)| applies(&events[*index], snapshot));
-            let swings = counter_swings(space, adds.flat_map(|(_, effects)| effects.iter().copied()));
+            let adds = call
+                .iter()
+                .flat_map(|(_, part)| part.iter())
+                .filter(|(index, _)| applies(&events[*index], snapshot))
+                .flat_map(|(_, effects)| effects.iter().copied());
+            let swings = counter_swings(space, adds.clone());
             push(operands, swings.len());
             for (counter, up, down) in swings {
                 push(operands, counter);
                 push(operands, up);
                 push(operands, down);
+            }
+            let growth = set_growth(space, adds, quota);
+            push(operands, growth.len());
+            for (set, members) in growth {
+                push(operands, set);
+                push(operands, members.len());
+                for member in members {
+                    push(operands, member);
+                }
+            }
+        };
+        let part = |(shard, part): Part<'_>, operands: &mut Operands| {
+            let gate_key = if snapshot { space.builder_key_in(shard) } else { space.ready_key_in(shard) };
+            push(operands, &gate_key);
+            push(operands, holder);
+            for count in space.usage_keys_in(shard) {
+                push(operands, count);
             }
             let mut units = Operands::new();
             for (index, effects) in part {
@@ -232,16 +331,17 @@ impl RedisCache {
             // One script per shard: each shard is one slot, and slots live on different servers.
             let calls = parts.iter().map(|(&shard, shard_part)| {
                 let mut operands = Operands::new();
-                header(&mut operands);
-                let gate_key = part(shard, shard_part, &mut operands);
+                header(&[(shard, shard_part)], &mut operands);
+                let gate_key = part((shard, shard_part), &mut operands);
                 self.run(Some(gate_key), operands)
             });
             try_join_all(calls).await?
         } else {
+            let call: Vec<Part<'_>> = parts.iter().map(|(&shard, part)| (shard, part.as_slice())).collect();
             let mut operands = Operands::new();
-            header(&mut operands);
-            for (&shard, shard_part) in &parts {
-                part(shard, shard_part, &mut operands);
+            header(&call, &mut operands);
+            for &shard_part in &call {
+                part(shard_part, &mut operands);
             }
             vec![self.run(None, operands).await?]
         };
@@ -251,6 +351,8 @@ impl RedisCache {
             Applied::Refused
         } else if statuses.contains(&-2) {
             Applied::OutOfRange
+        } else if statuses.contains(&-3) {
+            Applied::OverQuota(Exceeded::Members(quota.members))
         } else {
             let new: BTreeSet<i64> = outcomes.iter().flat_map(|outcome| outcome.iter().skip(1).copied()).collect();
             Applied::Events(new.len())

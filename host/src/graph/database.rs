@@ -145,3 +145,15 @@ fn sqlite_pool(max_connections: u32) -> AnyPoolOptions {
         },
     )
 }
+
+/// Deadlock (MySQL 1213, SQLSTATE 40001), lock wait time-out (1205) or a busy SQLite: safe to retry whole.
+pub fn is_lock_conflict(error: &sqlx::Error) -> bool {
+    let Some(db_error) = error.as_database_error() else {
+        return false;
+    };
+    let code = db_error.code();
+    let message = db_error.message();
+    matches!(code.as_deref(), Some("40001") | Some("5") | Some("517"))
+        || message.contains("Lock wait timeout")
+        || message.contains("database is locked")
+}

@@ -6,9 +6,10 @@
 use std::time::Duration;
 
 use super::bindings::{v0_1, wire, Decision, Destination, Effect, Key};
+use super::error::PluginError;
 use super::inputs::{batch_tenant, Input, OutboxEvent, RelationEvent, WriteRequest};
 use super::logs::CallLog;
-use super::runtime::{Built, CallCost, Called, PluginError, PluginLimits, PluginRuntime, PreparedPlugin};
+use super::runtime::{Built, CallCost, Called, PluginLimits, PluginRuntime, PreparedPlugin};
 
 /// Most destinations one event may be routed to.
 pub const MAX_DESTINATIONS: usize = 16;

@@ -3,9 +3,10 @@
 //! answers nonsense on ordinary events is refused at upload, not discovered in production.
 
 use super::bindings::Action;
+use super::error::PluginError;
 use super::inputs::{OutboxEvent, RelationEvent, WriteRequest};
-use super::runtime::{CallCost, PluginError, PluginLimits, PluginRuntime, PreparedPlugin};
-use crate::graph::EventId;
+use super::runtime::{CallCost, PluginLimits, PluginRuntime, PreparedPlugin};
+use crate::outbox::EventId;
 
 /// Write requests covering both actions and several users.
 pub fn sample_requests() -> Vec<WriteRequest> {

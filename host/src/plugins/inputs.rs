@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::bindings::{wire, Action};
-use super::runtime::PluginError;
+use super::error::PluginError;
 
 /// A follow or unfollow about to be written, for the rate-limit policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

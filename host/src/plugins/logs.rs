@@ -14,7 +14,8 @@ use super::inputs::Input;
 use super::PluginKind;
 use crate::bounded::{KeyedRate, TenantQueue};
 use crate::bus::{Message, Publisher};
-use crate::graph::{now_ms, rfc3339_millis, Database};
+use crate::graph::Database;
+use crate::util::time::{now_ms, rfc3339_millis};
 
 /// Most lines one call keeps.
 pub const MAX_LINES_PER_CALL: usize = 32;

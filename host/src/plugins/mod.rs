@@ -9,6 +9,7 @@ mod bindings;
 mod calls;
 mod compat;
 mod conformance;
+mod error;
 mod inputs;
 pub mod logs;
 mod observed;
@@ -17,6 +18,7 @@ mod readable;
 mod registry;
 pub mod rollout;
 mod runtime;
+mod slot;
 mod wasi;
 
 pub use bindings::{
@@ -25,20 +27,22 @@ pub use bindings::{
 };
 pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFECTS, MAX_TTL, RESERVED_HEADERS};
 pub use conformance::{sample_events, sample_outbox_events, sample_requests};
+pub use error::PluginError;
 pub use inputs::{Input, OutboxEvent, RelationEvent, WriteRequest};
 pub use logs::{LogLine, LogSource, PluginLogs, MAX_LINES_PER_CALL, MAX_LINE_BYTES};
 pub use observed::{count_invalid_output, observed};
 pub use policy::{project_with_retries, route_by_default, route_or_default, ProjectionFailed, RetryPolicy, Routed};
 pub use readable::{parse_declarations, Readable, Shape, MAX_READABLE};
 pub use registry::{
-    ActivePlugin, Candidate, Chosen, PluginRegistry, PluginSlot, PluginVersion, RegistryError, Staged, VersionLimits,
-    VersionState, DEFAULT_COMPILE_BUDGET, DEFAULT_MAX_PROJECTORS, SINGLETON_NAME,
+    ActivePlugin, Candidate, Chosen, PluginRegistry, PluginVersion, RegistryError, Staged, VersionLimits, VersionState,
+    DEFAULT_COMPILE_BUDGET, DEFAULT_MAX_PROJECTORS,
 };
 pub use rollout::{RolloutRates, Tally};
 pub use runtime::{
-    hex_sha256, CallCost, Called, LimitRefused, PluginError, PluginLimits, PluginRuntime, PreparedPlugin,
-    RequestedLimits, DEFAULT_TENANT_SHARE, INPUTS_PER_LIMIT,
+    hex_sha256, CallCost, Called, LimitRefused, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
+    DEFAULT_TENANT_SHARE, INPUTS_PER_LIMIT,
 };
+pub use slot::{PluginSlot, SlotError, SINGLETON_NAME};
 
 use std::fmt;
 use std::str::FromStr;
@@ -117,13 +121,13 @@ pub struct BundledPlugin {
 pub const BUNDLED: [BundledPlugin; 5] = [
     BundledPlugin {
         kind: PluginKind::RateLimiter,
-        name: registry::SINGLETON_NAME,
+        name: slot::SINGLETON_NAME,
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/default_rate_limit.wasm")),
         readable: &[],
     },
     BundledPlugin {
         kind: PluginKind::Router,
-        name: registry::SINGLETON_NAME,
+        name: slot::SINGLETON_NAME,
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/default_router.wasm")),
         readable: &[],
     },

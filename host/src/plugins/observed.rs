@@ -8,9 +8,10 @@ use std::future::Future;
 use std::sync::{LazyLock, Mutex};
 use std::time::Instant;
 
+use super::error::PluginError;
 use super::logs::{bounded, LogLine, LogSource, PluginLogs};
 use super::registry::ActivePlugin;
-use super::runtime::{Called, PluginError};
+use super::runtime::Called;
 use super::Level;
 
 /// Awaits `call` of `plugin` for `tenant`, and records it.

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::bindings::{Destination, Effect};
+use super::error::PluginError;
 use super::inputs::{OutboxEvent, RelationEvent};
 use super::observed::observed;
 use super::registry::{ActivePlugin, Chosen, PluginRegistry};
-use super::runtime::PluginError;
 use super::Singleton;
 use crate::graph::TenantId;
 

@@ -13,44 +13,17 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
+use super::error::PluginError;
 use super::logs::PluginLogs;
 use super::rollout::{traffic_share, RollbackPolicy, RolloutHealth, RolloutRates, Tally};
 use super::runtime::{
-    hex_sha256, CallCost, LimitRefused, PluginError, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
+    hex_sha256, CallCost, LimitRefused, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
 };
+use super::slot::{PluginSlot, SlotError, SINGLETON_NAME};
 use super::{conformance, PluginKind, Readable, Singleton, BUNDLED};
 use crate::audit::{self, AuditAction, AuditOutcome, AuditRecord};
-use crate::graph::{is_lock_conflict, now_ms, rfc3339_millis, Database, TenantId};
-
-/// The one name of a tenant's rate limiter and router (projectors are named freely).
-pub const SINGLETON_NAME: &str = "default";
-
-/// Where a plugin version is deployed: a tenant's rate limiter, router, or one named projector.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PluginSlot {
-    pub tenant: TenantId,
-    pub kind: PluginKind,
-    pub name: String,
-}
-
-impl PluginSlot {
-    pub fn new(tenant: TenantId, kind: PluginKind, name: &str) -> Result<Self, RegistryError> {
-        let valid_name = (1..=64).contains(&name.len())
-            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        if !valid_name {
-            return Err(RegistryError::InvalidName(format!("{name:?} is not 1 to 64 characters of a-z, 0-9, -")));
-        }
-        if kind == PluginKind::Projector && BUNDLED.iter().any(|b| b.kind == kind && b.name == name) {
-            return Err(RegistryError::ReservedName(name.to_owned()));
-        }
-        if kind.is_singleton() && name != SINGLETON_NAME {
-            return Err(RegistryError::InvalidName(format!(
-                "a tenant has one {kind}; its name is {SINGLETON_NAME:?}, not {name:?}"
-            )));
-        }
-        Ok(Self { tenant, kind, name: name.to_owned() })
-    }
-}
+use crate::graph::{is_lock_conflict, Database, TenantId};
+use crate::util::time::{now_ms, rfc3339_millis};
 
 /// A loaded plugin version, shared by the calls using it.
 pub struct ActivePlugin {
@@ -141,12 +114,8 @@ impl From<PluginLimits> for VersionLimits {
 /// Why a deploy, rollback or removal was refused or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    #[error("invalid plugin name: {0}")]
-    InvalidName(String),
-    /// A bundled projector's name: its worker and consumer group serve every tenant (and the API reads the
-    /// counts and lists of two of them), so no tenant's version may take it over.
-    #[error("the projector name {0:?} is reserved for the host's bundled projector; deploy yours under another name")]
-    ReservedName(String),
+    #[error(transparent)]
+    Slot(#[from] SlotError),
     /// Each projector name is a worker and a consumer group reading the whole events topic on every
     /// node: a tenant may have only so many.
     #[error("tenant {tenant} already has {max} projectors, the platform's maximum; remove one first")]

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::registry::PluginSlot;
+use super::slot::PluginSlot;
 
 /// Which share of `tenant`'s traffic `key` belongs to: 0..100, the same on every node and every run
 /// (FNV-1a, not std's hasher, whose output may change between Rust releases).

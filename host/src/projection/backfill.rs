@@ -7,7 +7,8 @@
 
 use sqlx::Row;
 
-use crate::graph::{Database, EventId, TenantId};
+use crate::graph::{Database, TenantId};
+use crate::outbox::EventId;
 use crate::plugins::{Action, RelationEvent};
 
 /// Pairs per page.

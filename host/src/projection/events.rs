@@ -3,7 +3,7 @@
 
 use chrono::DateTime;
 
-use crate::graph::{EventId, EventType, OutboxEvent};
+use crate::outbox::{EventId, EventType, OutboxEvent};
 use crate::plugins::{Action, RelationEvent};
 
 /// Why an event cannot be projected (a poison event: retrying will not help).

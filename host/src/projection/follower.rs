@@ -3,7 +3,8 @@
 //! replayed partition or one pair's events out of order all leave the table equal to the truth.
 
 use super::events::{relation_event, Unprojectable};
-use crate::graph::{Database, DatabaseKind, OutboxEvent};
+use crate::graph::{Database, DatabaseKind};
+use crate::outbox::OutboxEvent;
 use crate::plugins::{Action, RelationEvent};
 
 /// The status a follower row takes from `event`.

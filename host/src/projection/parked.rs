@@ -7,7 +7,9 @@
 
 use sqlx::Row;
 
-use crate::graph::{now_ms, Database, OutboxEvent};
+use crate::graph::Database;
+use crate::outbox::OutboxEvent;
+use crate::util::time::now_ms;
 
 /// Tries after which a parked event is dead-lettered.
 pub const MAX_ATTEMPTS: i64 = 5;

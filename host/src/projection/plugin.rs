@@ -23,7 +23,8 @@ use super::parked::{Parked, ParkedEvent, MAX_ATTEMPTS};
 use super::projector::{PluginProjectionError, Projector, Role};
 use crate::bus::Topology;
 use crate::cache::{Applied, Cache, Gate};
-use crate::graph::{Database, OutboxEvent, TenantId};
+use crate::graph::{Database, TenantId};
+use crate::outbox::OutboxEvent;
 use crate::plugins::{ActivePlugin, PluginRegistry, RelationEvent, Tally};
 
 /// How long one tenant's events of a batch may take through the projector unless configured otherwise.
@@ -71,10 +72,15 @@ impl Retry {
 enum Held {
     #[error(transparent)]
     Poison(Unprojectable),
+    /// Refused for good (a sorted set's quota): dead-lettered at once.
+    #[error(transparent)]
+    Refused(Unprojectable),
     #[error("the projector took longer than the tenant's {0:?} budget")]
     OverBudget(Duration),
     #[error("the space {0} is being built")]
     Building(String),
+    #[error("the space {space} is over its quota: {reached}")]
+    OverQuota { space: String, reached: crate::cache::Exceeded },
 }
 
 /// Parked events the worker is to dead-letter (tried [`MAX_ATTEMPTS`] times), with why.
@@ -175,7 +181,11 @@ impl PluginProjection {
             Err(_elapsed) => Ok(Some(Held::OverBudget(self.budget))),
             Ok(Ok(())) => Ok(None),
             Ok(Err(PluginProjectionError::Unprojectable(poison))) => Ok(Some(Held::Poison(poison))),
+            Ok(Err(PluginProjectionError::QuotaRefused(refused))) => Ok(Some(Held::Refused(refused))),
             Ok(Err(PluginProjectionError::Building(space))) => Ok(Some(Held::Building(space))),
+            Ok(Err(PluginProjectionError::OverQuota { space, reached })) => {
+                Ok(Some(Held::OverQuota { space, reached }))
+            }
             Ok(Err(other)) => Err(other),
         }
     }
@@ -231,28 +241,35 @@ impl PluginProjection {
             }
             Some(held) => held,
         };
-        // A poison event is the one to blame; slowness or a build, none (never dead-lettered for them).
+        // A poison event is the one to blame, a full space each event; slowness or a build, none (never
+        // dead-lettered for them).
         let blamed: Vec<&ParkedEvent> = match &held {
-            Held::Poison(poison) => parked.iter().filter(|p| p.event.event_id == poison.event_id).collect(),
+            Held::Poison(poison) | Held::Refused(poison) => {
+                parked.iter().filter(|p| p.event.event_id == poison.event_id).collect()
+            }
+            Held::OverQuota { .. } => parked.iter().collect(),
             Held::OverBudget(_) | Held::Building(_) => Vec::new(),
         };
         let failed = held.to_string();
         self.parked.failed(&blamed.iter().map(|p| p.id).collect::<Vec<_>>(), &failed).await?;
-        // Slowness may be the machine's (its CPU taken by others), not the events': tried again next sweep.
+        let given_up: Vec<GivenUp> = blamed
+            .into_iter()
+            .filter(|p| matches!(held, Held::Refused(_)) || p.attempts + 1 >= MAX_ATTEMPTS)
+            .map(|p| GivenUp { event: p.event.clone(), payload: p.payload.clone(), reason: failed.clone(), id: p.id })
+            .collect();
+        // Slowness may be the machine's (its CPU taken by others), not the events': tried again next sweep;
+        // so are the rest once the blamed events are given up (the next may well apply).
         let next = match held {
             Held::OverBudget(_) => Retry { at: Instant::now(), wait: RETRY_FIRST },
-            Held::Poison(_) | Held::Building(_) => {
+            _ if !given_up.is_empty() => Retry::soon(),
+            Held::Poison(_) | Held::Refused(_) | Held::OverQuota { .. } | Held::Building(_) => {
                 Retry { at: Instant::now() + retry.wait, wait: (retry.wait * 2).min(RETRY_AT_MOST) }
             }
         };
         let retry_in = next.at.saturating_duration_since(Instant::now());
         self.lock().held.insert(tenant.clone(), next);
         tracing::warn!(projector = %self.plugin(), %tenant, reason = %failed, ?retry_in, "parked events still cannot be applied");
-        Ok(blamed
-            .into_iter()
-            .filter(|p| p.attempts + 1 >= MAX_ATTEMPTS)
-            .map(|p| GivenUp { event: p.event.clone(), payload: p.payload.clone(), reason: failed.clone(), id: p.id })
-            .collect())
+        Ok(given_up)
     }
 
     /// Forgets parked events the worker dead-lettered.
@@ -331,7 +348,7 @@ impl PluginProjection {
         // The stable version's calls, beside the shadow's (a transient failure is no call: it is retried).
         let failures = match &active {
             Ok(()) => Some(0),
-            Err(PluginProjectionError::Unprojectable(_)) => Some(1),
+            Err(PluginProjectionError::Unprojectable(_) | PluginProjectionError::QuotaRefused(_)) => Some(1),
             Err(_) => None,
         };
         if let (Some(shadow), Some(failures)) = (&shadow, failures) {
@@ -341,8 +358,12 @@ impl PluginProjection {
         let Some(shadow) = shadow else { return Ok(()) };
         match self.apply_as(tenant, (shadow, Role::Shadow), batch, builds).await {
             // Its build could not take the truth: it is tried again at the next batch or sweep.
-            Err(PluginProjectionError::Unprojectable(poison)) => {
-                tracing::warn!(projector = %self.projector.plugin(), %tenant, error = %poison, "the shadow cannot be built");
+            Err(
+                error @ (PluginProjectionError::Unprojectable(_)
+                | PluginProjectionError::QuotaRefused(_)
+                | PluginProjectionError::OverQuota { .. }),
+            ) => {
+                tracing::warn!(projector = %self.projector.plugin(), %tenant, %error, "the shadow cannot be built");
                 Ok(())
             }
             shadowed => shadowed,

@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
-use crate::graph::{now_ms, Database, DatabaseKind, TenantId};
+use crate::graph::{Database, DatabaseKind, TenantId};
+use crate::util::time::now_ms;
 
 /// One projector's backfill for one tenant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

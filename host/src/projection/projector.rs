@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::events::Unprojectable;
 use super::spaces;
-use crate::cache::{Applied, Cache, CacheError, Gate, Space, COUNTER_LIMIT};
+use crate::cache::{Applied, Cache, CacheError, Exceeded, Gate, Space, COUNTER_LIMIT};
 use crate::graph::{Database, TenantId};
 use crate::plugins::{
     count_invalid_output, project_with_retries, ActivePlugin, Effect, PluginKind, PluginRegistry, PluginSlot,
@@ -54,6 +54,9 @@ fn builder_id() -> String {
     )
 }
 
+/// How output refused for a space's quota is counted (`strand_plugin_invalid_output_total{stage}`).
+const QUOTA_STAGE: &str = "quota";
+
 /// Which of a tenant's versions of the projector a batch is applied for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Role {
@@ -78,6 +81,12 @@ pub enum PluginProjectionError {
     /// meanwhile).
     #[error("the space {0} is being built")]
     Building(String),
+    /// The tenant's space is at its quota: its events are parked, then dead-lettered.
+    #[error("the space {space} is over its quota: {reached}")]
+    OverQuota { space: String, reached: Exceeded },
+    /// This event would take a sorted set past its quota: refused for good (dead-lettered, never retried).
+    #[error("refused for the space's quota: {0}")]
+    QuotaRefused(Unprojectable),
 }
 
 impl Projector {
@@ -190,8 +199,10 @@ impl Projector {
     }
 
     /// Applies `effects` of `batch` under `gate`, each event whole or not at all: a batch that would take a
-    /// counter out of range is applied event by event, so that the events before the culprit apply and the
-    /// culprit is the error (dead-lettered live, left out of a backfill) — for a shadow, left out of its space.
+    /// counter out of range, or a sorted set past its quota, is applied event by event, so that the events
+    /// before the culprit apply and the culprit is the error (dead-lettered live, left out of a backfill) —
+    /// for a shadow, left out of its space. A space at its quota takes nothing more: the active version's
+    /// error, the shadow's loss.
     pub(super) async fn apply_whole(
         &self,
         tenant: &TenantId,
@@ -201,35 +212,68 @@ impl Projector {
         gate: Gate<'_>,
     ) -> Result<Applied, PluginProjectionError> {
         let space = self.space(tenant, plugin.version);
-        let applied = self.cache.apply(space, batch, effects, gate).await?;
-        if applied != Applied::OutOfRange {
-            return Ok(applied);
+        match self.cache.apply(space, batch, effects, gate).await? {
+            Applied::OutOfRange | Applied::OverQuota(Exceeded::Members(_)) => {}
+            Applied::OverQuota(reached) => return self.space_full(tenant, (plugin, role), reached, 0),
+            applied => return Ok(applied),
         }
         let mut new = 0;
         for (event, effects) in batch.iter().zip(effects) {
             let (one, effects) = (std::slice::from_ref(event), std::slice::from_ref(effects));
-            match self.cache.apply(space, one, effects, gate).await? {
-                Applied::Events(n) => new += n,
-                Applied::Refused => return Ok(Applied::Refused),
-                Applied::OutOfRange => {
-                    let culprit = self.out_of_range(plugin, event);
-                    if role == Role::Active {
-                        return Err(culprit.into());
-                    }
-                    tracing::warn!(projector = %self.plugin, %tenant, error = %culprit, "left out of the shadow's space");
+            let unfit = match self.cache.apply(space, one, effects, gate).await? {
+                Applied::Events(n) => {
+                    new += n;
+                    continue;
                 }
+                Applied::Refused => return Ok(Applied::Refused),
+                Applied::OverQuota(Exceeded::Members(most)) => {
+                    (QUOTA_STAGE, format!("a sorted set past its quota of {most} members"))
+                }
+                Applied::OverQuota(reached) => return self.space_full(tenant, (plugin, role), reached, new),
+                Applied::OutOfRange => {
+                    ("apply", format!("counter adds that would take a counter beyond ±{COUNTER_LIMIT}"))
+                }
+            };
+            let by_quota = unfit.0 == QUOTA_STAGE;
+            let culprit = self.unfit(plugin, event, unfit);
+            match role {
+                Role::Active if by_quota => return Err(PluginProjectionError::QuotaRefused(culprit)),
+                Role::Active => return Err(culprit.into()),
+                Role::Shadow => {}
             }
+            tracing::warn!(projector = %self.plugin, %tenant, error = %culprit, "left out of the shadow's space");
         }
         Ok(Applied::Events(new))
     }
 
-    /// The plugin's output for `event` cannot be carried out: it is that event's error (and counted).
-    fn out_of_range(&self, plugin: &ActivePlugin, event: &RelationEvent) -> Unprojectable {
-        let detail = format!(
-            "projector {} v{} returned counter adds that would take a counter beyond ±{COUNTER_LIMIT}",
-            plugin.name, plugin.version
-        );
-        count_invalid_output(&event.tenant, plugin, "apply");
+    /// `plugin`'s space is at its quota (`reached`) after `new` events of a batch applied: the active
+    /// version's error (its events are parked), the shadow's loss (counted, logged).
+    fn space_full(
+        &self,
+        tenant: &TenantId,
+        (plugin, role): (&Arc<ActivePlugin>, Role),
+        reached: Exceeded,
+        new: usize,
+    ) -> Result<Applied, PluginProjectionError> {
+        count_invalid_output(tenant.as_str(), plugin, QUOTA_STAGE);
+        let space = self.space(tenant, plugin.version).to_string();
+        if role == Role::Active {
+            return Err(PluginProjectionError::OverQuota { space, reached });
+        }
+        tracing::warn!(projector = %self.plugin, %tenant, %space, %reached, "the shadow's space is full; events left out");
+        Ok(Applied::Events(new))
+    }
+
+    /// The plugin's output for `event` cannot be carried out (it would make `unfit`): it is that event's
+    /// error (and counted under `stage`).
+    fn unfit(
+        &self,
+        plugin: &ActivePlugin,
+        event: &RelationEvent,
+        (stage, unfit): (&'static str, String),
+    ) -> Unprojectable {
+        let detail = format!("projector {} v{} returned {unfit}", plugin.name, plugin.version);
+        count_invalid_output(&event.tenant, plugin, stage);
         Unprojectable { event_id: event.event_id.clone(), detail }
     }
 
@@ -244,7 +288,7 @@ impl Projector {
     ) -> Result<(), PluginProjectionError> {
         loop {
             match self.apply_snapshot_page(tenant, plugin, &pairs).await {
-                Err(PluginProjectionError::Unprojectable(poison)) => {
+                Err(PluginProjectionError::Unprojectable(poison) | PluginProjectionError::QuotaRefused(poison)) => {
                     tracing::error!(projector = %self.plugin, error = %poison, "backfill leaves out a pair the projector refuses");
                     let before = pairs.len();
                     pairs.retain(|p| p.event_id != poison.event_id);
@@ -275,7 +319,7 @@ impl Projector {
         let gate = Gate::Building { owner: &self.owner, ttl: LOCK_TTL };
         match self.apply_whole(tenant, (plugin, role), pairs, &effects, gate).await? {
             Applied::Refused => Err(PluginProjectionError::LockLost(self.space(tenant, plugin.version).to_string())),
-            Applied::Events(_) | Applied::OutOfRange => Ok(()),
+            Applied::Events(_) | Applied::OutOfRange | Applied::OverQuota(_) => Ok(()),
         }
     }
 

@@ -11,8 +11,9 @@ use super::plugin::{GivenUp, PluginProjection};
 use super::projector::PluginProjectionError;
 use super::source::{EventSource, Received, SourceError};
 use crate::bus::{Message, PublishError, Publisher, Topology};
-use crate::graph::{Database, OutboxEvent};
+use crate::graph::Database;
 use crate::observability::{causes, seconds_since};
+use crate::outbox::OutboxEvent;
 
 /// Most events per batch.
 const BATCH: usize = 256;

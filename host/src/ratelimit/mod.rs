@@ -16,10 +16,22 @@ pub use sample::{recent_requests, RequestSample};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::api::Caller;
 use crate::graph::{TenantId, UserId};
+use crate::outbox::EventType;
 use crate::plugins::{observed, Action, Bucket, Decision, PluginError, PluginRegistry, Singleton, WriteRequest};
 use crate::tenants::{FailureMode, TenantSettings};
+
+/// A write the rate limiter decides on: who asks to do what to whom.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteIntent<'a> {
+    pub tenant: &'a TenantId,
+    pub user: UserId,
+    pub event: EventType,
+    pub target: UserId,
+    /// The policy version the request asks to run (test traffic for a candidate), honoured only for tenants
+    /// that allow it.
+    pub pinned_version: Option<i64>,
+}
 
 /// The answer for one write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,9 +77,17 @@ impl TokenBuckets {
     /// Redis at `redis_url`, shared by every API node; without one, this process's memory.
     pub async fn connect(redis_url: Option<&str>) -> Result<Self, ::redis::RedisError> {
         Ok(match redis_url {
-            Some(url) => Self::Redis(RedisBuckets::connect(url).await?),
-            None => Self::Local(LocalBuckets::default()),
+            Some(url) => Self::on(Some(crate::cache::RedisConnection::connect(url).await?)),
+            None => Self::on(None),
         })
+    }
+
+    /// On `redis` (the process's one handle, shared with the cache), else in this process's memory.
+    pub fn on(redis: Option<crate::cache::RedisConnection>) -> Self {
+        match redis {
+            Some(connection) => Self::Redis(RedisBuckets::new(connection)),
+            None => Self::Local(LocalBuckets::default()),
+        }
     }
 
     /// Takes `bucket.cost` tokens from `tenant`'s bucket `bucket.key`; `Ok(None)` when granted, else when to
@@ -98,28 +118,31 @@ impl RateLimiting {
         &self.sample
     }
 
-    /// Decides whether `user` of `tenant` may follow or unfollow `target` now; counted in
-    /// `strand_rate_limit_decisions_total` by tenant and decision; sampled for replay.
-    pub async fn check(&self, caller: &Caller, follow: bool, target: UserId) -> Verdict {
-        let tenant = &caller.tenant;
+    /// Decides whether `intent` may be carried out now; counted in `strand_rate_limit_decisions_total` by
+    /// tenant and decision; sampled for replay.
+    pub async fn check(&self, intent: &WriteIntent<'_>) -> Verdict {
+        let tenant = intent.tenant;
         let request = WriteRequest {
             tenant: tenant.to_string(),
-            user: caller.user.get(),
-            action: if follow { Action::Follow } else { Action::Unfollow },
-            target: target.get(),
-            now_ms: crate::graph::now_ms(),
+            user: intent.user.get(),
+            action: match intent.event {
+                EventType::Follow => Action::Follow,
+                EventType::Unfollow => Action::Unfollow,
+            },
+            target: intent.target.get(),
+            now_ms: crate::util::time::now_ms(),
         };
-        let verdict = self.verdict(caller, request.clone()).await;
+        let verdict = self.verdict(intent, request.clone()).await;
         self.sample.offer(&request, &verdict);
         let labels = [("tenant", tenant.to_string()), ("decision", verdict.name().to_owned())];
         metrics::counter!("strand_rate_limit_decisions_total", &labels).increment(1);
         verdict
     }
 
-    async fn verdict(&self, caller: &Caller, request: WriteRequest) -> Verdict {
-        let (tenant, user) = (&caller.tenant, caller.user);
+    async fn verdict(&self, intent: &WriteIntent<'_>, request: WriteRequest) -> Verdict {
+        let (tenant, user) = (intent.tenant, intent.user);
         // A running canary takes its share of the users, always the same ones; test traffic may pin it.
-        let pinned = caller.pinned_version.filter(|_| self.tenants.get(tenant).allow_pinned_versions);
+        let pinned = intent.pinned_version.filter(|_| self.tenants.get(tenant).allow_pinned_versions);
         let chosen = self.registry.choose(tenant, Singleton::RateLimiter, &user.to_string(), pinned);
         let plugin = &chosen.plugin;
         let call = self.registry.runtime().decide(&plugin.prepared, plugin.limits, std::slice::from_ref(&request));

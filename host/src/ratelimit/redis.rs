@@ -39,8 +39,12 @@ pub struct RedisBuckets {
 
 impl RedisBuckets {
     pub async fn connect(url: &str) -> Result<Self, redis::RedisError> {
-        let connection = RedisConnection::connect(url).await?;
-        Ok(Self { connection, script: Script::new(TAKE) })
+        Ok(Self::new(RedisConnection::connect(url).await?))
+    }
+
+    /// Buckets on an open handle (the process's one, shared with the cache).
+    pub fn new(connection: RedisConnection) -> Self {
+        Self { connection, script: Script::new(TAKE) }
     }
 
     /// `None` when the tokens were taken, else how long until enough have refilled.

@@ -10,7 +10,8 @@ use std::fmt;
 
 use sqlx::{AnyConnection, Row};
 
-use crate::graph::{now_ms, Database};
+use crate::graph::Database;
+use crate::util::time::now_ms;
 
 /// The name of the outbox relay's checkpoint row.
 const NAME: &str = "outbox";

@@ -4,7 +4,7 @@
 
 use super::RelayError;
 use crate::bus::{Message, Topology};
-use crate::graph::OutboxEvent as EventPayload;
+use crate::outbox::OutboxEvent as EventPayload;
 use crate::plugins::{Destination, OutboxEvent};
 
 /// The messages for `event`, one per destination (none: the router dropped it).

@@ -20,9 +20,10 @@ use tokio::time::Instant;
 
 use super::{to_messages, RelayError};
 use crate::bus::{is_refusal, EmbeddedBus, KafkaBus, Message, Publisher, Sending, Topology};
-use crate::graph::{now_ms, Database, TenantId};
+use crate::graph::{Database, TenantId};
 use crate::observability::seconds_since;
 use crate::plugins::{route_by_default, route_or_default, OutboxEvent, PluginRegistry};
+use crate::util::time::now_ms;
 
 /// Most outbox rows deleted in one round trip.
 const DELETE_CHUNK: usize = 256;

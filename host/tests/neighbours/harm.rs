@@ -6,6 +6,8 @@ use reqwest::Method;
 use serde_json::json;
 use strand_test_support::{test_plugin, wait_until};
 
+use strand::cache::{Cache, RedisCache, Space};
+
 use super::{acme_beside, deploy, evil_loop, neighbourhood, parked_relay_rows};
 
 /// Limits under which a spinning plugin runs to its 2 s deadline (the platform's maxima), not out of fuel.
@@ -77,6 +79,58 @@ async fn a_projector_timing_out_on_every_event_holds_up_only_its_tenant() {
             }
         }
         true
+    })
+    .await;
+}
+
+/// Evil's projector fills its space: one uncapped sorted set every follower joins (past the quota's 20
+/// members), then a 1 KiB value per event (past its 100 keys) while acme writes. The set never holds more
+/// than its quota, the space stops at its own (give or take a batch), evil sees why its events wait and
+/// they are dead-lettered, and acme writes and converges as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_projector_filling_its_space_past_its_quota_stops_there_alone() {
+    let server = neighbourhood(|c| {
+        c.projection_set_members = 20;
+        c.projection_space_keys = 100;
+    })
+    .await;
+    let evil = "evil-quota";
+    assert_eq!(deploy(&server, evil, "projector/fill", "", test_plugin("hostile-projector")).await.status, 200);
+    // What evil's own team sees, with its tenant key.
+    let keys = format!("/admin/v1/tenants/{evil}/keys");
+    let issued = server.admin().send_json(Method::POST, &keys, &json!({"name": "ops"})).await;
+    let evil_team = server.client_with_token(issued.body["secret"].as_str().expect("a tenant key"));
+    for user in 1..=30 {
+        assert_eq!(server.client(evil, user).put("/v1/me/following/907").await.status, 200);
+    }
+    wait_until("evil sees its events wait for its quota", Duration::from_secs(60), || async {
+        let parked = evil_team.get(&format!("/admin/v1/tenants/{evil}/parked")).await;
+        parked.body["projections"].as_array().is_some_and(|all| {
+            let waits_for_quota = |p: &serde_json::Value| p["reason"].as_str().unwrap_or("").contains("quota");
+            all.iter().any(|p| p["projection"] == "projector.fill" && waits_for_quota(p))
+        })
+    })
+    .await;
+    let harm = async {
+        evil_loop(&server, evil, 1..4, 908).await;
+    };
+    acme_beside(&server, harm).await;
+    let cache = Cache::Redis(RedisCache::connect(server.config.redis_url.as_deref().unwrap()).await.unwrap());
+    let space = Space { tenant: evil, plugin: "fill", version: 1 };
+    let fans = cache.cardinality(&space.sorted_set("fans", [907])).await.unwrap();
+    assert_eq!(fans, 20, "the set holds its quota, no more");
+    wait_until("evil's space reached its quota of keys", Duration::from_secs(60), || async {
+        cache.usage(space).await.unwrap().keys >= 100
+    })
+    .await;
+    let usage = cache.usage(space).await.unwrap();
+    // A space passes its quota by at most a batch (of 1 KiB values, one key each).
+    assert!(usage.keys <= 100 + 60, "evil's space stopped at its quota of 100 keys: {usage:?}");
+    let refused =
+        r#"strand_plugin_invalid_output_total{tenant="evil-quota",kind="projector",plugin="fill",stage="quota"}"#;
+    assert!(server.metrics().await.contains(refused), "{refused} missing");
+    wait_until("evil's events are dead-lettered", Duration::from_secs(60), || async {
+        server.metrics().await.contains(r#"strand_dead_letters_total{projection="projector.fill"}"#)
     })
     .await;
 }

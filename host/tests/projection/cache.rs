@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use strand::cache::{Applied, Cache, Gate, PageStart, Space};
-use strand::graph::{self, Database, OutboxEvent, TenantId, UserId};
+use strand::cache::{Applied, Cache, Exceeded, Gate, MemoryCache, PageStart, Quota, Space};
+use strand::graph::{self, Database, TenantId, UserId};
+use strand::outbox::OutboxEvent;
 use strand::plugins::{
     project_with_retries, Action, CappedZsetAdd, Effect, GuardedZsetAdd, Key, PluginRegistry, PluginRuntime,
     RelationEvent, RetryPolicy, ZsetEntry,
@@ -40,7 +41,9 @@ async fn counters_and_lists_equal_the_truth_under_redelivery_reordering_and_repl
         let (from, to) = (1 + step % 7, 1 + (step * 5 + 3) % 11);
         if from != to {
             let (from, to) = (UserId::try_from(from).unwrap(), UserId::try_from(to).unwrap());
-            graph::set_following(&db, &tenant, from, to, (step / 7) % 3 != 1, graph::now_ms()).await.unwrap();
+            graph::set_following(&db, &tenant, from, to, (step / 7) % 3 != 1, strand::util::time::now_ms())
+                .await
+                .unwrap();
         }
     }
     let payloads: Vec<String> =
@@ -192,4 +195,63 @@ fn rename(effect: &Effect, name: &str) -> Effect {
     let mut guarded = guarded.clone();
     guarded.add.entry.key.space = name.to_owned();
     Effect::ZsetAddGuarded(guarded)
+}
+
+/// A deployed version's space is held to its quota alike on every backend: a sorted set never passes its
+/// members (a capped add always fits), a space at its keys takes nothing more (a bundled version's space is
+/// not limited), and every backend counts the same usage as effects write and delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn quotas_hold_a_space_alike_on_every_backend() {
+    let tenant = format!("qt{}", std::process::id());
+    let quota = Quota { keys: 6, bytes: u64::MAX, members: 5 };
+    let mut usages = Vec::new();
+    for (backend, cache) in backends().await {
+        let cache = match cache {
+            Cache::Redis(redis) => Cache::Redis(redis.with_quota(quota)),
+            Cache::Memory(_) => Cache::Memory(Arc::new(MemoryCache::new(quota))),
+        };
+        let space = Space { tenant: &tenant, plugin: "quota", version: 1 };
+        cache.clear(space).await.unwrap();
+        cache.mark_built(space, "v").await.unwrap();
+        let fans = |id: i64| ZsetEntry { key: Key { space: "fans".into(), ids: vec![7] }, member: id, score: 1.0 };
+        let apply = |events: Vec<RelationEvent>, effects: Vec<Vec<Effect>>| {
+            let cache = cache.clone();
+            async move { cache.apply(space, &events, &effects, Gate::Built("v")).await.unwrap() }
+        };
+        let one = |id: i64, effects: Vec<Effect>| apply(vec![event(&tenant, id, 7, 1, id)], vec![effects]);
+        // One batch of six followers (six home shards): refused whole, then five of them apply.
+        let batch = |ids: std::ops::RangeInclusive<i64>| {
+            let events: Vec<RelationEvent> = ids.clone().map(|id| event(&tenant, id, 7, 1, id)).collect();
+            (events, ids.map(|id| vec![Effect::ZsetAdd(fans(id))]).collect::<Vec<_>>())
+        };
+        let (six, adds) = batch(1..=6);
+        assert_eq!(apply(six, adds).await, Applied::OverQuota(Exceeded::Members(5)), "{backend}: six at once");
+        let (five, adds) = batch(1..=5);
+        assert_eq!(apply(five, adds).await, Applied::Events(5), "{backend}");
+        let sixth = one(6, vec![Effect::ZsetAdd(fans(6))]).await;
+        assert_eq!(sixth, Applied::OverQuota(Exceeded::Members(5)), "{backend}: a sixth member");
+        assert_eq!(cache.cardinality(&space.sorted_set("fans", [7])).await.unwrap(), 5, "{backend}");
+        let capped = CappedZsetAdd { entry: fans(6), keep: 5 };
+        assert_eq!(one(6, vec![Effect::ZsetAddCapped(capped)]).await, Applied::Events(1), "{backend}: capped");
+        // Keys: the set, then values until the space holds its 6.
+        for id in 7..=11 {
+            let value = Effect::ValueSet((Key { space: "v".into(), ids: vec![id] }, "x".repeat(10)));
+            assert_eq!(one(id, vec![value]).await, Applied::Events(1), "{backend}: key {id}");
+        }
+        let full = one(12, vec![Effect::CounterAdd((Key { space: "n".into(), ids: vec![] }, 1))]).await;
+        assert_eq!(full, Applied::OverQuota(Exceeded::Keys(6)), "{backend}: a seventh key");
+        let usage = cache.usage(space).await.unwrap();
+        assert_eq!(usage.keys, 6, "{backend}");
+        let bundled = Space { tenant: &tenant, plugin: "quota", version: 0 };
+        cache.clear(bundled).await.unwrap();
+        cache.mark_built(bundled, "v").await.unwrap();
+        let many: Vec<RelationEvent> = (1..=20).map(|id| event(&tenant, id, 8, 1, id)).collect();
+        let adds: Vec<Vec<Effect>> = many.iter().map(|e| vec![Effect::ZsetAdd(fans(e.follower))]).collect();
+        let applied = cache.apply(bundled, &many, &adds, Gate::Built("v")).await.unwrap();
+        assert_eq!(applied, Applied::Events(20), "{backend}: the bundled version's space is not limited");
+        usages.push(usage);
+        cache.clear(space).await.unwrap();
+        cache.clear(bundled).await.unwrap();
+    }
+    assert!(usages.windows(2).all(|pair| pair[0] == pair[1]), "every backend counts alike: {usages:?}");
 }

@@ -2,7 +2,8 @@
 
 use std::collections::BTreeSet;
 
-use strand::graph::{self, Database, OutboxEvent, TenantId, UserId};
+use strand::graph::{self, Database, TenantId, UserId};
+use strand::outbox::OutboxEvent;
 use strand::projection::follower;
 use strand_test_support::{on_every_backend, Backend};
 
@@ -29,7 +30,7 @@ async fn redelivered_and_reordered_events_leave_the_follower_table_equal_to_the_
         if from != to {
             let follow = (step / 7) % 3 != 1;
             let (from, to) = (UserId::try_from(from).unwrap(), UserId::try_from(to).unwrap());
-            graph::set_following(&db, &tenant, from, to, follow, graph::now_ms()).await.unwrap();
+            graph::set_following(&db, &tenant, from, to, follow, strand::util::time::now_ms()).await.unwrap();
         }
     }
     let events = outbox_events(&db).await;

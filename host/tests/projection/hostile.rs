@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use strand::cache::{Applied, Cache, DataKind, Gate, PageStart, Space, COUNTER_LIMIT};
-use strand::graph::{self, Database, OutboxEvent, TenantId, UserId};
+use strand::graph::{self, Database, TenantId, UserId};
+use strand::outbox::OutboxEvent;
 use strand::plugins::{Effect, Key, PluginKind, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent};
 use strand::projection::{PluginProjection, PluginProjectionError};
 use strand_test_support::{test_plugin, Backend};
@@ -39,7 +40,7 @@ async fn hostile_output_is_refused_whole_and_both_backends_end_equal() {
         let (db, tenant) = (db.clone(), tenant.clone());
         async move {
             let (from, to) = (UserId::try_from(from).unwrap(), UserId::try_from(to).unwrap());
-            graph::set_following(&db, &tenant, from, to, true, graph::now_ms()).await.unwrap();
+            graph::set_following(&db, &tenant, from, to, true, strand::util::time::now_ms()).await.unwrap();
         }
     };
     // Every hostile row of evil's between acme's ordinary follows, some before the spaces are built

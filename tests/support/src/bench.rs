@@ -76,3 +76,16 @@ pub fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
     // Linux reports them in USER_HZ, 100 on every architecture Strand runs on.
     Ok(Duration::from_millis(ticks * 10))
 }
+
+/// Pins every thread of process `pid` (and the threads it starts later) to the CPUs `cpus` (`taskset`'s
+/// list, e.g. `"0"` or `"1-3"`): so a benchmark can give the database and the node under test cores of their
+/// own, as production does, instead of one pool of shared cores.
+pub fn pin(pid: u32, cpus: &str) -> anyhow::Result<()> {
+    let status = std::process::Command::new("taskset")
+        .args(["--all-tasks", "--cpu-list", "--pid", cpus, &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("running taskset (util-linux)")?;
+    anyhow::ensure!(status.success(), "taskset could not pin {pid} to CPUs {cpus}: {status}");
+    Ok(())
+}

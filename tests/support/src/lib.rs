@@ -38,6 +38,7 @@ pub struct TestDatabase {
 
 impl Backend {
     pub async fn fresh_database(self) -> anyhow::Result<TestDatabase> {
+        start_watchdog();
         match self {
             Backend::Sqlite => {
                 let dir = tempfile::Builder::new().prefix("strand-sqlite-").tempdir()?;
@@ -57,10 +58,43 @@ where
     Fut: std::future::Future<Output = bool>,
 {
     let deadline = tokio::time::Instant::now() + limit;
-    while !condition().await {
+    // A check that never finishes fails the test at the deadline too, not when CI gives up on the run.
+    while !tokio::time::timeout_at(deadline, condition())
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {limit:?} waiting until {what} (a check never finished)"))
+    {
         assert!(tokio::time::Instant::now() < deadline, "timed out after {limit:?} waiting until {what}");
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+}
+
+/// How long one test process may run before the watchdog ends it (`STRAND_TEST_WATCHDOG_SECS`; the
+/// longest binary of the suite takes about 3 minutes on 2 cores).
+const WATCHDOG_DEFAULT_SECS: u64 = 1200;
+
+/// Starts, once per process, a thread that aborts the process (naming the reason) if it outlives the
+/// watchdog's limit: a test that hangs where no deadline reaches — a runtime waiting at its end for a task
+/// that never finishes — fails the run with a reason instead of holding CI until its own limit. Benchmarks
+/// (run with `--bench`) take as long as they take.
+pub fn start_watchdog() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    if std::env::args().any(|arg| arg == "--bench") {
+        return;
+    }
+    STARTED.call_once(|| {
+        let secs = std::env::var("STRAND_TEST_WATCHDOG_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(WATCHDOG_DEFAULT_SECS);
+        let spawned = std::thread::Builder::new().name("test-watchdog".into()).spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(secs));
+            eprintln!("test watchdog: this test process ran past {secs} s; a test hangs (the last ones reported as running over 60 seconds); aborting");
+            std::process::abort();
+        });
+        if let Err(error) = spawned {
+            eprintln!("test watchdog: cannot start ({error}); hangs are not caught");
+        }
+    });
 }
 
 /// A TCP port that was free a moment ago, for servers that must be told their port up front. Never the

@@ -115,7 +115,12 @@ impl MariaDb {
 
     /// CPU time the server has used so far (user + system), for benchmarks' database cost per operation.
     pub fn cpu_time(&self) -> anyhow::Result<std::time::Duration> {
-        crate::bench::cpu_time(mariadbd_pid(&self.server)?.parse()?)
+        crate::bench::cpu_time(self.pid()?)
+    }
+
+    /// The `mariadbd` process's id (to pin it to a core, or read its CPU time).
+    pub fn pid(&self) -> anyhow::Result<u32> {
+        Ok(mariadbd_pid(&self.server)?.parse()?)
     }
 
     pub fn port(&self) -> u16 {

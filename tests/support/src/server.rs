@@ -107,7 +107,8 @@ impl TestServer {
             addr,
             config,
             db,
-            http: reqwest::Client::new(),
+            // No call of a test waits forever: a hung server fails the test.
+            http: reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("an HTTP client"),
             shutdown: Some(tx),
             task: Some(task),
             _database: database,

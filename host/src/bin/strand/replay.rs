@@ -11,13 +11,15 @@ use std::sync::Arc;
 use anyhow::Context;
 use serde::Serialize;
 use strand::config::Config;
-use strand::graph::{rfc3339_millis, Database, EventType, OutboxEvent as Payload, TenantId};
+use strand::graph::{Database, TenantId};
+use strand::outbox::{EventType, OutboxEvent as Payload};
 use strand::plugins::{
     Action, CallCost, Called, OutboxEvent, PluginKind, PluginRegistry, PluginRuntime, PreparedPlugin, RelationEvent,
     WriteRequest, INPUTS_PER_LIMIT,
 };
 use strand::projection::recent_changes;
 use strand::ratelimit::recent_requests;
+use strand::util::time::rfc3339_millis;
 
 /// What a replay found.
 #[derive(Serialize)]
@@ -145,7 +147,7 @@ fn published(change: &RelationEvent) -> serde_json::Result<OutboxEvent> {
     Ok(OutboxEvent {
         id: 0,
         tenant: change.tenant.clone(),
-        aggregate_type: strand::graph::AGGREGATE_TYPE.to_owned(),
+        aggregate_type: strand::outbox::AGGREGATE_TYPE.to_owned(),
         aggregate_id: payload.aggregate_id(),
         event_type: event_type.as_str().to_owned(),
         key: payload.key(),

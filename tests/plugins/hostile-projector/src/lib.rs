@@ -3,7 +3,9 @@
 //! 900 an expiry longer than any clock, 901 a counter step of `i64::MAX`, 902 one key written as a
 //! counter, a sorted set and a value at once, 903 a key of nine ids, 904 a NaN score; and for 905 a sorted
 //! set `tied` whose every member has the same score (a read must still page it by cursor in bounded work);
-//! for 906 it spins until its deadline (a projector timing out on every event of a followee).
+//! for 906 it spins until its deadline (a projector timing out on every event of a followee); for 907 every
+//! follower joins one uncapped sorted set, and for 908 every event writes a value of 1 KiB under a key of its
+//! own (a projector filling its space past its quota).
 
 use strand_plugin_sdk::{export_projector, Effect, Key, Projector, RelationEvent};
 
@@ -31,6 +33,8 @@ impl Projector for Hostile {
                     spins = std::hint::black_box(spins.wrapping_add(1));
                 }
             }
+            907 if event.delta() > 0 => vec![count, Effect::zset_add(Key::new("fans", [907]), event.follower, 1.0)],
+            908 => vec![count, Effect::value_set(Key::new("blob", [event.follower, event.version]), "x".repeat(1024))],
             905 if event.delta() > 0 => vec![count, Effect::zset_add(Key::new("tied", [905]), event.follower, 1.0)],
             905 => vec![count, Effect::zset_remove(Key::new("tied", [905]), event.follower)],
             _ => vec![count],

@@ -20,8 +20,9 @@ use std::fmt::Write;
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, Executor, Row};
 
-use super::write::{change_event, FollowChange, WriteError, AGGREGATE_TYPE};
-use super::{Database, TenantId, UserId};
+use super::change::{FollowChange, WriteError};
+use crate::graph::{Database, TenantId, UserId};
+use crate::outbox::{change_event, AGGREGATE_TYPE};
 
 pub(super) async fn set_following(
     db: &Database,

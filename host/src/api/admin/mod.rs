@@ -1,0 +1,54 @@
+//! The admin API (`/admin/v1/…`) for platform teams: deploy, list, roll back and remove tenants' plugins,
+//! follow projector backfills, and set tenant settings; issue tenant keys; page the audit log. Its credentials
+//! are the platform admin's token (`admin_token`) and the tenant keys it issues ([`Operator`]), never a
+//! user JWT; every change is recorded in the audit log.
+
+mod audited;
+mod jwt_keys;
+mod keys;
+mod operator;
+mod pipeline;
+mod plugins;
+mod tenants;
+
+pub use jwt_keys::*;
+pub use keys::*;
+pub use operator::*;
+pub use pipeline::*;
+pub use plugins::*;
+pub use tenants::*;
+
+use std::str::FromStr;
+
+use serde::Deserialize;
+
+use self::audited::{audited, Change};
+
+use super::problem::ApiError;
+use crate::graph::TenantId;
+use crate::plugins::{PluginKind, PluginSlot, RegistryError};
+
+#[derive(Deserialize)]
+pub struct TenantPath {
+    tenant: String,
+}
+
+#[derive(Deserialize)]
+pub struct SlotPath {
+    tenant: String,
+    kind: String,
+    name: String,
+}
+
+fn tenant(raw: &str) -> Result<TenantId, ApiError> {
+    raw.parse().map_err(|e: crate::graph::InvalidTenantId| ApiError::bad_request("invalid_tenant", e.to_string()))
+}
+
+impl SlotPath {
+    /// The slot, if `operator` reaches its tenant.
+    fn slot(&self, operator: &Operator) -> Result<PluginSlot, ApiError> {
+        let tenant = operator.reach(&self.tenant)?;
+        let kind = PluginKind::from_str(&self.kind).map_err(|e| ApiError::bad_request("invalid_plugin_kind", e))?;
+        Ok(PluginSlot::new(tenant, kind, &self.name).map_err(RegistryError::from)?)
+    }
+}

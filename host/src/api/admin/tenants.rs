@@ -1,0 +1,94 @@
+//! Tenants as the admin API shows them: the list, each tenant's settings, its audit log, and who is asking.
+
+use axum::extract::State;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::*;
+use crate::api::params::{ApiJson as Json, ApiPath as Path, ApiQuery as Query};
+use crate::api::problem::{ApiError, Problem};
+use crate::api::AppState;
+use crate::audit::{self, AuditAction, AuditPage, AuditQuery};
+use crate::graph::TenantId;
+use crate::tenants::TenantConfig;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantList {
+    pub tenants: Vec<String>,
+}
+
+/// Every tenant with follows, deployed plugins or settings.
+#[utoipa::path(get, path = "/admin/v1/tenants", tag = "admin",
+    responses((status = 200, body = TenantList), (status = 401, body = Problem)),
+    security(("admin" = [])))]
+pub async fn tenants(State(state): State<AppState>, operator: Operator) -> Result<axum::Json<TenantList>, ApiError> {
+    operator.admin_only()?;
+    Ok(axum::Json(TenantList { tenants: state.tenants.known().await? }))
+}
+/// The tenant's settings.
+#[utoipa::path(get, path = "/admin/v1/tenants/{tenant}/settings", tag = "admin", params(("tenant" = String, Path)),
+    responses((status = 200, body = TenantConfig), (status = 401, body = Problem)),
+    security(("admin" = [])))]
+pub async fn settings(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<TenantPath>,
+) -> Result<axum::Json<TenantConfig>, ApiError> {
+    Ok(axum::Json(state.tenants.get(&operator.reach(&path.tenant)?)))
+}
+
+/// Replace the tenant's settings, e.g. `{"rate_limit_failure": "closed"}`.
+#[utoipa::path(put, path = "/admin/v1/tenants/{tenant}/settings", tag = "admin", params(("tenant" = String, Path)),
+    request_body = TenantConfig,
+    responses((status = 200, body = TenantConfig), (status = 400, body = Problem), (status = 401, body = Problem)),
+    security(("admin" = [])))]
+pub async fn set_settings(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<TenantPath>,
+    Json(config): Json<TenantConfig>,
+) -> Result<axum::Json<TenantConfig>, ApiError> {
+    let tenant = operator.reach(&path.tenant)?;
+    let set = state.tenants.set(&tenant, config).await.map_err(|e| ApiError::database(&e));
+    let detail = format!(
+        "rate_limit_failure {:?}, allow_pinned_versions {}",
+        config.rate_limit_failure, config.allow_pinned_versions
+    )
+    .to_lowercase();
+    let change = Change { detail, ..Change::of(AuditAction::SetSettings) };
+    audited(&state, &operator, &tenant, change, set).await?;
+    Ok(axum::Json(config))
+}
+/// The audit log, newest first: every tenant's for the admin, its own tenant's for a tenant key.
+#[utoipa::path(get, path = "/admin/v1/audit", tag = "admin", params(AuditQuery),
+    responses((status = 200, body = AuditPage), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem)),
+    security(("admin" = [])))]
+pub async fn audit_log(
+    State(state): State<AppState>,
+    operator: Operator,
+    Query(query): Query<AuditQuery>,
+) -> Result<axum::Json<AuditPage>, ApiError> {
+    let tenant = match (&query.tenant, operator.own_tenant()) {
+        (Some(raw), _) => Some(operator.reach(raw)?),
+        (None, own) => own.cloned(),
+    };
+    let page = audit::page(&state.db, tenant.as_ref(), query.before, query.limit.unwrap_or(50)).await?;
+    Ok(axum::Json(page))
+}
+/// Who a credential is, so that a client (the admin page) shows what it reaches.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WhoAmI {
+    /// `admin`, or `key:NAME`.
+    pub actor: String,
+    /// The one tenant a tenant key reaches; `null` for the admin, who reaches every tenant.
+    pub tenant: Option<String>,
+}
+
+/// The caller's credential: the platform admin, or a tenant key and its tenant.
+#[utoipa::path(get, path = "/admin/v1/whoami", tag = "admin",
+    responses((status = 200, body = WhoAmI), (status = 401, body = Problem)),
+    security(("admin" = [])))]
+pub async fn whoami(operator: Operator) -> axum::Json<WhoAmI> {
+    axum::Json(WhoAmI { actor: operator.actor(), tenant: operator.own_tenant().map(TenantId::to_string) })
+}

@@ -1,0 +1,90 @@
+//! The outbox: the event a real change of a pair commits with it, in the same transaction, for the relay
+//! to publish. What the row holds and how the bus carries it are decided here.
+
+mod event_id;
+
+use serde::Serialize;
+
+use crate::graph::ids::{TenantId, UserId};
+use crate::util::time::rfc3339_millis;
+pub use event_id::EventId;
+
+/// The aggregate type of follow events; the relay's default topic is derived from it (`strand.following`).
+pub const AGGREGATE_TYPE: &str = "following";
+
+/// What a change did to its pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventType {
+    Follow,
+    Unfollow,
+}
+
+impl EventType {
+    /// As the outbox's `event_type` column and the bus's `event-type` header spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Follow => "follow",
+            EventType::Unfollow => "unfollow",
+        }
+    }
+}
+
+/// The event written to the outbox on every real change; consumers dedupe and order by it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct OutboxEvent {
+    /// [`EventId`]: `tenant:from:to:version`, one change forever.
+    pub event_id: String,
+    #[serde(rename = "type")]
+    pub event_type: EventType,
+    pub tenant: String,
+    pub from: i64,
+    pub to: i64,
+    pub version: i64,
+    /// RFC 3339, milliseconds, UTC.
+    pub occurred_at: String,
+    /// Whether `to` followed `from` when this change committed (read under lock in the change's
+    /// transaction): a follow with it starts a mutual follow, an unfollow with it ends one. Events written
+    /// before it existed read as `false`.
+    #[serde(default)]
+    pub followed_back: bool,
+}
+
+impl OutboxEvent {
+    /// The outbox row's `aggregate_id`: `from:to`.
+    pub fn aggregate_id(&self) -> String {
+        format!("{}:{}", self.from, self.to)
+    }
+
+    /// The message key: one user's actions share it, so the bus keeps them in order.
+    pub fn key(&self) -> String {
+        format!("{}:{}", self.tenant, self.from)
+    }
+
+    /// The outbox row's `payload`: the event as JSON.
+    pub fn payload(&self) -> String {
+        serde_json::to_string(self).expect("an OutboxEvent always serialises")
+    }
+}
+
+/// The event of a real change of `from → to` to `version` at `now_ms`.
+pub fn change_event(
+    tenant: &TenantId,
+    from: UserId,
+    to: UserId,
+    follow: bool,
+    version: i64,
+    now_ms: i64,
+    followed_back: bool,
+) -> OutboxEvent {
+    OutboxEvent {
+        event_id: EventId { tenant: tenant.as_str(), from: from.get(), to: to.get(), version }.to_string(),
+        event_type: if follow { EventType::Follow } else { EventType::Unfollow },
+        tenant: tenant.to_string(),
+        from: from.get(),
+        to: to.get(),
+        version,
+        occurred_at: rfc3339_millis(now_ms),
+        followed_back,
+    }
+}

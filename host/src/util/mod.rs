@@ -1,0 +1,3 @@
+//! Small helpers with no home of their own in the data flow, used across it.
+
+pub mod time;
