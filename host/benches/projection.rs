@@ -133,11 +133,11 @@ async fn main() {
         let db = server.database();
         for i in 0..2_000_i64 {
             let (from, to) = (UserId::try_from(1 + i % 50).expect("id"), UserId::try_from(1_000 + i).expect("id"));
-            graph::set_following(db, &tenant, from, to, true, strand::util::time::now_ms()).await.expect("follow");
+            graph::set_following(db, graph::FollowCommand::follow(&tenant, from, to)).await.expect("follow");
         }
         for follower in 10_000..30_000_i64 {
             let (from, to) = (UserId::try_from(follower).expect("id"), UserId::try_from(7).expect("id"));
-            graph::set_following(db, &tenant, from, to, true, strand::util::time::now_ms()).await.expect("follow");
+            graph::set_following(db, graph::FollowCommand::follow(&tenant, from, to)).await.expect("follow");
         }
         if source == "projections" {
             wait_built(&cache, &["follow-counts", "follow-lists"]).await;

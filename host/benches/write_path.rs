@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strand::graph::{self, Database, TenantId, UserId};
-use strand::util::time::now_ms;
 use strand_test_support::bench::{cpu_time, measure, pin, setting, Measurement};
 use strand_test_support::{free_port, token, Backend, MariaDb, StrandCommand, ADMIN_TOKEN, TEST_SECRET};
 
@@ -85,7 +84,9 @@ async fn main() {
             async move {
                 let from = UserId::try_from(caller).expect("positive");
                 let to = UserId::try_from(caller + 1).expect("positive");
-                graph::set_following(&db, &tenant, from, to, true, now_ms()).await.expect("a direct write");
+                graph::set_following(&db, graph::FollowCommand::follow(&tenant, from, to))
+                    .await
+                    .expect("a direct write");
             }
         }))
         .await;

@@ -14,6 +14,7 @@ use super::problem::{ApiError, Problem};
 use super::write::follow_or_unfollow;
 use super::AppState;
 use crate::graph::{self, Direction};
+use crate::outbox::EventType;
 
 /// Response header carrying the cursor of the next page, since the seed's lists are bare arrays.
 pub const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
@@ -36,7 +37,7 @@ pub async fn follow(
     caller: Caller,
     params: ApiQuery<TargetParams>,
 ) -> Result<Json<bool>, ApiError> {
-    set_following(state, caller, params, true).await
+    set_following(state, caller, params, EventType::Follow).await
 }
 
 /// Unfollow `toUserId`. Answers a bare `true` once the caller no longer follows them.
@@ -49,17 +50,17 @@ pub async fn unfollow(
     caller: Caller,
     params: ApiQuery<TargetParams>,
 ) -> Result<Json<bool>, ApiError> {
-    set_following(state, caller, params, false).await
+    set_following(state, caller, params, EventType::Unfollow).await
 }
 
 async fn set_following(
     State(state): State<AppState>,
     caller: Caller,
     ApiQuery(params): ApiQuery<TargetParams>,
-    follow: bool,
+    event: EventType,
 ) -> Result<Json<bool>, ApiError> {
     let target = parse_user_id(&params.to_user_id)?;
-    follow_or_unfollow(&state, &caller, target, follow).await?;
+    follow_or_unfollow(&state, &caller, target, event).await?;
     Ok(Json(true))
 }
 

@@ -11,6 +11,7 @@ use super::problem::{ApiError, Problem};
 use super::write::follow_or_unfollow;
 use super::AppState;
 use crate::graph::{self, Direction, Page};
+use crate::outbox::EventType;
 use crate::util::time::rfc3339_millis;
 
 /// Outcome of a follow or unfollow.
@@ -35,7 +36,7 @@ pub async fn follow(
     caller: Caller,
     target: UserIdPath,
 ) -> Result<Json<FollowResponse>, ApiError> {
-    set_following(state, caller, target, true).await
+    set_following(state, caller, target, EventType::Follow).await
 }
 
 /// Stop following `user_id` as the caller.
@@ -50,16 +51,16 @@ pub async fn unfollow(
     caller: Caller,
     target: UserIdPath,
 ) -> Result<Json<FollowResponse>, ApiError> {
-    set_following(state, caller, target, false).await
+    set_following(state, caller, target, EventType::Unfollow).await
 }
 
 async fn set_following(
     State(state): State<AppState>,
     caller: Caller,
     UserIdPath(target): UserIdPath,
-    follow: bool,
+    event: EventType,
 ) -> Result<Json<FollowResponse>, ApiError> {
-    let change = follow_or_unfollow(&state, &caller, target, follow).await?;
+    let change = follow_or_unfollow(&state, &caller, target, event).await?;
     Ok(Json(FollowResponse { user_id: target.get(), following: change.following, changed: change.changed }))
 }
 

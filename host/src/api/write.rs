@@ -5,23 +5,22 @@ use axum::http::StatusCode;
 use super::auth::Caller;
 use super::problem::ApiError;
 use super::AppState;
-use crate::graph::{self, FollowChange, UserId, WriteError};
+use crate::graph::{self, FollowChange, FollowCommand, UserId, WriteError};
 use crate::outbox::EventType;
 use crate::ratelimit::{Verdict, WriteIntent};
 use crate::util::time::now_ms;
 
-/// Follows (`follow = true`) or unfollows `target` as `caller`.
+/// Follows or unfollows (`event`) `target` as `caller`.
 pub async fn follow_or_unfollow(
     state: &AppState,
     caller: &Caller,
     target: UserId,
-    follow: bool,
+    event: EventType,
 ) -> Result<FollowChange, ApiError> {
     // Checked before the rate limiter, so a refused self-follow costs the caller no token.
     if caller.user == target {
         return Err(WriteError::SelfFollow.into());
     }
-    let event = if follow { EventType::Follow } else { EventType::Unfollow };
     let intent =
         WriteIntent { tenant: &caller.tenant, user: caller.user, event, target, pinned_version: caller.pinned_version };
     match state.rate_limiting.check(&intent).await {
@@ -35,5 +34,6 @@ pub async fn follow_or_unfollow(
             ))
         }
     }
-    Ok(graph::set_following(&state.db, &caller.tenant, caller.user, target, follow, now_ms()).await?)
+    let command = FollowCommand { tenant: &caller.tenant, from: caller.user, to: target, event, at_ms: now_ms() };
+    Ok(graph::set_following(&state.db, command).await?)
 }

@@ -9,4 +9,4 @@ mod write;
 pub use database::{is_lock_conflict, Database, DatabaseError, DatabaseKind};
 pub use ids::{InvalidTenantId, InvalidUserId, TenantId, UserId};
 pub use read::{counts, list, relationships, Counts, Direction, ListedUser, Page, PageRequest, Position, Relationship};
-pub use write::{set_following, FollowChange, WriteError};
+pub use write::{set_following, FollowChange, FollowCommand, WriteError};

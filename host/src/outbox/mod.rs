@@ -5,8 +5,6 @@ mod event_id;
 
 use serde::Serialize;
 
-use crate::graph::ids::{TenantId, UserId};
-use crate::util::time::rfc3339_millis;
 pub use event_id::EventId;
 
 /// The aggregate type of follow events; the relay's default topic is derived from it (`strand.following`).
@@ -64,27 +62,5 @@ impl OutboxEvent {
     /// The outbox row's `payload`: the event as JSON.
     pub fn payload(&self) -> String {
         serde_json::to_string(self).expect("an OutboxEvent always serialises")
-    }
-}
-
-/// The event of a real change of `from → to` to `version` at `now_ms`.
-pub fn change_event(
-    tenant: &TenantId,
-    from: UserId,
-    to: UserId,
-    follow: bool,
-    version: i64,
-    now_ms: i64,
-    followed_back: bool,
-) -> OutboxEvent {
-    OutboxEvent {
-        event_id: EventId { tenant: tenant.as_str(), from: from.get(), to: to.get(), version }.to_string(),
-        event_type: if follow { EventType::Follow } else { EventType::Unfollow },
-        tenant: tenant.to_string(),
-        from: from.get(),
-        to: to.get(),
-        version,
-        occurred_at: rfc3339_millis(now_ms),
-        followed_back,
     }
 }

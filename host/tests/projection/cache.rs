@@ -41,9 +41,16 @@ async fn counters_and_lists_equal_the_truth_under_redelivery_reordering_and_repl
         let (from, to) = (1 + step % 7, 1 + (step * 5 + 3) % 11);
         if from != to {
             let (from, to) = (UserId::try_from(from).unwrap(), UserId::try_from(to).unwrap());
-            graph::set_following(&db, &tenant, from, to, (step / 7) % 3 != 1, strand::util::time::now_ms())
-                .await
-                .unwrap();
+            graph::set_following(
+                &db,
+                if (step / 7) % 3 != 1 {
+                    graph::FollowCommand::follow(&tenant, from, to)
+                } else {
+                    graph::FollowCommand::unfollow(&tenant, from, to)
+                },
+            )
+            .await
+            .unwrap();
         }
     }
     let payloads: Vec<String> =

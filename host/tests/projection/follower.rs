@@ -30,7 +30,16 @@ async fn redelivered_and_reordered_events_leave_the_follower_table_equal_to_the_
         if from != to {
             let follow = (step / 7) % 3 != 1;
             let (from, to) = (UserId::try_from(from).unwrap(), UserId::try_from(to).unwrap());
-            graph::set_following(&db, &tenant, from, to, follow, strand::util::time::now_ms()).await.unwrap();
+            graph::set_following(
+                &db,
+                if follow {
+                    graph::FollowCommand::follow(&tenant, from, to)
+                } else {
+                    graph::FollowCommand::unfollow(&tenant, from, to)
+                },
+            )
+            .await
+            .unwrap();
         }
     }
     let events = outbox_events(&db).await;

@@ -40,7 +40,7 @@ async fn hostile_output_is_refused_whole_and_both_backends_end_equal() {
         let (db, tenant) = (db.clone(), tenant.clone());
         async move {
             let (from, to) = (UserId::try_from(from).unwrap(), UserId::try_from(to).unwrap());
-            graph::set_following(&db, &tenant, from, to, true, strand::util::time::now_ms()).await.unwrap();
+            graph::set_following(&db, graph::FollowCommand::follow(&tenant, from, to)).await.unwrap();
         }
     };
     // Every hostile row of evil's between acme's ordinary follows, some before the spaces are built

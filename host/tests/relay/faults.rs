@@ -62,9 +62,16 @@ async fn storm(db: &Database, writers: i64, operations: i64, pace: Duration) -> 
             for i in 0..operations {
                 ticks.tick().await;
                 let (from, to) = (UserId::try_from(user).unwrap(), UserId::try_from(1000 + i % 7).unwrap());
-                let change = graph::set_following(&db, &tenant, from, to, i % 3 != 2, strand::util::time::now_ms())
-                    .await
-                    .unwrap();
+                let change = graph::set_following(
+                    &db,
+                    if i % 3 != 2 {
+                        graph::FollowCommand::follow(&tenant, from, to)
+                    } else {
+                        graph::FollowCommand::unfollow(&tenant, from, to)
+                    },
+                )
+                .await
+                .unwrap();
                 if change.changed {
                     ids.push(format!("acme:{user}:{}:{}", 1000 + i % 7, change.version));
                 }

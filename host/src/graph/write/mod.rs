@@ -11,48 +11,33 @@ mod sqlite;
 
 use std::time::Duration;
 
-pub use change::{FollowChange, WriteError};
+pub use change::{FollowChange, FollowCommand, WriteError};
 
-use super::{is_lock_conflict, Database, DatabaseKind, TenantId, UserId};
+use super::{is_lock_conflict, Database, DatabaseKind};
 
 /// How often a transaction that lost a lock race is tried again before the error is returned.
 const MAX_ATTEMPTS: u32 = 8;
 
-/// Makes `from` follow (`follow = true`) or stop following `to`, idempotently.
-pub async fn set_following(
-    db: &Database,
-    tenant: &TenantId,
-    from: UserId,
-    to: UserId,
-    follow: bool,
-    now_ms: i64,
-) -> Result<FollowChange, WriteError> {
-    if from == to {
+/// Carries out `command` idempotently: a follow of a pair already followed (or an unfollow of one not
+/// followed) changes nothing and writes no event.
+pub async fn set_following(db: &Database, command: FollowCommand<'_>) -> Result<FollowChange, WriteError> {
+    if command.from == command.to {
         return Err(WriteError::SelfFollow);
     }
     let mut attempt = 1;
     loop {
-        match try_set_following(db, tenant, from, to, follow, now_ms).await {
+        let tried = match db.kind() {
+            DatabaseKind::MySql => mysql::set_following(db, &command).await,
+            DatabaseKind::Sqlite => sqlite::set_following(db, &command).await,
+        };
+        match tried {
             Err(WriteError::Database(e)) if attempt < MAX_ATTEMPTS && is_lock_conflict(&e) => {
+                let FollowCommand { tenant, from, to, .. } = command;
                 tracing::debug!(%tenant, %from, %to, attempt, error = %e, "write lost a lock race; retrying");
                 tokio::time::sleep(Duration::from_millis(2u64 << attempt)).await;
                 attempt += 1;
             }
             result => return result,
         }
-    }
-}
-
-async fn try_set_following(
-    db: &Database,
-    tenant: &TenantId,
-    from: UserId,
-    to: UserId,
-    follow: bool,
-    now_ms: i64,
-) -> Result<FollowChange, WriteError> {
-    match db.kind() {
-        DatabaseKind::MySql => mysql::set_following(db, tenant, from, to, follow, now_ms).await,
-        DatabaseKind::Sqlite => sqlite::set_following(db, tenant, from, to, follow, now_ms).await,
     }
 }

@@ -20,18 +20,13 @@ use std::fmt::Write;
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, Executor, Row};
 
-use super::change::{FollowChange, WriteError};
-use crate::graph::{Database, TenantId, UserId};
-use crate::outbox::{change_event, AGGREGATE_TYPE};
+use super::change::{FollowChange, FollowCommand, WriteError};
+use crate::graph::Database;
+use crate::outbox::AGGREGATE_TYPE;
 
-pub(super) async fn set_following(
-    db: &Database,
-    tenant: &TenantId,
-    from: UserId,
-    to: UserId,
-    follow: bool,
-    now_ms: i64,
-) -> Result<FollowChange, WriteError> {
+pub(super) async fn set_following(db: &Database, command: &FollowCommand<'_>) -> Result<FollowChange, WriteError> {
+    let (tenant, from, to, now_ms) = (command.tenant, command.from, command.to, command.at_ms);
+    let follow = command.follows();
     let mut conn = HandOpened { conn: db.writer().acquire().await?, committed: false };
     let (t, f, o) = (tenant.as_str(), from.get(), to.get());
     let pair = format!("tenant_id = '{t}' AND from_user_id = {f} AND to_user_id = {o}");
@@ -73,7 +68,7 @@ pub(super) async fn set_following(
         conn.commit("").await?;
         return Ok(FollowChange { following: follow, changed: false, version });
     }
-    let event = change_event(tenant, from, to, follow, version, now_ms, reverse_status == Some(1));
+    let event = command.outbox_event(version, reverse_status == Some(1));
     let outbox = format!(
         "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
          VALUES ('{t}', '{AGGREGATE_TYPE}', '{}', '{}', '{}', CONVERT(X'{}' USING utf8mb4), {now_ms});",

@@ -2,20 +2,15 @@
 
 use sqlx::Row;
 
-use super::change::{FollowChange, WriteError};
-use crate::graph::{Database, TenantId, UserId};
-use crate::outbox::{change_event, AGGREGATE_TYPE};
+use super::change::{FollowChange, FollowCommand, WriteError};
+use crate::graph::Database;
+use crate::outbox::AGGREGATE_TYPE;
 
 /// SQLite: in-process, so round trips cost nothing; its single writer connection excludes every other
 /// writer, so plain reads see the state the change is decided on.
-pub(super) async fn set_following(
-    db: &Database,
-    tenant: &TenantId,
-    from: UserId,
-    to: UserId,
-    follow: bool,
-    now_ms: i64,
-) -> Result<FollowChange, WriteError> {
+pub(super) async fn set_following(db: &Database, command: &FollowCommand<'_>) -> Result<FollowChange, WriteError> {
+    let (tenant, from, to, now_ms) = (command.tenant, command.from, command.to, command.at_ms);
+    let follow = command.follows();
     let mut tx = db.writer().begin().await?;
     if follow {
         sqlx::query(
@@ -66,7 +61,7 @@ pub(super) async fn set_following(
             .bind(from.get())
             .fetch_optional(&mut *tx)
             .await?;
-    let event = change_event(tenant, from, to, follow, version, now_ms, reverse == Some(1));
+    let event = command.outbox_event(version, reverse == Some(1));
     sqlx::query(
         "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?)",

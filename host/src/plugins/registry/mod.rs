@@ -5,24 +5,29 @@
 //! a call that already holds an `Arc<ActivePlugin>` finishes on the old version, every call that starts
 //! after the swap returns sees the new one, and no call ever waits on a lock.
 
+mod store;
+mod version;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
-use super::error::PluginError;
-use super::logs::PluginLogs;
-use super::rollout::{traffic_share, RollbackPolicy, RolloutHealth, RolloutRates, Tally};
-use super::runtime::{
-    hex_sha256, CallCost, LimitRefused, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
-};
-use super::slot::{PluginSlot, SlotError, SINGLETON_NAME};
-use super::{conformance, PluginKind, Readable, Singleton, BUNDLED};
+pub use version::{Candidate, Chosen, PluginVersion, Staged, VersionLimits, VersionState};
+
+use self::store::{retire, stored_limits, stored_readable, Retired, StoredRow, DEPLOY_ATTEMPTS};
 use crate::audit::{self, AuditAction, AuditOutcome, AuditRecord};
 use crate::graph::{is_lock_conflict, Database, TenantId};
+use crate::plugins::error::PluginError;
+use crate::plugins::logs::PluginLogs;
+use crate::plugins::rollout::{traffic_share, RollbackPolicy, RolloutHealth, RolloutRates, Tally};
+use crate::plugins::runtime::{
+    hex_sha256, CallCost, LimitRefused, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
+};
+use crate::plugins::slot::{PluginSlot, SlotError, SINGLETON_NAME};
+use crate::plugins::{conformance, PluginKind, Readable, Singleton, BUNDLED};
 use crate::util::time::{now_ms, rfc3339_millis};
 
 /// A loaded plugin version, shared by the calls using it.
@@ -37,78 +42,6 @@ pub struct ActivePlugin {
     pub limits: PluginLimits,
     /// The spaces the API serves (a projector's; declared at deploy).
     pub readable: Vec<Readable>,
-}
-
-/// A stored version, as the admin API lists it.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct PluginVersion {
-    pub tenant: String,
-    pub kind: PluginKind,
-    pub name: String,
-    pub version: i64,
-    pub sha256: String,
-    pub size_bytes: i64,
-    pub state: VersionState,
-    pub created_at: String,
-    pub limits: VersionLimits,
-    pub canary_percent: Option<u8>,
-    /// The spaces `GET /v1/projections/{plugin}/{space}/{ids}` serves (a projector's).
-    pub readable: Vec<Readable>,
-}
-
-/// Where a stored version stands (`plugins.state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum VersionState {
-    /// Serves the slot.
-    Active,
-    /// Beside the active one, for `canary_percent` of the traffic.
-    Canary,
-    /// A projector fed every event into a space of its own beside the active one, serving no reads.
-    Shadow,
-    /// Kept for a rollback.
-    Inactive,
-}
-
-impl VersionState {
-    const ALL: [VersionState; 4] = [Self::Active, Self::Canary, Self::Shadow, Self::Inactive];
-
-    /// Its name in the `plugins` table and the admin API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Active => "active",
-            Self::Canary => "canary",
-            Self::Shadow => "shadow",
-            Self::Inactive => "inactive",
-        }
-    }
-
-    /// The state stored in a `plugins` row; an unknown one is a decode error of that row.
-    fn decode(stored: &str) -> Result<Self, sqlx::Error> {
-        Self::ALL
-            .into_iter()
-            .find(|state| state.as_str() == stored)
-            .ok_or_else(|| sqlx::Error::Decode(format!("unknown plugin state {stored:?}").into()))
-    }
-}
-
-/// The limits a version was deployed with, as listed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct VersionLimits {
-    pub deadline_ms: u64,
-    pub memory_bytes: u64,
-    /// `null`: no fuel metering.
-    pub fuel: Option<u64>,
-}
-
-impl From<PluginLimits> for VersionLimits {
-    fn from(limits: PluginLimits) -> Self {
-        Self {
-            deadline_ms: u64::try_from(limits.deadline.as_millis()).unwrap_or(u64::MAX),
-            memory_bytes: limits.memory_bytes as u64,
-            fuel: limits.fuel,
-        }
-    }
 }
 
 /// Why a deploy, rollback or removal was refused or failed.
@@ -168,49 +101,6 @@ impl Compiles {
         let mut per_tenant = self.per_tenant.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         per_tenant.entry(tenant.clone()).or_default().clone()
     }
-}
-
-/// How a new version runs beside the active one until it is promoted or aborted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Staged {
-    /// A rate limiter or router taking this percent (0-99) of the traffic: by user for policies, by message
-    /// key for routers.
-    Canary(u8),
-    /// A projector building and feeding a space of its own from every event, read by nobody until promoted.
-    Shadow,
-}
-
-impl Staged {
-    /// The state of such a version.
-    pub fn state(self) -> VersionState {
-        match self {
-            Staged::Canary(_) => VersionState::Canary,
-            Staged::Shadow => VersionState::Shadow,
-        }
-    }
-
-    /// A canary's share of the traffic.
-    pub fn percent(self) -> Option<u8> {
-        match self {
-            Staged::Canary(percent) => Some(percent),
-            Staged::Shadow => None,
-        }
-    }
-}
-
-/// A version running beside its slot's active one.
-#[derive(Clone)]
-pub struct Candidate {
-    pub plugin: Arc<ActivePlugin>,
-    pub staged: Staged,
-}
-
-/// The version that serves one share of a slot's traffic, and whether it is the slot's canary.
-pub struct Chosen {
-    pub plugin: Arc<ActivePlugin>,
-    /// The canary's version while a rollout runs (also when the stable version was chosen), for health.
-    pub rollout: Option<i64>,
-    pub by_canary: bool,
 }
 
 /// Bundled defaults, deployed versions and the swap between them.
@@ -929,50 +819,6 @@ impl PluginRegistry {
     }
 }
 
-/// How often a deploy that lost the race for its version number to another node tries again.
-const DEPLOY_ATTEMPTS: u32 = 5;
-
-/// What a deploy stores beside the component.
-struct StoredRow<'a> {
-    state: VersionState,
-    canary: Option<u8>,
-    listed: VersionLimits,
-    sha256: &'a str,
-    created_at: i64,
-    /// The readable spaces, as JSON.
-    readable: &'a str,
-}
-
-/// Which of a slot's versions [`retire`] sets inactive.
-#[derive(Clone, Copy)]
-enum Retired {
-    /// The active one and a canary or shadow.
-    All,
-    /// A canary or shadow, if one runs.
-    Candidate,
-}
-
-async fn retire(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-    slot: &PluginSlot,
-    which: Retired,
-) -> Result<(), sqlx::Error> {
-    let only = match which {
-        Retired::All => "",
-        Retired::Candidate => " AND state IN ('canary', 'shadow')",
-    };
-    let update = format!(
-        "UPDATE plugins SET state = 'inactive', canary_percent = NULL WHERE tenant_id = ? AND kind = ? AND name = ?{only}"
-    );
-    sqlx::query(&update)
-        .bind(slot.tenant.as_str())
-        .bind(slot.kind.as_str())
-        .bind(&slot.name)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
-
 async fn load_version(
     runtime: &Arc<PluginRuntime>,
     slot: &PluginSlot,
@@ -986,28 +832,6 @@ async fn load_version(
         Ok(Arc::new(ActivePlugin { kind, name, version, sha256: hex_sha256(&wasm), prepared, limits, readable }))
     })
     .await
-}
-
-/// The limits stored with a version in `row`'s columns `first..first + 3` (deadline, memory, fuel); a
-/// version deployed before limits were stored has none and runs with the defaults.
-fn stored_limits(runtime: &PluginRuntime, row: &sqlx::any::AnyRow, first: usize) -> Result<PluginLimits, sqlx::Error> {
-    let deadline: Option<i64> = row.try_get(first)?;
-    let memory: Option<i64> = row.try_get(first + 1)?;
-    let fuel: Option<i64> = row.try_get(first + 2)?;
-    let defaults = runtime.limits();
-    Ok(match (deadline, memory) {
-        (Some(deadline), Some(memory)) => PluginLimits {
-            deadline: std::time::Duration::from_millis(deadline.max(1) as u64),
-            memory_bytes: usize::try_from(memory).unwrap_or(defaults.memory_bytes),
-            fuel: fuel.and_then(|fuel| u64::try_from(fuel).ok()),
-        },
-        _ => defaults,
-    })
-}
-
-/// The readable spaces stored with a version in `row`'s column `at`.
-fn stored_readable(row: &sqlx::any::AnyRow, at: usize) -> Result<Vec<Readable>, sqlx::Error> {
-    serde_json::from_str(&row.try_get::<String, _>(at)?).map_err(|e| sqlx::Error::Decode(e.into()))
 }
 
 /// Compilation is CPU work without a deadline: keep it off the async workers.
