@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::util::backoff::Backoff;
+
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const LAST_BACKOFF: Duration = Duration::from_secs(60);
 /// How long a restarted task runs before it counts as up again (and its backoff starts over).
@@ -67,7 +69,7 @@ impl Tasks {
         let (supervised, retired) = (inner.clone(), own.clone());
         set.spawn(async move {
             let inner = supervised;
-            let mut backoff = FIRST_BACKOFF;
+            let mut backoff = Backoff::new(FIRST_BACKOFF, LAST_BACKOFF);
             let mut restarted = false;
             loop {
                 inner.set_state(&name, TaskState::Running { since: Instant::now(), restarted });
@@ -90,8 +92,11 @@ impl Tasks {
                     Ok(Err(error)) => format!("{error:#}"),
                     Err(join) => format!("it panicked: {join}"),
                 };
-                backoff = if started.elapsed() >= HEALTHY_RUN { FIRST_BACKOFF } else { backoff };
-                tracing::error!(task = %name, %reason, restart_in = ?backoff, "a background task stopped; restarting it");
+                if started.elapsed() >= HEALTHY_RUN {
+                    backoff.reset();
+                }
+                let restart_in = backoff.next_wait();
+                tracing::error!(task = %name, %reason, ?restart_in, "a background task stopped; restarting it");
                 metrics::counter!("strand_task_restarts_total", "task" => name.clone()).increment(1);
                 metrics::gauge!("strand_task_up", "task" => name.clone()).set(0.0);
                 inner.set_state(&name, TaskState::Down { reason });
@@ -101,9 +106,8 @@ impl Tasks {
                         inner.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&name);
                         return;
                     }
-                    () = tokio::time::sleep(backoff) => {}
+                    () = tokio::time::sleep(restart_in) => {}
                 }
-                backoff = (backoff * 2).min(LAST_BACKOFF);
                 restarted = true;
             }
         });

@@ -19,12 +19,23 @@ pub enum EventType {
 }
 
 impl EventType {
+    pub const ALL: [EventType; 2] = [EventType::Follow, EventType::Unfollow];
+
     /// As the outbox's `event_type` column and the bus's `event-type` header spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             EventType::Follow => "follow",
             EventType::Unfollow => "unfollow",
         }
+    }
+}
+
+impl std::str::FromStr for EventType {
+    type Err = String;
+
+    /// The type [`EventType::as_str`] spells `name`; anything else is refused, never taken for an unfollow.
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|event| event.as_str() == name).ok_or_else(|| format!("no event type {name:?}"))
     }
 }
 

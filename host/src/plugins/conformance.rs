@@ -6,7 +6,7 @@ use super::bindings::Action;
 use super::error::PluginError;
 use super::inputs::{OutboxEvent, RelationEvent, WriteRequest};
 use super::runtime::{CallCost, PluginLimits, PluginRuntime, PreparedPlugin};
-use crate::outbox::EventId;
+use crate::outbox::{EventId, EventType};
 
 /// Write requests covering both actions and several users.
 pub fn sample_requests() -> Vec<WriteRequest> {
@@ -43,7 +43,7 @@ pub fn sample_outbox_events() -> Vec<OutboxEvent> {
         .into_iter()
         .enumerate()
         .map(|(i, e)| {
-            let event_type = if e.action == Action::Follow { "follow" } else { "unfollow" };
+            let event_type = EventType::from(e.action).as_str();
             OutboxEvent {
                 id: i as i64 + 1,
                 tenant: e.tenant.clone(),

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::bindings::{wire, Action};
 use super::error::PluginError;
+use crate::outbox::EventType;
 
 /// A follow or unfollow about to be written, for the rate-limit policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -123,6 +124,25 @@ impl From<&RelationEvent> for wire::RelationEvent {
             version: e.version,
             occurred_at_ms: e.occurred_at_ms,
             followed_back: e.followed_back,
+        }
+    }
+}
+
+/// A plugin sees the change a write asks for, or an event records, as its action.
+impl From<EventType> for Action {
+    fn from(event: EventType) -> Self {
+        match event {
+            EventType::Follow => Action::Follow,
+            EventType::Unfollow => Action::Unfollow,
+        }
+    }
+}
+
+impl From<Action> for EventType {
+    fn from(action: Action) -> Self {
+        match action {
+            Action::Follow => EventType::Follow,
+            Action::Unfollow => EventType::Unfollow,
         }
     }
 }

@@ -13,6 +13,7 @@ use super::observed::observed;
 use super::registry::{ActivePlugin, Chosen, PluginRegistry};
 use super::Singleton;
 use crate::graph::TenantId;
+use crate::util::backoff::Backoff;
 
 /// Destinations for a batch, and which router produced them.
 #[derive(Debug)]
@@ -129,7 +130,7 @@ pub async fn project_with_retries(
     events: Arc<Vec<RelationEvent>>,
     policy: RetryPolicy,
 ) -> Result<Vec<Vec<Effect>>, ProjectionFailed> {
-    let mut backoff = policy.first_backoff;
+    let mut backoff = Backoff::new(policy.first_backoff, Duration::MAX);
     let mut attempt = 1;
     loop {
         let tenant = events.first().map_or("", |e| e.tenant.as_str());
@@ -147,8 +148,7 @@ pub async fn project_with_retries(
             Err(error) => {
                 tracing::warn!(projector = %projector.name, attempt, %error, "projector failed; retrying");
                 metrics::counter!("strand_projector_retries_total", "projector" => projector.name.clone()).increment(1);
-                tokio::time::sleep(backoff).await;
-                backoff *= 2;
+                tokio::time::sleep(backoff.next_wait()).await;
                 attempt += 1;
             }
         }

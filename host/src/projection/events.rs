@@ -3,7 +3,7 @@
 
 use chrono::DateTime;
 
-use crate::outbox::{EventId, EventType, OutboxEvent};
+use crate::outbox::{EventId, OutboxEvent};
 use crate::plugins::{Action, RelationEvent};
 
 /// Why an event cannot be projected (a poison event: retrying will not help).
@@ -17,10 +17,7 @@ pub struct Unprojectable {
 /// The projector's view of `event`.
 pub fn relation_event(event: &OutboxEvent) -> Result<RelationEvent, Unprojectable> {
     let poison = |detail: String| Unprojectable { event_id: event.event_id.clone(), detail };
-    let action = match event.event_type {
-        EventType::Follow => Action::Follow,
-        EventType::Unfollow => Action::Unfollow,
-    };
+    let action = Action::from(event.event_type);
     let named = EventId { tenant: &event.tenant, from: event.from, to: event.to, version: event.version };
     if EventId::parse(&event.event_id) != Some(named) {
         return Err(poison(format!("its id does not name its own change ({named})")));
@@ -43,6 +40,7 @@ pub fn relation_event(event: &OutboxEvent) -> Result<RelationEvent, Unprojectabl
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outbox::EventType;
 
     #[test]
     fn an_event_whose_id_names_another_change_is_poison() {

@@ -26,6 +26,7 @@ use crate::cache::{Applied, Cache, Gate};
 use crate::graph::{Database, TenantId};
 use crate::outbox::OutboxEvent;
 use crate::plugins::{ActivePlugin, PluginRegistry, RelationEvent, Tally};
+use crate::util::backoff::Backoff;
 
 /// How long one tenant's events of a batch may take through the projector unless configured otherwise.
 pub const DEFAULT_TENANT_BUDGET: Duration = Duration::from_millis(1000);
@@ -58,12 +59,23 @@ struct Fence {
 #[derive(Debug, Clone, Copy)]
 struct Retry {
     at: Instant,
-    wait: Duration,
+    backoff: Backoff,
 }
 
 impl Retry {
+    /// Now, the backoff started over.
+    fn now() -> Self {
+        Self { at: Instant::now(), backoff: Backoff::new(RETRY_FIRST, RETRY_AT_MOST) }
+    }
+
+    /// After the first wait, the backoff started over.
     fn soon() -> Self {
-        Self { at: Instant::now() + RETRY_FIRST, wait: RETRY_FIRST }
+        Self::now().after_failure()
+    }
+
+    /// The next try after a failed one.
+    fn after_failure(mut self) -> Self {
+        Self { at: Instant::now() + self.backoff.next_wait(), backoff: self.backoff }
     }
 }
 
@@ -236,7 +248,7 @@ impl PluginProjection {
         let held = match self.within_budget(tenant, &batch).await? {
             None => {
                 self.parked.remove(&parked.iter().map(|p| p.id).collect::<Vec<_>>()).await?;
-                self.lock().held.insert(tenant.clone(), Retry { at: Instant::now(), wait: RETRY_FIRST });
+                self.lock().held.insert(tenant.clone(), Retry::now());
                 return Ok(Vec::new());
             }
             Some(held) => held,
@@ -260,11 +272,9 @@ impl PluginProjection {
         // Slowness may be the machine's (its CPU taken by others), not the events': tried again next sweep;
         // so are the rest once the blamed events are given up (the next may well apply).
         let next = match held {
-            Held::OverBudget(_) => Retry { at: Instant::now(), wait: RETRY_FIRST },
+            Held::OverBudget(_) => Retry::now(),
             _ if !given_up.is_empty() => Retry::soon(),
-            Held::Poison(_) | Held::Refused(_) | Held::OverQuota { .. } | Held::Building(_) => {
-                Retry { at: Instant::now() + retry.wait, wait: (retry.wait * 2).min(RETRY_AT_MOST) }
-            }
+            Held::Poison(_) | Held::Refused(_) | Held::OverQuota { .. } | Held::Building(_) => retry.after_failure(),
         };
         let retry_in = next.at.saturating_duration_since(Instant::now());
         self.lock().held.insert(tenant.clone(), next);

@@ -14,6 +14,7 @@ use crate::bus::{Message, PublishError, Publisher, Topology};
 use crate::graph::Database;
 use crate::observability::{causes, seconds_since};
 use crate::outbox::OutboxEvent;
+use crate::util::backoff::Backoff;
 
 /// Most events per batch.
 const BATCH: usize = 256;
@@ -116,7 +117,7 @@ impl Worker {
     /// failed is retried, never skipped.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
-        let mut backoff = FIRST_RETRY;
+        let mut backoff = Backoff::new(FIRST_RETRY, LAST_RETRY);
         let mut failed: Option<Vec<Received>> = None;
         let mut swept: Option<Instant> = None;
         loop {
@@ -149,7 +150,7 @@ impl Worker {
                 },
             };
             match self.project(&batch).await {
-                Ok(()) => backoff = FIRST_RETRY,
+                Ok(()) => backoff.reset(),
                 Err(error) => {
                     failed = Some(batch);
                     self.wait_after(&error, &mut backoff, &mut shutdown).await;
@@ -197,17 +198,17 @@ impl Worker {
     async fn wait_after(
         &self,
         error: &WorkerError,
-        backoff: &mut Duration,
+        backoff: &mut Backoff,
         shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     ) {
         let error = causes(error);
-        tracing::error!(projection = %self.projection.name(), %error, retry_in = ?backoff, "projection worker failed; retrying");
+        let retry_in = backoff.next_wait();
+        tracing::error!(projection = %self.projection.name(), %error, ?retry_in, "projection worker failed; retrying");
         metrics::counter!("strand_projection_retries_total", "projection" => self.projection.name()).increment(1);
         tokio::select! {
             () = shutdown.as_mut() => {}
-            () = tokio::time::sleep(*backoff) => {}
+            () = tokio::time::sleep(retry_in) => {}
         }
-        *backoff = (*backoff * 2).min(LAST_RETRY);
     }
 
     /// Applies one batch until it is done (retrying transient failures), dead-letters its poison, commits.

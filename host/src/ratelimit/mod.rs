@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::graph::{TenantId, UserId};
 use crate::outbox::EventType;
-use crate::plugins::{observed, Action, Bucket, Decision, PluginError, PluginRegistry, Singleton, WriteRequest};
+use crate::plugins::{observed, Bucket, Decision, PluginError, PluginRegistry, Singleton, WriteRequest};
 use crate::tenants::{FailureMode, TenantSettings};
 
 /// A write the rate limiter decides on: who asks to do what to whom.
@@ -125,10 +125,7 @@ impl RateLimiting {
         let request = WriteRequest {
             tenant: tenant.to_string(),
             user: intent.user.get(),
-            action: match intent.event {
-                EventType::Follow => Action::Follow,
-                EventType::Unfollow => Action::Unfollow,
-            },
+            action: intent.event.into(),
             target: intent.target.get(),
             now_ms: crate::util::time::now_ms(),
         };

@@ -10,7 +10,8 @@ use sqlx::Row;
 use super::Verdict;
 use crate::bounded::{KeyedRate, TenantQueue};
 use crate::graph::{Database, TenantId};
-use crate::plugins::{Action, WriteRequest};
+use crate::outbox::EventType;
+use crate::plugins::WriteRequest;
 
 /// Requests per second kept per tenant, and the burst above it.
 const PER_SECOND: f64 = 10.0;
@@ -83,7 +84,7 @@ async fn insert(db: &Database, batch: &[Sampled]) -> Result<(), sqlx::Error> {
         let request = &sampled.request;
         row.push_bind(request.tenant.clone())
             .push_bind(request.user)
-            .push_bind(if request.action == Action::Follow { "follow" } else { "unfollow" })
+            .push_bind(EventType::from(request.action).as_str())
             .push_bind(request.target)
             .push_bind(request.now_ms)
             .push_bind(sampled.verdict);
@@ -110,10 +111,11 @@ pub async fn recent_requests(
         .iter()
         .map(|row| {
             let action: String = row.try_get(1)?;
+            let action: EventType = action.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?;
             let request = WriteRequest {
                 tenant: tenant.to_string(),
                 user: row.try_get(0)?,
-                action: if action == "follow" { Action::Follow } else { Action::Unfollow },
+                action: action.into(),
                 target: row.try_get(2)?,
                 now_ms: row.try_get(3)?,
             };

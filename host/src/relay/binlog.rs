@@ -32,6 +32,7 @@ use super::outlet::{outbox_event, Dispatched, Outlet, OUTBOX_COLUMNS};
 use super::{Lead, Leadership, RelayError, RELAY_LOCK};
 use crate::graph::Database;
 use crate::plugins::OutboxEvent;
+use crate::util::backoff::Backoff;
 
 /// How often the server sends a heartbeat on an idle link.
 const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -43,6 +44,7 @@ const LINGER: Duration = Duration::from_millis(2);
 const CHECKPOINT_IDLE: Duration = Duration::from_secs(1);
 /// The first wait before a failed session is retried (doubling to 10 s while failures repeat).
 const FIRST_RETRY: Duration = Duration::from_millis(500);
+const LAST_RETRY: Duration = Duration::from_secs(10);
 /// A session that lasted this long was healthy: a failure after it starts the backoff afresh.
 const HEALTHY_SESSION: Duration = Duration::from_secs(60);
 /// How often an idle relay looks for parked rows due for a retry.
@@ -88,8 +90,10 @@ impl BinlogRelay {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), RelayError> {
         tokio::pin!(shutdown);
         let mut leadership: Option<Leadership> = None;
-        let mut backoff = FIRST_RETRY;
+        let mut backoff = Backoff::new(FIRST_RETRY, LAST_RETRY);
         loop {
+            // A standby waits as long as a failed session would.
+            let mut wait = backoff.peek();
             if Leadership::keep(&self.db, RELAY_LOCK, &mut leadership).await != Lead::Standby {
                 let began = Instant::now();
                 match self.follow(&mut leadership, shutdown.as_mut()).await {
@@ -100,18 +104,17 @@ impl BinlogRelay {
                     }
                     Err(e) => {
                         // A session that ran a while was healthy: its failure starts a fresh backoff.
-                        backoff = if began.elapsed() > HEALTHY_SESSION {
-                            FIRST_RETRY
-                        } else {
-                            (backoff * 2).min(Duration::from_secs(10))
-                        };
-                        tracing::error!(error = %e, retry_in = ?backoff, "the binlog relay failed; resuming from the checkpoint");
+                        if began.elapsed() > HEALTHY_SESSION {
+                            backoff.reset();
+                        }
+                        wait = backoff.next_wait();
+                        tracing::error!(error = %e, retry_in = ?wait, "the binlog relay failed; resuming from the checkpoint");
                     }
                 }
             }
             tokio::select! {
                 () = &mut shutdown => return Ok(()),
-                () = tokio::time::sleep(backoff) => {}
+                () = tokio::time::sleep(wait) => {}
             }
         }
     }

@@ -23,6 +23,7 @@ use crate::bus::{is_refusal, EmbeddedBus, KafkaBus, Message, Publisher, Sending,
 use crate::graph::{Database, TenantId};
 use crate::observability::seconds_since;
 use crate::plugins::{route_by_default, route_or_default, OutboxEvent, PluginRegistry};
+use crate::util::backoff::Backoff;
 use crate::util::time::now_ms;
 
 /// Most outbox rows deleted in one round trip.
@@ -53,12 +54,17 @@ pub struct Outlet {
 #[derive(Debug, Clone, Copy)]
 struct Retry {
     at: Instant,
-    wait: Duration,
+    backoff: Backoff,
 }
 
 impl Retry {
     fn now() -> Self {
-        Self { at: Instant::now(), wait: RETRY_FIRST }
+        Self { at: Instant::now(), backoff: Backoff::new(RETRY_FIRST, RETRY_AT_MOST) }
+    }
+
+    /// The next try after a failed one.
+    fn after_failure(mut self) -> Self {
+        Self { at: Instant::now() + self.backoff.next_wait(), backoff: self.backoff }
     }
 }
 
@@ -292,10 +298,11 @@ impl Outlet {
                 parked.insert(tenant, Retry::now());
             }
             Err(e) => {
-                let wait = (retry.wait * 2).min(RETRY_AT_MOST);
+                let next = retry.after_failure();
                 let error = crate::observability::causes(&e);
-                tracing::warn!(%tenant, %error, retry_in = ?retry.wait, "parked rows still cannot be published");
-                parked.insert(tenant, Retry { at: Instant::now() + retry.wait, wait });
+                let retry_in = next.at.saturating_duration_since(Instant::now());
+                tracing::warn!(%tenant, %error, ?retry_in, "parked rows still cannot be published");
+                parked.insert(tenant, next);
             }
         }
     }

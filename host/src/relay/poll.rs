@@ -17,6 +17,10 @@ use sqlx::{Acquire, Executor};
 use super::outlet::{outbox_event, Outlet, OUTBOX_COLUMNS};
 use super::{Checkpoint, Lead, Leadership, RelayError, RELAY_LOCK};
 use crate::graph::{Database, DatabaseKind};
+use crate::util::backoff::Backoff;
+
+/// The longest wait after failed batches.
+const LAST_RETRY: Duration = Duration::from_secs(10);
 
 /// Relays the outbox of one database to the bus.
 pub struct PollRelay {
@@ -63,7 +67,7 @@ impl PollRelay {
     /// holder of the relay lock publishes; others wait as standbys.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
-        let mut backoff = self.idle_wait;
+        let mut backoff = Backoff::new(self.idle_wait, LAST_RETRY);
         let mut leadership: Option<Leadership> = None;
         loop {
             if self.db.kind() == DatabaseKind::MySql {
@@ -71,7 +75,7 @@ impl PollRelay {
                 if lead == Lead::Standby {
                     tokio::select! {
                         () = &mut shutdown => return,
-                        () = tokio::time::sleep(backoff) => continue,
+                        () = tokio::time::sleep(backoff.peek()) => continue,
                     }
                 }
                 // The outbox table is what remains to publish; a binlog checkpoint left from an earlier
@@ -90,13 +94,13 @@ impl PollRelay {
                 Ok(0) => self.idle_wait,
                 Ok(published) => {
                     tracing::debug!(published, "relayed outbox rows");
-                    backoff = self.idle_wait;
+                    backoff.reset();
                     Duration::ZERO
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, retry_in = ?backoff, "relay batch failed; retrying");
-                    backoff = (backoff * 2).min(Duration::from_secs(10));
-                    backoff
+                    let retry_in = backoff.next_wait();
+                    tracing::error!(error = %e, ?retry_in, "relay batch failed; retrying");
+                    retry_in
                 }
             };
             tokio::select! {

@@ -1,3 +1,4 @@
 //! Small helpers with no home of their own in the data flow, used across it.
 
+pub mod backoff;
 pub mod time;

@@ -17,6 +17,9 @@ use crate::{Backend, TestDatabase};
 
 /// The HS256 secret test servers verify with.
 pub const TEST_SECRET: &str = "strand-test-secret-of-32-or-more-bytes";
+/// How long a test waits for an upload's answer: past the server's default compile budget.
+const UPLOAD_WAIT: Duration = Duration::from_secs(150);
+
 /// The admin token of test servers.
 pub const ADMIN_TOKEN: &str = "strand-test-admin-token-of-32-or-more-bytes";
 
@@ -237,8 +240,10 @@ impl ApiClient {
     }
 
     async fn send(&self, method: Method, path: &str, body: Vec<u8>, content_type: Option<&str>) -> Reply {
-        let mut request =
-            self.http.request(method, format!("{}{path}", self.base)).timeout(Duration::from_secs(30)).body(body);
+        // An upload is compiled within the server's compile budget (120 s by default; a JavaScript component
+        // of a debug build on a loaded machine takes a good part of it): its answer may take that long.
+        let wait = if content_type == Some("application/wasm") { UPLOAD_WAIT } else { Duration::from_secs(30) };
+        let mut request = self.http.request(method, format!("{}{path}", self.base)).timeout(wait).body(body);
         if let Some(content_type) = content_type {
             request = request.header("content-type", content_type);
         }

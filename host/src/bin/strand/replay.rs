@@ -14,7 +14,7 @@ use strand::config::Config;
 use strand::graph::{Database, TenantId};
 use strand::outbox::{EventType, OutboxEvent as Payload};
 use strand::plugins::{
-    Action, CallCost, Called, OutboxEvent, PluginKind, PluginRegistry, PluginRuntime, PreparedPlugin, RelationEvent,
+    CallCost, Called, OutboxEvent, PluginKind, PluginRegistry, PluginRuntime, PreparedPlugin, RelationEvent,
     WriteRequest, INPUTS_PER_LIMIT,
 };
 use strand::projection::recent_changes;
@@ -133,7 +133,7 @@ fn compare<I: Serialize, O: Serialize>(
 
 /// The outbox event the change's write published.
 fn published(change: &RelationEvent) -> serde_json::Result<OutboxEvent> {
-    let event_type = if change.action == Action::Follow { EventType::Follow } else { EventType::Unfollow };
+    let event_type = EventType::from(change.action);
     let payload = Payload {
         event_id: change.event_id.clone(),
         event_type,
