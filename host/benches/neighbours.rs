@@ -99,9 +99,10 @@ struct Figures {
 }
 
 /// acme's writers, `writes` each, then [`LAG_SAMPLES`] follows of fresh users from `targets` on, each timed
-/// until its cached count shows it.
+/// until its cached count shows it. Each phase writes as users of its own (numbered from `targets`), so no
+/// phase meets the bundled rate limit's buckets an earlier one emptied.
 async fn phase(server: &TestServer, writes: i64, targets: i64) -> Figures {
-    let writers = (1..=WRITERS).map(|user| {
+    let writers = (targets + 1..=targets + WRITERS).map(|user| {
         let client = server.client("acme", user);
         async move {
             let mut latencies = Vec::new();
