@@ -194,7 +194,8 @@ impl MemoryCache {
             return Applied::OutOfRange;
         }
         let quota = self.quota.of(space);
-        if let Some(reached) = quota.reached(state.usage(space, now)) {
+        // Bundled spaces are not limited: their batches (every one on the embedded default) skip the sum.
+        if let Some(reached) = quota.limits_size().then(|| quota.reached(state.usage(space, now))).flatten() {
             return Applied::OverQuota(reached);
         }
         for (set, members) in set_growth(space, adds, quota) {

@@ -111,6 +111,11 @@ impl Quota {
         }
     }
 
+    /// Whether it limits a space's keys or bytes at all: an unlimited space's usage is never read.
+    fn limits_size(&self) -> bool {
+        self.keys != u64::MAX || self.bytes != u64::MAX
+    }
+
     /// What `usage` has reached of this quota, if anything: then no batch applies to the space.
     fn reached(&self, usage: Usage) -> Option<Exceeded> {
         // Counts are never below zero but for a lost write; `u64::MAX` (no quota) is never reached.

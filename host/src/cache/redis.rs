@@ -237,7 +237,7 @@ impl RedisCache {
 
     /// What `space`'s usage has reached of `quota` (read only for a limited space).
     async fn quota_reached(&self, space: Space<'_>, quota: Quota) -> Result<Option<Exceeded>, CacheError> {
-        if quota.keys == u64::MAX && quota.bytes == u64::MAX {
+        if !quota.limits_size() {
             return Ok(None);
         }
         Ok(quota.reached(Usage::sum(&self.texts(&space.usage_keys()).await?)))
