@@ -14,14 +14,15 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strand::graph::{Database, TenantId, UserId};
+use strand::db::Database;
+use strand::graph::{TenantId, UserId};
 use strand::outbox::EventType;
 use strand::plugins::{
     Action, PluginKind, PluginLimits, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent, Singleton, Staged,
     WriteRequest, BUNDLED,
 };
 use strand::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets, WriteIntent};
-use strand::tenants::TenantSettings;
+use strand::tenancy::settings::TenantSettings;
 use strand_test_support::{Backend, Redis};
 
 const EVENTS: usize = 100_000;

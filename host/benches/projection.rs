@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use strand::cache::{Cache, RedisCache, Space};
 use strand::config::RelayMode;
-use strand::graph::{self, Database, TenantId, UserId};
-use strand::outbox::{EventType, OutboxEvent};
+use strand::db::Database;
+use strand::graph::{self, TenantId, UserId};
+use strand::outbox::{ChangeEvent, EventType};
 use strand::plugins::{PluginKind, PluginRegistry, PluginRuntime, PluginSlot, Staged, BUNDLED};
 use strand::projection::{spaces, PluginProjection};
 use strand_test_support::{Backend, Redis, RedisCluster, TestServer};
@@ -26,11 +27,11 @@ use strand_test_support::{Backend, Redis, RedisCluster, TestServer};
 const EVENTS: i64 = 20_000;
 const BATCH: usize = 256;
 
-fn events(tenant: &str) -> Vec<OutboxEvent> {
+fn events(tenant: &str) -> Vec<ChangeEvent> {
     (0..EVENTS)
         .map(|i| {
             let (from, to) = (1 + i % 1000, 1001 + i / 1000);
-            OutboxEvent {
+            ChangeEvent {
                 event_id: format!("{tenant}:{from}:{to}:1"),
                 event_type: EventType::Follow,
                 tenant: tenant.into(),

@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use strand::graph::{self, Database, DatabaseKind, Direction, TenantId, UserId};
+use strand::db::{Database, DatabaseKind};
+use strand::graph::{self, Direction, TenantId, UserId};
 use strand_test_support::bench::{measure, setting};
 use strand_test_support::Backend;
 

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use strand::app;
 use strand::config::{Config, RelayMode};
-use strand::graph::{self, Database, TenantId, UserId};
+use strand::db::Database;
+use strand::graph::{self, TenantId, UserId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
 use strand::relay::Relay;
 use strand_test_support::{unique_server_id, Backend, Kafka, MariaDb};

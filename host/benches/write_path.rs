@@ -15,7 +15,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strand::graph::{self, Database, TenantId, UserId};
+use strand::db::Database;
+use strand::graph::{self, TenantId, UserId};
 use strand_test_support::bench::{cpu_time, measure, pin, setting, Measurement};
 use strand_test_support::{free_port, token, Backend, MariaDb, StrandCommand, ADMIN_TOKEN, TEST_SECRET};
 

@@ -22,7 +22,7 @@ use super::problem::ApiError;
 use super::AppState;
 use crate::config::{Config, MIN_SECRET_BYTES};
 use crate::graph::{TenantId, UserId};
-use crate::tenant_jwt::TenantJwtKeys;
+use crate::tenancy::jwt_keys::TenantJwtKeys;
 
 /// The authenticated caller of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]

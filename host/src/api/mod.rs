@@ -32,14 +32,14 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::cache::Cache;
-use crate::graph::Database;
-use crate::health::Readiness;
-use crate::lag::LagProbe;
-use crate::observability;
+use crate::db::Database;
+use crate::ops::health::Readiness;
+use crate::ops::lag::LagProbe;
+use crate::ops::observability;
 use crate::plugins::PluginRegistry;
 use crate::projection::CachedReads;
 use crate::ratelimit::RateLimiting;
-use crate::tenants::TenantSettings;
+use crate::tenancy::settings::TenantSettings;
 
 /// What every handler shares.
 #[derive(Clone)]

@@ -11,8 +11,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{ApiError, AppState};
-use crate::health::ReadinessReport;
-use crate::observability;
+use crate::ops::health::ReadinessReport;
+use crate::ops::observability;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Liveness {

@@ -12,10 +12,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::graph::WriteError;
-use crate::lag::LagError;
+use crate::ops::lag::LagError;
+use crate::ops::metrics::HTTP_PANICS;
 use crate::plugins::{PluginError, RegistryError, SlotError};
-use crate::tenant_jwt::TenantJwtError;
-use crate::tenant_keys::TenantKeyError;
+use crate::tenancy::jwt_keys::TenantJwtError;
+use crate::tenancy::keys::TenantKeyError;
 
 /// The body of every error response (also read back by the `strand` CLI).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -92,7 +93,7 @@ impl ApiError {
             .or_else(|| panic.downcast_ref::<&str>().copied())
             .unwrap_or("a panic without a message");
         tracing::error!(panic = message, "a request handler panicked");
-        metrics::counter!("strand_http_panics_total").increment(1);
+        metrics::counter!(HTTP_PANICS.name).increment(1);
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal_error",
@@ -173,7 +174,7 @@ impl From<JsonRejection> for ApiError {
 
 impl From<crate::cache::CacheError> for ApiError {
     fn from(error: crate::cache::CacheError) -> Self {
-        tracing::error!(error = %crate::observability::causes(&error), "the cache failed");
+        tracing::error!(error = %crate::ops::observability::causes(&error), "the cache failed");
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "cache_unavailable", "the cache does not answer; try again")
     }
 }
@@ -233,7 +234,7 @@ impl From<RegistryError> for ApiError {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "wrong_world", detail)
             }
             RegistryError::Rejected(host @ PluginError::Host { .. }) => {
-                tracing::error!(error = %crate::observability::causes(&host), "plugin host failure during a deploy");
+                tracing::error!(error = %crate::ops::observability::causes(&host), "plugin host failure during a deploy");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "plugin_host_error", detail)
             }
             RegistryError::Rejected(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "conformance_failed", detail),

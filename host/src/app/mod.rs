@@ -34,14 +34,14 @@ use crate::api::{self, AuthSetupError};
 use crate::bus::KafkaOptionsError;
 use crate::cache::CacheError;
 use crate::config::Config;
-use crate::graph::{Database, DatabaseError};
-use crate::observability;
+use crate::db::{Database, DatabaseError};
+use crate::ops::observability;
+use crate::ops::tasks::Tasks;
 use crate::plugins::logs::LogTopic;
 use crate::plugins::{PluginError, PluginRegistry, RegistryError};
 use crate::projection::SourceError;
 use crate::relay::RelayError;
-use crate::tasks::Tasks;
-use crate::tenants::TenantSettings;
+use crate::tenancy::settings::TenantSettings;
 
 /// Why a command could not start: each arm names the part that failed and keeps its cause.
 #[derive(Debug, thiserror::Error)]

@@ -12,10 +12,10 @@ use super::resources::{publisher, Resources};
 use super::{bind_operations, serve_operations, supervise_companions, StartupError};
 use crate::bus::{Publisher, Topology};
 use crate::config::{Config, RelayMode};
-use crate::graph::{Database, DatabaseKind};
+use crate::db::Database;
+use crate::ops::tasks::Tasks;
 use crate::plugins::PluginRegistry;
 use crate::relay::{BinlogRelay, Checkpoint, Outlet, PollRelay, Relay};
-use crate::tasks::Tasks;
 
 /// The configured relay on `db`, routing with `plugins`, with a publisher of its own; `None` when the relay
 /// is off. What `strand relay` runs, for tests and benchmarks that hold their own database and plugins.
@@ -37,7 +37,7 @@ fn build(
     let outlet = Outlet::new(plugins.clone(), publisher, Topology::new(&config.topic_prefix))
         .with_router_budget(Duration::from_millis(config.relay_tenant_budget_ms.max(1)));
     Ok(Some(match config.relay {
-        RelayMode::Binlog if db.kind() != DatabaseKind::MySql => return Err(StartupError::BinlogNeedsMySql),
+        RelayMode::Binlog if !db.kind().has_binlog() => return Err(StartupError::BinlogNeedsMySql),
         RelayMode::Binlog => {
             Relay::Binlog(BinlogRelay::new(db.clone(), outlet, &config.database_url, config.relay_server_id)?)
         }

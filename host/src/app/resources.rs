@@ -11,11 +11,11 @@ use super::StartupError;
 use crate::bus::{EmbeddedBus, KafkaBus, KafkaConnection, KafkaSettings, Publisher, Topology};
 use crate::cache::{Cache, RedisConnection};
 use crate::config::Config;
-use crate::graph::Database;
+use crate::db::Database;
 use crate::plugins::logs::LogTopic;
 use crate::plugins::{PluginRegistry, PluginRuntime};
 use crate::projection::WorkerFactory;
-use crate::tenants::TenantSettings;
+use crate::tenancy::settings::TenantSettings;
 
 /// The shared parts of one process.
 #[derive(Clone)]

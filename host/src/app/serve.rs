@@ -17,14 +17,14 @@ use super::resources::Resources;
 use super::{bind_operations, serve_operations, supervise_companions, StartupError};
 use crate::api::{self, AppState, Authenticator};
 use crate::config::Config;
-use crate::graph::Database;
-use crate::health::Readiness;
-use crate::lag::LagProbe;
-use crate::observability;
+use crate::db::Database;
+use crate::ops::health::Readiness;
+use crate::ops::lag::LagProbe;
+use crate::ops::observability;
+use crate::ops::retention::Retention;
+use crate::ops::tasks::Tasks;
 use crate::projection::{CachedReads, Projections};
 use crate::ratelimit::{RateLimiting, TokenBuckets};
-use crate::retention::Retention;
-use crate::tasks::Tasks;
 
 /// A bound, ready-to-serve Strand.
 pub struct Server {
@@ -156,7 +156,7 @@ fn supervise_retention(tasks: &Tasks, retention: Retention, db: Database, cache_
     tasks.spawn("retention", move |stop: CancellationToken| {
         let (db, cache_dir) = (db.clone(), cache_dir.clone());
         async move {
-            let mut ticks = tokio::time::interval(crate::retention::EVERY);
+            let mut ticks = tokio::time::interval(crate::ops::retention::EVERY);
             loop {
                 tokio::select! {
                     () = stop.cancelled() => return Ok(()),
@@ -164,7 +164,7 @@ fn supervise_retention(tasks: &Tasks, retention: Retention, db: Database, cache_
                 }
                 match retention.prune(&db, cache_dir.as_deref()).await {
                     Ok(pruned) => tracing::info!(?pruned, "deleted what is past retention"),
-                    Err(e) => tracing::error!(error = %crate::observability::causes(&e), "retention failed; trying again in an hour"),
+                    Err(e) => tracing::error!(error = %crate::ops::observability::causes(&e), "retention failed; trying again in an hour"),
                 }
             }
         }

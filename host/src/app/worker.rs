@@ -6,10 +6,10 @@ use std::future::Future;
 use super::resources::Resources;
 use super::{bind_operations, serve_operations, supervise_companions, StartupError};
 use crate::config::Config;
+use crate::ops::tasks::Tasks;
 use crate::projection::Projections;
-use crate::tasks::Tasks;
 
-/// Runs the projection workers until `shutdown`, each restarted if it ends (see `crate::tasks`).
+/// Runs the projection workers until `shutdown`, each restarted if it ends (see `crate::ops::tasks`).
 pub async fn run_workers(config: &Config, shutdown: impl Future<Output = ()>) -> Result<(), StartupError> {
     let resources = Resources::open(config).await?;
     let cache = match &resources.redis {

@@ -8,7 +8,7 @@
 use sqlx::{Acquire, AnyConnection, Row};
 
 use super::Message;
-use crate::graph::Database;
+use crate::db::Database;
 use crate::util::time::now_ms;
 
 /// Messages appended in one INSERT: six values each, well within SQLite's limit of bound parameters.

@@ -8,7 +8,8 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::{AnyPool, Row};
 
-use super::{Database, DatabaseKind, TenantId, UserId};
+use super::{TenantId, UserId};
+use crate::db::Database;
 
 /// One side of the graph around a user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,10 +178,7 @@ async fn active_partners(
     if candidates.is_empty() {
         return Ok((following, followed_by));
     }
-    let (table, status) = match db.kind() {
-        DatabaseKind::Sqlite => ("following", "+rel_status"),
-        DatabaseKind::MySql => ("following FORCE INDEX (PRIMARY)", "rel_status"),
-    };
+    let (table, status) = (db.kind().by_primary_key("following"), db.kind().not_an_index("rel_status"));
     let select = |direction: Direction| {
         let (owner, listed) = direction.columns();
         let followers = i64::from(direction == Direction::Followers);

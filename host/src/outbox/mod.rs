@@ -2,46 +2,29 @@
 //! to publish. What the row holds and how the bus carries it are decided here.
 
 mod event_id;
+mod row;
 
 use serde::Serialize;
 
 pub use event_id::EventId;
+pub use row::{OutboxRow, OUTBOX_COLUMNS};
 
 /// The aggregate type of follow events; the relay's default topic is derived from it (`strand.following`).
 pub const AGGREGATE_TYPE: &str = "following";
 
-/// What a change did to its pair.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EventType {
-    Follow,
-    Unfollow,
-}
-
-impl EventType {
-    pub const ALL: [EventType; 2] = [EventType::Follow, EventType::Unfollow];
-
-    /// As the outbox's `event_type` column and the bus's `event-type` header spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Follow => "follow",
-            EventType::Unfollow => "unfollow",
-        }
-    }
-}
-
-impl std::str::FromStr for EventType {
-    type Err = String;
-
-    /// The type [`EventType::as_str`] spells `name`; anything else is refused, never taken for an unfollow.
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|event| event.as_str() == name).ok_or_else(|| format!("no event type {name:?}"))
+crate::str_enum! {
+    /// What a change did to its pair, as the outbox's `event_type` column, the payload's `type` and the
+    /// bus's `event-type` header spell it (any other name is refused, never taken for an unfollow).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum EventType("event type") {
+        Follow = "follow",
+        Unfollow = "unfollow",
     }
 }
 
 /// The event written to the outbox on every real change; consumers dedupe and order by it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct OutboxEvent {
+pub struct ChangeEvent {
     /// [`EventId`]: `tenant:from:to:version`, one change forever.
     pub event_id: String,
     #[serde(rename = "type")]
@@ -59,7 +42,7 @@ pub struct OutboxEvent {
     pub followed_back: bool,
 }
 
-impl OutboxEvent {
+impl ChangeEvent {
     /// The outbox row's `aggregate_id`: `from:to`.
     pub fn aggregate_id(&self) -> String {
         format!("{}:{}", self.from, self.to)
@@ -72,6 +55,6 @@ impl OutboxEvent {
 
     /// The outbox row's `payload`: the event as JSON.
     pub fn payload(&self) -> String {
-        serde_json::to_string(self).expect("an OutboxEvent always serialises")
+        serde_json::to_string(self).expect("an ChangeEvent always serialises")
     }
 }

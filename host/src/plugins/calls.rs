@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use super::bindings::{v0_1, wire, Decision, Destination, Effect, Key};
 use super::error::PluginError;
-use super::inputs::{batch_tenant, Input, OutboxEvent, RelationEvent, WriteRequest};
+use super::inputs::{batch_tenant, Input, RelationEvent, WriteRequest};
 use super::logs::CallLog;
 use super::runtime::{Built, CallCost, Called, PluginLimits, PluginRuntime, PreparedPlugin};
+use crate::outbox::OutboxRow;
 
 /// Most destinations one event may be routed to.
 pub const MAX_DESTINATIONS: usize = 16;
@@ -80,7 +81,7 @@ impl PluginRuntime {
         &self,
         plugin: &PreparedPlugin,
         limits: PluginLimits,
-        events: &[OutboxEvent],
+        events: &[OutboxRow],
     ) -> Called<Vec<Vec<Destination>>> {
         let PreparedPlugin::Router(built) = plugin else { return refused(mismatch(plugin, "router")) };
         let tenant = match batch_tenant(events) {

@@ -3,7 +3,8 @@
 
 use super::bindings::v0_1 as old;
 use super::bindings::{Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, ZsetEntry};
-use super::inputs::{OutboxEvent, RelationEvent, WriteRequest};
+use super::inputs::{RelationEvent, WriteRequest};
+use crate::outbox::OutboxRow;
 
 fn action(action: Action) -> old::Action {
     match action {
@@ -18,8 +19,8 @@ impl From<&WriteRequest> for old::WriteRequest {
     }
 }
 
-impl From<&OutboxEvent> for old::OutboxEvent {
-    fn from(e: &OutboxEvent) -> Self {
+impl From<&OutboxRow> for old::OutboxEvent {
+    fn from(e: &OutboxRow) -> Self {
         Self {
             id: e.id,
             tenant: e.tenant.clone(),

@@ -4,8 +4,9 @@
 
 use super::bindings::Action;
 use super::error::PluginError;
-use super::inputs::{OutboxEvent, RelationEvent, WriteRequest};
+use super::inputs::{RelationEvent, WriteRequest};
 use super::runtime::{CallCost, PluginLimits, PluginRuntime, PreparedPlugin};
+use crate::outbox::OutboxRow;
 use crate::outbox::{EventId, EventType};
 
 /// Write requests covering both actions and several users.
@@ -38,13 +39,13 @@ pub fn sample_events() -> Vec<RelationEvent> {
 }
 
 /// Outbox rows as the relay hands them to the router.
-pub fn sample_outbox_events() -> Vec<OutboxEvent> {
+pub fn sample_outbox_events() -> Vec<OutboxRow> {
     sample_events()
         .into_iter()
         .enumerate()
         .map(|(i, e)| {
             let event_type = EventType::from(e.action).as_str();
-            OutboxEvent {
+            OutboxRow {
                 id: i as i64 + 1,
                 tenant: e.tenant.clone(),
                 aggregate_type: "following".into(),

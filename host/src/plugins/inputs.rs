@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::bindings::{wire, Action};
 use super::error::PluginError;
-use crate::outbox::EventType;
+use crate::outbox::{EventType, OutboxRow};
 
 /// A follow or unfollow about to be written, for the rate-limit policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,19 +19,6 @@ pub struct WriteRequest {
     pub target: i64,
     /// Host time, epoch milliseconds.
     pub now_ms: i64,
-}
-
-/// A committed outbox row, for the router.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OutboxEvent {
-    pub id: i64,
-    pub tenant: String,
-    pub aggregate_type: String,
-    pub aggregate_id: String,
-    pub event_type: String,
-    /// The default message key, `tenant:follower`.
-    pub key: String,
-    pub payload: String,
 }
 
 /// A relation change, for projectors.
@@ -66,7 +53,7 @@ impl Input for WriteRequest {
     }
 }
 
-impl Input for OutboxEvent {
+impl Input for OutboxRow {
     fn tenant(&self) -> &str {
         &self.tenant
     }
@@ -102,8 +89,8 @@ impl From<&WriteRequest> for wire::WriteRequest {
     }
 }
 
-impl From<&OutboxEvent> for wire::OutboxEvent {
-    fn from(e: &OutboxEvent) -> Self {
+impl From<&OutboxRow> for wire::OutboxEvent {
+    fn from(e: &OutboxRow) -> Self {
         Self {
             id: e.id,
             aggregate_type: e.aggregate_type.clone(),

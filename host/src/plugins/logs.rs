@@ -12,9 +12,10 @@ use utoipa::{IntoParams, ToSchema};
 use super::bindings::Level;
 use super::inputs::Input;
 use super::PluginKind;
-use crate::bounded::{KeyedRate, TenantQueue};
 use crate::bus::{Message, Publisher};
-use crate::graph::Database;
+use crate::db::Database;
+use crate::ops::bounded::{KeyedRate, TenantQueue};
+use crate::ops::metrics::PLUGIN_LOG_LINES_DROPPED;
 use crate::util::time::{now_ms, rfc3339_millis};
 
 /// Most lines one call keeps.
@@ -106,7 +107,7 @@ impl LogSource {
                 ("plugin", self.name.clone()),
                 ("reason", reason.to_owned()),
             ];
-            metrics::counter!("strand_plugin_log_lines_dropped_total", &labels).increment(lines as u64);
+            metrics::counter!(PLUGIN_LOG_LINES_DROPPED.name, &labels).increment(lines as u64);
         }
     }
 }

@@ -28,7 +28,7 @@ pub use bindings::{
 pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFECTS, MAX_TTL, RESERVED_HEADERS};
 pub use conformance::{sample_events, sample_outbox_events, sample_requests};
 pub use error::PluginError;
-pub use inputs::{Input, OutboxEvent, RelationEvent, WriteRequest};
+pub use inputs::{Input, RelationEvent, WriteRequest};
 pub use logs::{LogLine, LogSource, PluginLogs, MAX_LINES_PER_CALL, MAX_LINE_BYTES};
 pub use observed::{count_invalid_output, observed};
 pub use policy::{project_with_retries, route_by_default, route_or_default, ProjectionFailed, RetryPolicy, Routed};
@@ -39,37 +39,23 @@ pub use registry::{
 };
 pub use rollout::{RolloutRates, Tally};
 pub use runtime::{
-    hex_sha256, CallCost, Called, LimitRefused, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
-    DEFAULT_TENANT_SHARE, INPUTS_PER_LIMIT,
+    CallCost, Called, LimitRefused, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits, DEFAULT_TENANT_SHARE,
+    INPUTS_PER_LIMIT,
 };
 pub use slot::{PluginSlot, SlotError, SINGLETON_NAME};
 
-use std::fmt;
-use std::str::FromStr;
-
-/// The three things a plugin can be, one WIT world each.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum PluginKind {
-    RateLimiter,
-    Router,
-    Projector,
+crate::str_enum! {
+    /// The three things a plugin can be, one WIT world each; named as the world in `wit/`, also in URLs,
+    /// the CLI and the `plugins` table.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum PluginKind("plugin kind") {
+        RateLimiter = "rate-limiter",
+        Router = "router",
+        Projector = "projector",
+    }
 }
 
 impl PluginKind {
-    pub const ALL: [PluginKind; 3] = [PluginKind::RateLimiter, PluginKind::Router, PluginKind::Projector];
-
-    /// The world's name in `wit/`, also used in URLs, the CLI and the `plugins` table.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PluginKind::RateLimiter => "rate-limiter",
-            PluginKind::Router => "router",
-            PluginKind::Projector => "projector",
-        }
-    }
-
     /// Rate limiters and routers: one per tenant. Projectors: as many as the tenant deploys, each named.
     pub fn is_singleton(self) -> bool {
         self != PluginKind::Projector
@@ -89,22 +75,6 @@ impl Singleton {
             Singleton::RateLimiter => PluginKind::RateLimiter,
             Singleton::Router => PluginKind::Router,
         }
-    }
-}
-
-impl fmt::Display for PluginKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for PluginKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        PluginKind::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("unknown plugin kind {s:?}: use rate-limiter, router or projector"))
     }
 }
 

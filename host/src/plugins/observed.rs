@@ -13,6 +13,7 @@ use super::logs::{bounded, LogLine, LogSource, PluginLogs};
 use super::registry::ActivePlugin;
 use super::runtime::Called;
 use super::Level;
+use crate::ops::metrics::{PLUGIN_CALLS, PLUGIN_CALL_SECONDS, PLUGIN_INVALID_OUTPUT};
 
 /// Awaits `call` of `plugin` for `tenant`, and records it.
 pub async fn observed<R>(
@@ -56,16 +57,16 @@ pub async fn observed<R>(
         Err(_) => "host",
     };
     let labels = labels(tenant, plugin);
-    metrics::histogram!("strand_plugin_call_seconds", &labels).record(started.elapsed().as_secs_f64());
+    metrics::histogram!(PLUGIN_CALL_SECONDS.name, &labels).record(started.elapsed().as_secs_f64());
     let mut counted = labels;
     counted.push(("outcome", outcome.to_owned()));
-    metrics::counter!("strand_plugin_calls_total", &counted).increment(1);
+    metrics::counter!(PLUGIN_CALLS.name, &counted).increment(1);
     if outcome == "invalid_output" {
         count_invalid_output(tenant, plugin, "call");
     }
     if let Err(host @ PluginError::Host { .. }) = &result {
         // Not the plugin's doing: an operator's concern, with its cause.
-        let error = crate::observability::causes(host);
+        let error = crate::ops::observability::causes(host);
         tracing::error!(tenant, plugin = %plugin.name, version = plugin.version, %error, "the plugin host failed");
     }
     result
@@ -76,7 +77,7 @@ pub async fn observed<R>(
 pub fn count_invalid_output(tenant: &str, plugin: &ActivePlugin, stage: &'static str) {
     let mut labels = labels(tenant, plugin);
     labels.push(("stage", stage.to_owned()));
-    metrics::counter!("strand_plugin_invalid_output_total", &labels).increment(1);
+    metrics::counter!(PLUGIN_INVALID_OUTPUT.name, &labels).increment(1);
 }
 
 /// Labels of a plugin's series: by tenant, kind and plugin name — not by version, so a tenant deploying in

@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use super::bindings::{Destination, Effect};
 use super::error::PluginError;
-use super::inputs::{OutboxEvent, RelationEvent};
+use super::inputs::RelationEvent;
 use super::observed::observed;
 use super::registry::{ActivePlugin, Chosen, PluginRegistry};
 use super::Singleton;
 use crate::graph::TenantId;
+use crate::ops::metrics::PROJECTOR_RETRIES;
+use crate::outbox::OutboxRow;
 use crate::util::backoff::Backoff;
 
 /// Destinations for a batch, and which router produced them.
@@ -33,7 +35,7 @@ pub struct Routed {
 pub async fn route_or_default(
     registry: &PluginRegistry,
     tenant: &TenantId,
-    events: Vec<OutboxEvent>,
+    events: Vec<OutboxRow>,
 ) -> Result<Routed, PluginError> {
     let chosen: Vec<Chosen> = events.iter().map(|e| registry.choose(tenant, Singleton::Router, &e.key, None)).collect();
     let (by_canary, by_stable): (Vec<usize>, Vec<usize>) = (0..events.len()).partition(|&i| chosen[i].by_canary);
@@ -44,7 +46,7 @@ pub async fn route_or_default(
     };
     for group in [by_stable, by_canary] {
         let Some(&first) = group.first() else { continue };
-        let batch: Vec<OutboxEvent> = group.iter().map(|&i| events[i].clone()).collect();
+        let batch: Vec<OutboxRow> = group.iter().map(|&i| events[i].clone()).collect();
         let (destinations, version, fell_back) = route_group(registry, tenant, &chosen[first].plugin, batch).await?;
         registry.record_outcome(tenant, Singleton::Router, &chosen[first], fell_back.as_ref()).await;
         for (i, destinations) in group.into_iter().zip(destinations) {
@@ -62,7 +64,7 @@ async fn route_group(
     registry: &PluginRegistry,
     tenant: &TenantId,
     router: &Arc<ActivePlugin>,
-    events: Vec<OutboxEvent>,
+    events: Vec<OutboxRow>,
 ) -> Result<(Vec<Vec<Destination>>, i64, Option<PluginError>), PluginError> {
     let events = Arc::new(events);
     match route(registry, tenant, router.clone(), events.clone()).await {
@@ -81,7 +83,7 @@ async fn route_group(
 pub async fn route_by_default(
     registry: &PluginRegistry,
     tenant: &TenantId,
-    events: Vec<OutboxEvent>,
+    events: Vec<OutboxRow>,
 ) -> Result<Routed, PluginError> {
     let router = registry.default_router();
     let count = events.len();
@@ -93,7 +95,7 @@ async fn route(
     registry: &PluginRegistry,
     tenant: &TenantId,
     router: Arc<ActivePlugin>,
-    events: Arc<Vec<OutboxEvent>>,
+    events: Arc<Vec<OutboxRow>>,
 ) -> Result<Vec<Vec<Destination>>, PluginError> {
     let call = registry.runtime().route(&router.prepared, router.limits, &events);
     observed(registry.logs(), tenant.as_str(), &router, call).await
@@ -147,7 +149,7 @@ pub async fn project_with_retries(
             }
             Err(error) => {
                 tracing::warn!(projector = %projector.name, attempt, %error, "projector failed; retrying");
-                metrics::counter!("strand_projector_retries_total", "projector" => projector.name.clone()).increment(1);
+                metrics::counter!(PROJECTOR_RETRIES.name, "projector" => projector.name.clone()).increment(1);
                 tokio::time::sleep(backoff.next_wait()).await;
                 attempt += 1;
             }

@@ -6,27 +6,18 @@
 
 use serde::{Deserialize, Serialize};
 
-/// How a declared space is served.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Shape {
-    /// A number (`counter-add` effects).
-    Counter,
-    /// Members (ids) with scores, highest first, paged by cursor or offset (`zset-*` effects).
-    SortedSet,
-    /// A text (`value-set` effects).
-    Value,
-}
+use crate::util::str_enum::UnknownName;
 
-impl Shape {
-    const ALL: [Shape; 3] = [Shape::Counter, Shape::SortedSet, Shape::Value];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Shape::Counter => "counter",
-            Shape::SortedSet => "sorted-set",
-            Shape::Value => "value",
-        }
+crate::str_enum! {
+    /// How a declared space is served: what it holds, and so how the API reads it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Shape("shape") {
+        /// A number (`counter-add` effects).
+        Counter = "counter",
+        /// Members (ids) with scores, highest first, paged by cursor or offset (`zset-*` effects).
+        SortedSet = "sorted-set",
+        /// A text (`value-set` effects).
+        Value = "value",
     }
 }
 
@@ -47,10 +38,7 @@ pub fn parse_declarations(text: &str) -> Result<Vec<Readable>, String> {
     let mut declared: Vec<Readable> = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (shape, space) = part.split_once(':').ok_or_else(|| format!("{part:?} is not shape:space"))?;
-        let shape = Shape::ALL
-            .into_iter()
-            .find(|s| s.as_str() == shape)
-            .ok_or_else(|| format!("unknown shape {shape:?}: use counter, sorted-set or value"))?;
+        let shape: Shape = shape.parse().map_err(|unknown: UnknownName| unknown.to_string())?;
         let valid = !space.is_empty()
             && space.len() <= 64
             && space.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));

@@ -7,7 +7,8 @@
 
 use sqlx::Row;
 
-use crate::graph::{Database, TenantId};
+use crate::db::Database;
+use crate::graph::TenantId;
 use crate::outbox::EventId;
 use crate::plugins::{Action, RelationEvent};
 

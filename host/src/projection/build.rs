@@ -15,7 +15,8 @@ use super::backfill::Snapshot;
 use super::progress::{self, BackfillState};
 use super::projector::{PluginProjectionError, Projector, LOCK_TTL};
 use crate::bus::Topology;
-use crate::graph::{Database, TenantId};
+use crate::db::Database;
+use crate::graph::TenantId;
 use crate::plugins::ActivePlugin;
 
 /// How often a process waiting for another's build checks it.

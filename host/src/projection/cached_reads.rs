@@ -8,7 +8,8 @@
 use strand_contract::{FOLLOWERS, FOLLOWING, FOLLOWINGS, FOLLOW_COUNTS, FOLLOW_LISTS};
 
 use crate::cache::{member, Cache, CacheError, PageStart, Space};
-use crate::graph::{self, Counts, Database, Direction, ListedUser, Page, PageRequest, Position, TenantId, UserId};
+use crate::db::Database;
+use crate::graph::{self, Counts, Direction, ListedUser, Page, PageRequest, Position, TenantId, UserId};
 
 /// Where reads are served from: the cache when it is complete for the tenant, else the database.
 pub struct CachedReads {

@@ -3,7 +3,7 @@
 
 use chrono::DateTime;
 
-use crate::outbox::{EventId, OutboxEvent};
+use crate::outbox::{ChangeEvent, EventId};
 use crate::plugins::{Action, RelationEvent};
 
 /// Why an event cannot be projected (a poison event: retrying will not help).
@@ -15,7 +15,7 @@ pub struct Unprojectable {
 }
 
 /// The projector's view of `event`.
-pub fn relation_event(event: &OutboxEvent) -> Result<RelationEvent, Unprojectable> {
+pub fn relation_event(event: &ChangeEvent) -> Result<RelationEvent, Unprojectable> {
     let poison = |detail: String| Unprojectable { event_id: event.event_id.clone(), detail };
     let action = Action::from(event.event_type);
     let named = EventId { tenant: &event.tenant, from: event.from, to: event.to, version: event.version };
@@ -44,7 +44,7 @@ mod tests {
 
     #[test]
     fn an_event_whose_id_names_another_change_is_poison() {
-        let event = OutboxEvent {
+        let event = ChangeEvent {
             event_id: "acme:1:2:3".into(),
             event_type: EventType::Follow,
             tenant: "acme".into(),
@@ -55,7 +55,7 @@ mod tests {
             followed_back: false,
         };
         assert_eq!(relation_event(&event).unwrap().event_id, "acme:1:2:3");
-        let replayed_as_another = OutboxEvent { version: 4, ..event };
+        let replayed_as_another = ChangeEvent { version: 4, ..event };
         assert!(relation_event(&replayed_as_another).unwrap_err().detail.contains("acme:1:2:4"));
     }
 }

@@ -3,8 +3,8 @@
 //! replayed partition or one pair's events out of order all leave the table equal to the truth.
 
 use super::events::{relation_event, Unprojectable};
-use crate::graph::{Database, DatabaseKind};
-use crate::outbox::OutboxEvent;
+use crate::db::{Database, DatabaseKind};
+use crate::outbox::ChangeEvent;
 use crate::plugins::{Action, RelationEvent};
 
 /// The status a follower row takes from `event`.
@@ -16,29 +16,12 @@ fn status(event: &RelationEvent) -> i64 {
 }
 
 /// Applies `events` in one transaction. `created_at` is the time of the latest follow, as in `following`.
-pub async fn apply(db: &Database, events: &[OutboxEvent]) -> Result<(), FollowerError> {
+pub async fn apply(db: &Database, events: &[ChangeEvent]) -> Result<(), FollowerError> {
     let rows = events.iter().map(relation_event).collect::<Result<Vec<_>, _>>()?;
-    let upsert = match db.kind() {
-        // Assignments run left to right and see earlier ones: `version` is compared first, set last.
-        DatabaseKind::MySql => {
-            "INSERT INTO follower (tenant_id, to_user_id, from_user_id, rel_status, version, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE \
-             created_at = IF(VALUES(version) > version AND VALUES(rel_status) = 1, VALUES(created_at), created_at), \
-             rel_status = IF(VALUES(version) > version, VALUES(rel_status), rel_status), \
-             updated_at = IF(VALUES(version) > version, VALUES(updated_at), updated_at), \
-             version = GREATEST(version, VALUES(version))"
-        }
-        DatabaseKind::Sqlite => {
-            "INSERT INTO follower (tenant_id, to_user_id, from_user_id, rel_status, version, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, to_user_id, from_user_id) DO UPDATE SET \
-             created_at = CASE WHEN excluded.rel_status = 1 THEN excluded.created_at ELSE follower.created_at END, \
-             rel_status = excluded.rel_status, updated_at = excluded.updated_at, version = excluded.version \
-             WHERE excluded.version > follower.version"
-        }
-    };
+    let upsert = newest_version_upsert(db.kind());
     let mut tx = db.writer().begin().await?;
     for row in rows {
-        sqlx::query(upsert)
+        sqlx::query(&upsert)
             .bind(&row.tenant)
             .bind(row.followee)
             .bind(row.follower)
@@ -51,6 +34,26 @@ pub async fn apply(db: &Database, events: &[OutboxEvent]) -> Result<(), Follower
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// The insert of a follower row that only a newer version overwrites. Assignments are phrased so that both
+/// dialects agree: MySQL runs them left to right, each seeing those before it, SQLite all on the old row —
+/// so `version` is compared in each and set last.
+fn newest_version_upsert(kind: DatabaseKind) -> String {
+    let new = |column| kind.inserted(column);
+    let (version, newer) = (new("version"), format!("{} > version", new("version")));
+    format!(
+        "INSERT INTO follower (tenant_id, to_user_id, from_user_id, rel_status, version, created_at, updated_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?){on_conflict}\
+         created_at = CASE WHEN {newer} AND {status} = 1 THEN {created} ELSE created_at END, \
+         rel_status = CASE WHEN {newer} THEN {status} ELSE rel_status END, \
+         updated_at = CASE WHEN {newer} THEN {updated} ELSE updated_at END, \
+         version = CASE WHEN {newer} THEN {version} ELSE version END",
+        on_conflict = kind.on_conflict_update(&["tenant_id", "to_user_id", "from_user_id"]),
+        status = new("rel_status"),
+        created = new("created_at"),
+        updated = new("updated_at"),
+    )
 }
 
 /// Why a batch was not applied; nothing of it was written.

@@ -7,8 +7,9 @@
 
 use sqlx::Row;
 
-use crate::graph::Database;
-use crate::outbox::OutboxEvent;
+use crate::db::Database;
+use crate::ops::metrics::PROJECTION_PARKED_EVENTS;
+use crate::outbox::ChangeEvent;
 use crate::util::time::now_ms;
 
 /// Tries after which a parked event is dead-lettered.
@@ -20,7 +21,7 @@ const RETRY_BATCH: i64 = 256;
 #[derive(Debug, Clone)]
 pub struct ParkedEvent {
     pub id: i64,
-    pub event: OutboxEvent,
+    pub event: ChangeEvent,
     /// The event as it came on the bus.
     pub payload: String,
     /// Failed tries so far.
@@ -40,7 +41,7 @@ impl Parked {
     }
 
     /// Keeps `events` of `tenant` (one batch's, in bus order) for later, with why.
-    pub async fn park(&self, tenant: &str, events: &[&OutboxEvent], reason: &str) -> Result<(), sqlx::Error> {
+    pub async fn park(&self, tenant: &str, events: &[&ChangeEvent], reason: &str) -> Result<(), sqlx::Error> {
         if events.is_empty() {
             return Ok(());
         }
@@ -64,7 +65,7 @@ impl Parked {
                 .push_bind(reason.clone());
         });
         insert.build().execute(self.db.writer()).await?;
-        metrics::counter!("strand_projection_parked_events_total", "projection" => self.projection.clone())
+        metrics::counter!(PROJECTION_PARKED_EVENTS.name, "projection" => self.projection.clone())
             .increment(events.len() as u64);
         Ok(())
     }

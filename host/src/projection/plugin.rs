@@ -23,8 +23,9 @@ use super::parked::{Parked, ParkedEvent, MAX_ATTEMPTS};
 use super::projector::{PluginProjectionError, Projector, Role};
 use crate::bus::Topology;
 use crate::cache::{Applied, Cache, Gate};
-use crate::graph::{Database, TenantId};
-use crate::outbox::OutboxEvent;
+use crate::db::Database;
+use crate::graph::TenantId;
+use crate::outbox::ChangeEvent;
 use crate::plugins::{ActivePlugin, PluginRegistry, RelationEvent, Tally};
 use crate::util::backoff::Backoff;
 
@@ -97,7 +98,7 @@ enum Held {
 
 /// Parked events the worker is to dead-letter (tried [`MAX_ATTEMPTS`] times), with why.
 pub struct GivenUp {
-    pub event: OutboxEvent,
+    pub event: ChangeEvent,
     /// The event as it came on the bus.
     pub payload: String,
     pub reason: String,
@@ -155,7 +156,7 @@ impl PluginProjection {
 
     /// Projects `events` (in bus order) and applies the effects, exactly once in result, building a space
     /// that is not complete first, in line: every tenant's events applied before this returns.
-    pub async fn apply(&self, events: &[OutboxEvent]) -> Result<(), PluginProjectionError> {
+    pub async fn apply(&self, events: &[ChangeEvent]) -> Result<(), PluginProjectionError> {
         for (tenant, (batch, _)) in by_tenant(events)? {
             self.apply_tenant(&tenant, &batch, Builds::InLine).await?;
         }
@@ -167,7 +168,7 @@ impl PluginProjection {
     /// batch is committed) and is held — its later events are parked too until the parked ones went
     /// through — while the other tenants' events are applied. Only a failure of the cache itself fails the
     /// batch.
-    pub async fn apply_fenced(&self, events: &[OutboxEvent]) -> Result<(), PluginProjectionError> {
+    pub async fn apply_fenced(&self, events: &[ChangeEvent]) -> Result<(), PluginProjectionError> {
         for (tenant, (batch, raw)) in by_tenant(events)? {
             if self.is_held(&tenant) {
                 self.parked.park(tenant.as_str(), &raw, "the tenant's earlier events wait").await?;
@@ -330,7 +331,7 @@ impl PluginProjection {
             match outcome {
                 Some(Ok(Ok(_))) => {}
                 Some(Ok(Err(error))) => {
-                    let error = crate::observability::causes(&error);
+                    let error = crate::ops::observability::causes(&error);
                     tracing::error!(projector = %self.plugin(), tenant = %key.0, %error, "a build failed; it is started again");
                 }
                 Some(Err(join)) => {
@@ -426,10 +427,10 @@ impl PluginProjection {
 }
 
 /// One tenant's events of a batch, in bus order: as projectors see them, and as they came.
-type TenantEvents<'e> = (Vec<RelationEvent>, Vec<&'e OutboxEvent>);
+type TenantEvents<'e> = (Vec<RelationEvent>, Vec<&'e ChangeEvent>);
 
 /// `events` by tenant, in bus order within each.
-fn by_tenant(events: &[OutboxEvent]) -> Result<BTreeMap<TenantId, TenantEvents<'_>>, Unprojectable> {
+fn by_tenant(events: &[ChangeEvent]) -> Result<BTreeMap<TenantId, TenantEvents<'_>>, Unprojectable> {
     let mut by_tenant: BTreeMap<TenantId, TenantEvents<'_>> = BTreeMap::new();
     for event in events {
         let relation = relation_event(event)?;

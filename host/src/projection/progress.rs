@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
-use crate::graph::{Database, DatabaseKind, TenantId};
+use crate::db::Database;
+use crate::graph::TenantId;
 use crate::util::time::now_ms;
 
 /// One projector's backfill for one tenant.
@@ -20,30 +21,14 @@ pub struct BackfillProgress {
     pub state: BackfillState,
 }
 
-/// Where a backfill stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum BackfillState {
-    /// Replaying the truth into the space.
-    Backfilling,
-    /// Built: the projector follows the bus.
-    Complete,
-}
-
-impl BackfillState {
-    /// Its name in `projection_backfill.state` and the admin API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Backfilling => "backfilling",
-            Self::Complete => "complete",
-        }
-    }
-
-    fn decode(stored: &str) -> Result<Self, sqlx::Error> {
-        [Self::Backfilling, Self::Complete]
-            .into_iter()
-            .find(|state| state.as_str() == stored)
-            .ok_or_else(|| sqlx::Error::Decode(format!("unknown backfill state {stored:?}").into()))
+crate::str_enum! {
+    /// Where a backfill stands, as `projection_backfill.state` and the admin API name it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum BackfillState("backfill state") {
+        /// Replaying the truth into the space.
+        Backfilling = "backfilling",
+        /// Built: the projector follows the bus.
+        Complete = "complete",
     }
 }
 
@@ -56,20 +41,12 @@ pub async fn record(
     (done, total): (u64, u64),
     state: BackfillState,
 ) -> Result<(), sqlx::Error> {
-    let upsert = match db.kind() {
-        DatabaseKind::MySql => {
-            "INSERT INTO projection_backfill (projection, tenant_id, plugin_version, done, total, state, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE plugin_version = VALUES(plugin_version), done = VALUES(done), total = VALUES(total), \
-             state = VALUES(state), updated_at = VALUES(updated_at)"
-        }
-        DatabaseKind::Sqlite => {
-            "INSERT INTO projection_backfill (projection, tenant_id, plugin_version, done, total, state, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (projection, tenant_id) DO UPDATE SET \
-             plugin_version = excluded.plugin_version, done = excluded.done, \
-             total = excluded.total, state = excluded.state, updated_at = excluded.updated_at"
-        }
-    };
-    sqlx::query(upsert)
+    let upsert = db.kind().upsert(
+        "projection_backfill",
+        &["projection", "tenant_id", "plugin_version", "done", "total", "state", "updated_at"],
+        &["projection", "tenant_id"],
+    );
+    sqlx::query(&upsert)
         .bind(projection)
         .bind(tenant.as_str())
         .bind(plugin_version)
@@ -98,7 +75,7 @@ pub async fn all(db: &Database) -> Result<Vec<BackfillProgress>, sqlx::Error> {
             plugin_version: row.try_get(2)?,
             done: row.try_get(3)?,
             total: row.try_get(4)?,
-            state: BackfillState::decode(&row.try_get::<String, _>(5)?)?,
+            state: row.try_get::<String, _>(5)?.parse()?,
         })
     })
     .collect()

@@ -11,7 +11,9 @@ use std::time::Duration;
 use super::events::Unprojectable;
 use super::spaces;
 use crate::cache::{Applied, Cache, CacheError, Exceeded, Gate, Space, COUNTER_LIMIT};
-use crate::graph::{Database, TenantId};
+use crate::db::Database;
+use crate::graph::TenantId;
+use crate::ops::metrics::PROJECTION_SHADOW_SKIPPED_EVENTS;
 use crate::plugins::{
     count_invalid_output, project_with_retries, ActivePlugin, Effect, PluginKind, PluginRegistry, PluginSlot,
     ProjectionFailed, RelationEvent, RetryPolicy, Staged, Tally,
@@ -179,7 +181,7 @@ impl Projector {
         }
         let failures = projected.iter().filter(|effects| effects.is_err()).count() as u64;
         if failures > 0 {
-            metrics::counter!("strand_projection_shadow_skipped_events_total", "projector" => self.plugin.clone())
+            metrics::counter!(PROJECTION_SHADOW_SKIPPED_EVENTS.name, "projector" => self.plugin.clone())
                 .increment(failures);
             tracing::warn!(projector = %self.plugin, %tenant, version = plugin.version, failures,
                 "the shadow failed on events; they are left out of its space");

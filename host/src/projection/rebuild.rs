@@ -6,7 +6,8 @@
 use super::build::{truth_tenants, Rebuild};
 use super::plugin::PluginProjection;
 use super::projector::PluginProjectionError;
-use crate::graph::{Database, TenantId};
+use crate::db::Database;
+use crate::graph::TenantId;
 
 /// Why a rebuild stopped; running it again is safe.
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,7 @@ use sqlx::Row;
 use strand_contract::{FOLLOWERS, FOLLOWING, FOLLOWINGS, FOLLOW_COUNTS, FOLLOW_LISTS};
 
 use crate::cache::{Cache, CacheError, PageStart, Space};
-use crate::graph::Database;
+use crate::db::Database;
 
 /// Every difference found.
 #[derive(Debug, Default)]

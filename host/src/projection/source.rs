@@ -11,6 +11,7 @@ use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{ClientContext, Message as _, Offset, TopicPartitionList};
 
 use crate::bus::{EmbeddedBus, KafkaConnection, Message};
+use crate::ops::metrics::{PROJECTION_COMMIT_FAILURES, PROJECTION_PARTITIONS};
 
 /// An event read from the bus, with where it came from (what a commit moves past).
 #[derive(Debug, Clone)]
@@ -163,7 +164,7 @@ impl ClientContext for GroupMember {}
 
 impl ConsumerContext for GroupMember {
     fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        let gauge = metrics::gauge!("strand_projection_partitions", "group" => self.group.clone());
+        let gauge = metrics::gauge!(PROJECTION_PARTITIONS.name, "group" => self.group.clone());
         match rebalance {
             Rebalance::Assign(list) => {
                 let partitions: Vec<i32> = list.elements().iter().map(|p| p.partition()).collect();
@@ -180,7 +181,7 @@ impl ConsumerContext for GroupMember {
 
     fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
         if let Err(error) = result {
-            metrics::counter!("strand_projection_commit_failures_total", "group" => self.group.clone()).increment(1);
+            metrics::counter!(PROJECTION_COMMIT_FAILURES.name, "group" => self.group.clone()).increment(1);
             tracing::warn!(group = %self.group, %error, ?offsets, "commit failed; those events will be delivered again");
         }
     }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::cache::{Cache, CacheError, PageStart, Space};
+use crate::ops::metrics::PROJECTION_RETIRE_FAILURES;
 use crate::plugins::{PluginKind, PluginRegistry, PluginSlot};
 
 /// Drops the data of the slot's versions in `was_live` that [`PluginRegistry::live_versions`] no longer
@@ -24,8 +25,7 @@ pub async fn retire(cache: &Cache, registry: &PluginRegistry, slot: &PluginSlot,
         match cache.clear(space).await {
             Ok(()) => tracing::info!(tenant = %slot.tenant, projector = %slot.name, version, "space retired"),
             Err(error) => {
-                metrics::counter!("strand_projection_retire_failures_total", "projector" => slot.name.clone())
-                    .increment(1);
+                metrics::counter!(PROJECTION_RETIRE_FAILURES.name, "projector" => slot.name.clone()).increment(1);
                 tracing::error!(tenant = %slot.tenant, projector = %slot.name, version, %error,
                     "cannot drop a retired version's space; its data stays behind, unread");
             }

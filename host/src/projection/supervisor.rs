@@ -2,7 +2,7 @@
 //! built (its bus, consumer name and dead-letter topic), and a watch that starts a worker for each
 //! projector deployed after start-up. A new worker
 //! builds its spaces from the truth before it applies events (`build.rs`); the other projections keep
-//! running meanwhile. Every worker runs as a supervised task (`crate::tasks`): restarted if it ends.
+//! running meanwhile. Every worker runs as a supervised task (`crate::ops::tasks`): restarted if it ends.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -15,9 +15,9 @@ use super::source::{EventSource, SourceError};
 use super::worker::{Projection, Worker};
 use crate::bus::{KafkaConnection, Publisher, Topology};
 use crate::cache::Cache;
-use crate::graph::Database;
+use crate::db::Database;
+use crate::ops::tasks::Tasks;
 use crate::plugins::PluginRegistry;
-use crate::tasks::Tasks;
 
 /// Builds the workers of one deployment.
 #[derive(Clone)]

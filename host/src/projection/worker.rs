@@ -11,9 +11,10 @@ use super::plugin::{GivenUp, PluginProjection};
 use super::projector::PluginProjectionError;
 use super::source::{EventSource, Received, SourceError};
 use crate::bus::{Message, PublishError, Publisher, Topology};
-use crate::graph::Database;
-use crate::observability::{causes, seconds_since};
-use crate::outbox::OutboxEvent;
+use crate::db::Database;
+use crate::ops::metrics::{DEAD_LETTERS, PROJECTION_EVENTS, PROJECTION_LAG_SECONDS, PROJECTION_RETRIES};
+use crate::ops::observability::{causes, seconds_since};
+use crate::outbox::ChangeEvent;
 use crate::util::backoff::Backoff;
 
 /// Most events per batch.
@@ -43,7 +44,7 @@ impl Projection {
         }
     }
 
-    async fn apply(&self, events: &[OutboxEvent]) -> Result<(), ApplyError> {
+    async fn apply(&self, events: &[ChangeEvent]) -> Result<(), ApplyError> {
         match self {
             Projection::Follower(db) => follower::apply(db, events).await.map_err(|e| match e {
                 FollowerError::Unprojectable(poison) => {
@@ -204,7 +205,7 @@ impl Worker {
         let error = causes(error);
         let retry_in = backoff.next_wait();
         tracing::error!(projection = %self.projection.name(), %error, ?retry_in, "projection worker failed; retrying");
-        metrics::counter!("strand_projection_retries_total", "projection" => self.projection.name()).increment(1);
+        metrics::counter!(PROJECTION_RETRIES.name, "projection" => self.projection.name()).increment(1);
         tokio::select! {
             () = shutdown.as_mut() => {}
             () = tokio::time::sleep(retry_in) => {}
@@ -217,7 +218,7 @@ impl Worker {
         let mut events = Vec::with_capacity(batch.len());
         let mut messages = Vec::with_capacity(batch.len());
         for received in batch {
-            match serde_json::from_str::<OutboxEvent>(&received.message.payload) {
+            match serde_json::from_str::<ChangeEvent>(&received.message.payload) {
                 Ok(event) => {
                     events.push(event);
                     messages.push(&received.message);
@@ -241,18 +242,17 @@ impl Worker {
         }
         self.source.commit(batch).await.map_err(WorkerError::Commit)?;
         let projection = self.projection.name();
-        metrics::counter!("strand_projection_events_total", "projection" => projection.clone())
-            .increment(events.len() as u64);
+        metrics::counter!(PROJECTION_EVENTS.name, "projection" => projection.clone()).increment(events.len() as u64);
         if let Some(lag) = events.last().and_then(|e| seconds_since(&e.occurred_at)) {
             // From the newest event's commit to its projection.
-            metrics::gauge!("strand_projection_lag_seconds", "projection" => projection).set(lag);
+            metrics::gauge!(PROJECTION_LAG_SECONDS.name, "projection" => projection).set(lag);
         }
         Ok(())
     }
 
     async fn dead_letter(&self, message: &Message, error: &str) -> Result<(), WorkerError> {
         tracing::error!(projection = %self.projection.name(), event_id = message.header("event-id"), %error, "dead-lettering an event");
-        metrics::counter!("strand_dead_letters_total", "projection" => self.projection.name()).increment(1);
+        metrics::counter!(DEAD_LETTERS.name, "projection" => self.projection.name()).increment(1);
         let mut dead = message.clone();
         dead.topic = self.dead_letter_topic.clone();
         dead.headers.push(("error".to_owned(), error.to_owned()));

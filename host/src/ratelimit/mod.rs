@@ -17,9 +17,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::graph::{TenantId, UserId};
+use crate::ops::metrics::RATE_LIMIT_DECISIONS;
 use crate::outbox::EventType;
 use crate::plugins::{observed, Bucket, Decision, PluginError, PluginRegistry, Singleton, WriteRequest};
-use crate::tenants::{FailureMode, TenantSettings};
+use crate::tenancy::settings::{FailureMode, TenantSettings};
 
 /// A write the rate limiter decides on: who asks to do what to whom.
 #[derive(Debug, Clone, Copy)]
@@ -132,7 +133,7 @@ impl RateLimiting {
         let verdict = self.verdict(intent, request.clone()).await;
         self.sample.offer(&request, &verdict);
         let labels = [("tenant", tenant.to_string()), ("decision", verdict.name().to_owned())];
-        metrics::counter!("strand_rate_limit_decisions_total", &labels).increment(1);
+        metrics::counter!(RATE_LIMIT_DECISIONS.name, &labels).increment(1);
         verdict
     }
 
@@ -167,7 +168,7 @@ impl RateLimiting {
 
     fn on_failure(&self, tenant: &TenantId, failure: &RateLimitFailure) -> Verdict {
         let mode = self.tenants.get(tenant).rate_limit_failure;
-        let error = crate::observability::causes(failure);
+        let error = crate::ops::observability::causes(failure);
         tracing::error!(%tenant, ?mode, %error, "rate limiting failed; applying the tenant's failure mode");
         match mode {
             FailureMode::Open => Verdict::Allowed,

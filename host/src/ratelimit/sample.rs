@@ -8,8 +8,10 @@
 use sqlx::Row;
 
 use super::Verdict;
-use crate::bounded::{KeyedRate, TenantQueue};
-use crate::graph::{Database, TenantId};
+use crate::db::Database;
+use crate::graph::TenantId;
+use crate::ops::bounded::{KeyedRate, TenantQueue};
+use crate::ops::metrics::WRITE_REQUESTS_UNSAMPLED;
 use crate::outbox::EventType;
 use crate::plugins::WriteRequest;
 
@@ -73,7 +75,7 @@ fn tenant_of(sampled: &Sampled) -> &str {
 
 fn unsampled(tenant: &str, reason: &'static str) {
     let labels = [("tenant", tenant.to_owned()), ("reason", reason.to_owned())];
-    metrics::counter!("strand_write_requests_unsampled_total", &labels).increment(1);
+    metrics::counter!(WRITE_REQUESTS_UNSAMPLED.name, &labels).increment(1);
 }
 
 async fn insert(db: &Database, batch: &[Sampled]) -> Result<(), sqlx::Error> {
@@ -111,7 +113,7 @@ pub async fn recent_requests(
         .iter()
         .map(|row| {
             let action: String = row.try_get(1)?;
-            let action: EventType = action.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?;
+            let action: EventType = action.parse()?;
             let request = WriteRequest {
                 tenant: tenant.to_string(),
                 user: row.try_get(0)?,

@@ -10,7 +10,8 @@ use std::fmt;
 
 use sqlx::{AnyConnection, Row};
 
-use crate::graph::Database;
+use crate::db::Database;
+use crate::ops::metrics::{RELAY_BINLOG_FILE, RELAY_BINLOG_POSITION};
 use crate::util::time::now_ms;
 
 /// The name of the outbox relay's checkpoint row.
@@ -83,8 +84,8 @@ impl Checkpoint {
         .await?;
         // The file's sequence number and the offset in it: the relay's binlog position.
         let file_index = position.file.rsplit('.').next().and_then(|n| n.parse::<f64>().ok()).unwrap_or(0.0);
-        metrics::gauge!("strand_relay_binlog_file").set(file_index);
-        metrics::gauge!("strand_relay_binlog_position").set(position.pos as f64);
+        metrics::gauge!(RELAY_BINLOG_FILE.name).set(file_index);
+        metrics::gauge!(RELAY_BINLOG_POSITION.name).set(position.pos as f64);
         Ok(())
     }
 

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use sqlx::{Acquire, AnyConnection, Connection};
 
-use crate::graph::Database;
+use crate::db::Database;
+use crate::ops::metrics::RELAY_ACTIVE;
 
 /// How long the leader's lock check may take before the link is taken for lost (a busy server can take
 /// seconds to answer; a lock dropped too eagerly makes relays flap).
@@ -50,7 +51,7 @@ impl Leadership {
     /// (1 on the one relay that publishes).
     pub async fn keep(db: &Database, name: &str, held: &mut Option<Leadership>) -> Lead {
         let lead = Self::check_or_take(db, name, held).await;
-        metrics::gauge!("strand_relay_active").set(if lead == Lead::Standby { 0.0 } else { 1.0 });
+        metrics::gauge!(RELAY_ACTIVE.name).set(if lead == Lead::Standby { 0.0 } else { 1.0 });
         lead
     }
 

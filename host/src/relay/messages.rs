@@ -4,17 +4,17 @@
 
 use super::RelayError;
 use crate::bus::{Message, Topology};
-use crate::outbox::OutboxEvent as EventPayload;
-use crate::plugins::{Destination, OutboxEvent};
+use crate::outbox::{ChangeEvent, OutboxRow};
+use crate::plugins::Destination;
 
 /// The messages for `event`, one per destination (none: the router dropped it).
 pub fn to_messages(
-    event: &OutboxEvent,
+    event: &OutboxRow,
     destinations: &[Destination],
     router_version: i64,
     topology: &Topology,
 ) -> Result<Vec<Message>, RelayError> {
-    let payload: EventPayload = serde_json::from_str(&event.payload)
+    let payload: ChangeEvent = serde_json::from_str(&event.payload)
         .map_err(|e| RelayError::CorruptOutbox { id: event.id, detail: e.to_string() })?;
     Ok(destinations
         .iter()

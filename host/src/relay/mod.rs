@@ -47,7 +47,7 @@ impl Relay {
         };
         tokio::select! {
             relayed = relaying => relayed,
-            never = crate::lag::export_outbox_backlog(db) => match never {},
+            never = crate::ops::lag::export_outbox_backlog(db) => match never {},
         }
     }
 }

@@ -14,15 +14,17 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlx::any::AnyRow;
-use sqlx::{Acquire, AnyConnection, Executor, Row};
+use sqlx::{Acquire, AnyConnection, Executor};
 use tokio::time::Instant;
 
 use super::{to_messages, RelayError};
 use crate::bus::{is_refusal, EmbeddedBus, KafkaBus, Message, Publisher, Sending, Topology};
-use crate::graph::{Database, TenantId};
-use crate::observability::seconds_since;
-use crate::plugins::{route_by_default, route_or_default, OutboxEvent, PluginRegistry};
+use crate::db::Database;
+use crate::graph::TenantId;
+use crate::ops::metrics::{RELAY_LAG_SECONDS, RELAY_PARKED_ROWS, RELAY_PARKED_ROWS_TOTAL, RELAY_PUBLISHED};
+use crate::ops::observability::seconds_since;
+use crate::outbox::{OutboxRow, OUTBOX_COLUMNS};
+use crate::plugins::{route_by_default, route_or_default, PluginRegistry};
 use crate::util::backoff::Backoff;
 use crate::util::time::now_ms;
 
@@ -82,14 +84,14 @@ impl Outlet {
 
     /// Publishes `events` (in outbox order) and deletes their rows within `tx`: [`Outlet::dispatch`] then
     /// [`Outlet::settle`], for a caller with nothing to overlap.
-    pub async fn publish_and_delete(&self, tx: &mut AnyConnection, events: Vec<OutboxEvent>) -> Result<(), RelayError> {
+    pub async fn publish_and_delete(&self, tx: &mut AnyConnection, events: Vec<OutboxRow>) -> Result<(), RelayError> {
         let dispatched = self.dispatch(events).await?;
         self.settle(tx, vec![dispatched]).await
     }
 
     /// Routes `events` (in outbox order) and, to Kafka, hands the messages to the producer without waiting
     /// for the broker — so a relay can read and route the next batch while these are on their way.
-    pub async fn dispatch(&self, events: Vec<OutboxEvent>) -> Result<Dispatched, RelayError> {
+    pub async fn dispatch(&self, events: Vec<OutboxRow>) -> Result<Dispatched, RelayError> {
         let newest = events.last().and_then(|e| serde_json::from_str::<serde_json::Value>(&e.payload).ok());
         let occurred_at = newest.as_ref().and_then(|p| p["occurred_at"].as_str()).map(str::to_owned);
         let mut to_park = HashMap::new();
@@ -136,16 +138,16 @@ impl Outlet {
             park(tx, row, reason).await?;
         }
         delete_rows(tx, "outbox", &ids).await?;
-        metrics::counter!("strand_relay_published_total").increment((ids.len() - parking.len()) as u64);
+        metrics::counter!(RELAY_PUBLISHED.name).increment((ids.len() - parking.len()) as u64);
         if let Some(lag) = occurred_at.as_deref().and_then(seconds_since) {
             // From the newest row's commit to its publication.
-            metrics::gauge!("strand_relay_lag_seconds").set(lag);
+            metrics::gauge!(RELAY_LAG_SECONDS.name).set(lag);
         }
         if !parking.is_empty() {
             let mut parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             for (row, reason) in &parking {
                 tracing::warn!(tenant = %row.tenant, outbox_id = row.id, %reason, "parked an outbox row; the tenant's rows are retried with backoff");
-                metrics::counter!("strand_relay_parked_rows_total", "tenant" => row.tenant.clone()).increment(1);
+                metrics::counter!(RELAY_PARKED_ROWS_TOTAL.name, "tenant" => row.tenant.clone()).increment(1);
                 parked.entry(row.tenant.clone()).or_insert_with(Retry::now);
             }
         }
@@ -201,7 +203,7 @@ impl Outlet {
     /// (or, retrying parked rows, is routed by the default router).
     async fn route(
         &self,
-        events: &[OutboxEvent],
+        events: &[OutboxRow],
         past_budget: PastBudget,
         to_park: &mut HashMap<usize, String>,
     ) -> Result<Vec<(Message, usize)>, RelayError> {
@@ -219,7 +221,7 @@ impl Outlet {
             let tenant_id: TenantId = tenant.parse().map_err(|e: crate::graph::InvalidTenantId| {
                 RelayError::CorruptOutbox { id: events[indexes[0]].id, detail: e.to_string() }
             })?;
-            let batch: Vec<OutboxEvent> = indexes.iter().map(|&i| events[i].clone()).collect();
+            let batch: Vec<OutboxRow> = indexes.iter().map(|&i| events[i].clone()).collect();
             let routing = route_or_default(&self.plugins, &tenant_id, batch.clone());
             let routed = match (tokio::time::timeout(self.router_budget, routing).await, past_budget) {
                 (Ok(routed), _) => routed?,
@@ -290,7 +292,7 @@ impl Outlet {
         match outcome {
             Ok(0) => {
                 parked.remove(&tenant);
-                metrics::gauge!("strand_relay_parked_rows", "tenant" => tenant.clone()).set(0.0);
+                metrics::gauge!(RELAY_PARKED_ROWS.name, "tenant" => tenant.clone()).set(0.0);
                 tracing::info!(%tenant, "every parked row of the tenant is published");
             }
             Ok(published) => {
@@ -299,7 +301,7 @@ impl Outlet {
             }
             Err(e) => {
                 let next = retry.after_failure();
-                let error = crate::observability::causes(&e);
+                let error = crate::ops::observability::causes(&e);
                 let retry_in = next.at.saturating_duration_since(Instant::now());
                 tracing::warn!(%tenant, %error, ?retry_in, "parked rows still cannot be published");
                 parked.insert(tenant, next);
@@ -315,10 +317,10 @@ impl Outlet {
             .bind(tenant)
             .fetch_one(db.reader())
             .await?;
-        metrics::gauge!("strand_relay_parked_rows", "tenant" => tenant.to_owned()).set(left as f64);
+        metrics::gauge!(RELAY_PARKED_ROWS.name, "tenant" => tenant.to_owned()).set(left as f64);
         let select = format!("SELECT {OUTBOX_COLUMNS} FROM relay_parked WHERE tenant_id = ? ORDER BY id LIMIT ?");
         let rows = sqlx::query(&select).bind(tenant).bind(RETRY_BATCH).fetch_all(db.reader()).await?;
-        let events = rows.iter().map(outbox_event).collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let events = rows.iter().map(OutboxRow::from_row).collect::<Result<Vec<_>, sqlx::Error>>()?;
         if events.is_empty() {
             return Ok(0);
         }
@@ -345,13 +347,13 @@ impl Outlet {
         let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
         delete_rows(&mut tx, "relay_parked", &ids).await?;
         tx.commit().await?;
-        metrics::counter!("strand_relay_published_total").increment(ids.len() as u64);
+        metrics::counter!(RELAY_PUBLISHED.name).increment(ids.len() as u64);
         Ok(ids.len())
     }
 }
 
 /// Moves `row` from the outbox into `relay_parked` (the caller deletes it from the outbox).
-async fn park(tx: &mut AnyConnection, row: &OutboxEvent, reason: &str) -> Result<(), sqlx::Error> {
+async fn park(tx: &mut AnyConnection, row: &OutboxRow, reason: &str) -> Result<(), sqlx::Error> {
     sqlx::query(&format!(
         "INSERT INTO relay_parked ({OUTBOX_COLUMNS}, created_at, parked_at, reason) \
          SELECT {OUTBOX_COLUMNS}, created_at, ?, ? FROM outbox WHERE id = ?"
@@ -398,7 +400,7 @@ enum PastBudget {
 
 /// Routed outbox rows on their way to the bus, not yet settled.
 pub struct Dispatched {
-    rows: Vec<OutboxEvent>,
+    rows: Vec<OutboxRow>,
     /// For each message, the index of its row in `rows`.
     row_of: Vec<usize>,
     /// Rows parked before they were sent (their tenant is parked, or its routers ran past the budget).
@@ -413,20 +415,4 @@ enum OnItsWay {
     ToAppend(EmbeddedBus, Vec<Message>),
     /// Messages handed to the Kafka producer (kept to name a refused one's topic).
     Sent(Arc<KafkaBus>, Sending, Vec<Message>),
-}
-
-/// The outbox columns [`outbox_event`] reads, in its order (`relay_parked` has them too).
-pub const OUTBOX_COLUMNS: &str = "id, tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload";
-
-/// An outbox row selected with [`OUTBOX_COLUMNS`].
-pub fn outbox_event(row: &AnyRow) -> Result<OutboxEvent, sqlx::Error> {
-    Ok(OutboxEvent {
-        id: row.try_get(0)?,
-        tenant: row.try_get(1)?,
-        aggregate_type: row.try_get(2)?,
-        aggregate_id: row.try_get(3)?,
-        event_type: row.try_get(4)?,
-        key: row.try_get(5)?,
-        payload: row.try_get(6)?,
-    })
 }

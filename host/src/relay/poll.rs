@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use sqlx::{Acquire, Executor};
 
-use super::outlet::{outbox_event, Outlet, OUTBOX_COLUMNS};
+use super::outlet::Outlet;
 use super::{Checkpoint, Lead, Leadership, RelayError, RELAY_LOCK};
-use crate::graph::{Database, DatabaseKind};
+use crate::db::Database;
+use crate::outbox::{OutboxRow, OUTBOX_COLUMNS};
 use crate::util::backoff::Backoff;
 
 /// The longest wait after failed batches.
@@ -42,8 +43,8 @@ impl PollRelay {
     /// Publishes the oldest unpublished outbox rows; returns how many (0: caught up).
     pub async fn publish_batch(&self) -> Result<usize, RelayError> {
         let mut conn = self.db.writer().acquire().await?;
-        if self.db.kind() == DatabaseKind::MySql {
-            conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED").await?;
+        if let Some(read_committed) = self.db.kind().read_committed() {
+            conn.execute(read_committed).await?;
         }
         let mut tx = conn.begin().await?;
         let events = sqlx::query(&format!("SELECT {OUTBOX_COLUMNS} FROM outbox ORDER BY id LIMIT ?"))
@@ -51,7 +52,7 @@ impl PollRelay {
             .fetch_all(&mut *tx)
             .await?
             .iter()
-            .map(outbox_event)
+            .map(OutboxRow::from_row)
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
         let count = events.len();
         if count > 0 {
@@ -70,7 +71,7 @@ impl PollRelay {
         let mut backoff = Backoff::new(self.idle_wait, LAST_RETRY);
         let mut leadership: Option<Leadership> = None;
         loop {
-            if self.db.kind() == DatabaseKind::MySql {
+            if self.db.kind().has_named_locks() {
                 let lead = Leadership::keep(&self.db, RELAY_LOCK, &mut leadership).await;
                 if lead == Lead::Standby {
                     tokio::select! {

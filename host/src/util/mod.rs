@@ -1,4 +1,6 @@
 //! Small helpers with no home of their own in the data flow, used across it.
 
 pub mod backoff;
+pub mod hashing;
+pub mod str_enum;
 pub mod time;

@@ -12,7 +12,7 @@ mod tenant_jwt;
 mod write_path;
 
 use sqlx::Row;
-use strand::graph::Database;
+use strand::db::Database;
 
 /// The truth about a pair: `(rel_status, version)`, or `None` when no row exists.
 pub async fn pair_row(db: &Database, tenant: &str, from: i64, to: i64) -> Option<(i64, i64)> {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use strand::graph::Database;
+use strand::db::Database;
 use strand_test_support::{outbox_rows, token, wait_until, StrandCommand, TEST_SECRET};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

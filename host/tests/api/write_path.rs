@@ -3,7 +3,7 @@
 use futures::future::join_all;
 use serde_json::json;
 use sqlx::Executor;
-use strand::graph::{Database, DatabaseKind};
+use strand::db::{Database, DatabaseKind};
 use strand_test_support::{on_every_backend, Backend, TestServer};
 
 use super::{pair_events, pair_row};

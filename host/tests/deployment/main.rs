@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use strand::cache::{Cache, RedisCache};
-use strand::graph::Database;
+use strand::db::Database;
 use strand::projection::{reconcile, Report};
 use strand_test_support::{
     free_port, outbox_rows, unique_server_id, Backend, Kafka, Redis, StrandCommand, StrandProcess, TestDatabase,

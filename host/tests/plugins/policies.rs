@@ -3,10 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use strand::graph::Database;
+use strand::db::Database;
+use strand::outbox::OutboxRow;
 use strand::plugins::{
-    project_with_retries, route_or_default, sample_events, sample_outbox_events, OutboxEvent, PluginKind,
-    PluginRegistry, PluginRuntime, PluginSlot, RetryPolicy, Staged,
+    project_with_retries, route_or_default, sample_events, sample_outbox_events, PluginKind, PluginRegistry,
+    PluginRuntime, PluginSlot, RetryPolicy, Staged,
 };
 use strand_test_support::{test_plugin, Backend};
 
@@ -76,7 +77,7 @@ async fn a_router_canary_routes_a_stable_share_of_the_message_keys() {
         .unwrap();
 
     let template = sample_outbox_events().remove(0);
-    let events: Vec<_> = (0..1000).map(|i| OutboxEvent { key: format!("acme:{i}"), ..template.clone() }).collect();
+    let events: Vec<_> = (0..1000).map(|i| OutboxRow { key: format!("acme:{i}"), ..template.clone() }).collect();
     let routed = route_or_default(&registry, &acme, events.clone()).await.unwrap();
     let by_canary = routed.router_versions.iter().filter(|v| **v == 2).count();
     assert!((230..=370).contains(&by_canary), "about 30% of 1000 keys meet the canary: {by_canary}");

@@ -10,7 +10,7 @@ use reqwest::Method;
 use strand::bus::{EmbeddedBus, Publisher};
 use strand::cache::{Cache, Space};
 use strand::config::RelayMode;
-use strand::graph::Database;
+use strand::db::Database;
 use strand::plugins::{PluginRegistry, PluginRuntime, BUNDLED};
 use strand::projection::{EventSource, PluginProjection, Projection, Rebuild, Worker};
 use strand_test_support::{outbox_rows, test_plugin, wait_until, Backend, Redis, TestServer};

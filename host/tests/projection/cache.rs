@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strand::cache::{Applied, Cache, Exceeded, Gate, MemoryCache, PageStart, Quota, Space};
-use strand::graph::{self, Database, TenantId, UserId};
-use strand::outbox::OutboxEvent;
+use strand::db::Database;
+use strand::graph::{self, TenantId, UserId};
+use strand::outbox::ChangeEvent;
 use strand::plugins::{
     project_with_retries, Action, CappedZsetAdd, Effect, GuardedZsetAdd, Key, PluginRegistry, PluginRuntime,
     RelationEvent, RetryPolicy, ZsetEntry,
@@ -56,7 +57,7 @@ async fn counters_and_lists_equal_the_truth_under_redelivery_reordering_and_repl
     let payloads: Vec<String> =
         sqlx::query_scalar("SELECT payload FROM outbox ORDER BY id").fetch_all(db.reader()).await.unwrap();
     let events: Vec<RelationEvent> =
-        payloads.iter().map(|p| relation_event(&serde_json::from_str::<OutboxEvent>(p).unwrap()).unwrap()).collect();
+        payloads.iter().map(|p| relation_event(&serde_json::from_str::<ChangeEvent>(p).unwrap()).unwrap()).collect();
     let truth: Vec<(i64, i64, i64)> = sqlx::query_as(
         "SELECT from_user_id, to_user_id, created_at FROM following WHERE tenant_id = ? AND rel_status = 1",
     )

@@ -2,15 +2,16 @@
 
 use std::collections::BTreeSet;
 
-use strand::graph::{self, Database, TenantId, UserId};
-use strand::outbox::OutboxEvent;
+use strand::db::Database;
+use strand::graph::{self, TenantId, UserId};
+use strand::outbox::ChangeEvent;
 use strand::projection::follower;
 use strand_test_support::{on_every_backend, Backend};
 
 on_every_backend!(redelivered_and_reordered_events_leave_the_follower_table_equal_to_the_truth);
 
 /// The outbox's events, in commit order (the relay is off in this test).
-async fn outbox_events(db: &Database) -> Vec<OutboxEvent> {
+async fn outbox_events(db: &Database) -> Vec<ChangeEvent> {
     let payloads: Vec<String> =
         sqlx::query_scalar("SELECT payload FROM outbox ORDER BY id").fetch_all(db.reader()).await.unwrap();
     payloads.iter().map(|p| serde_json::from_str(p).unwrap()).collect()

@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use strand::cache::{Applied, Cache, DataKind, Gate, PageStart, Space, COUNTER_LIMIT};
-use strand::graph::{self, Database, TenantId, UserId};
-use strand::outbox::OutboxEvent;
+use strand::db::Database;
+use strand::graph::{self, TenantId, UserId};
+use strand::outbox::ChangeEvent;
 use strand::plugins::{Effect, Key, PluginKind, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent};
 use strand::projection::{PluginProjection, PluginProjectionError};
 use strand_test_support::{test_plugin, Backend};
@@ -54,7 +55,7 @@ async fn hostile_output_is_refused_whole_and_both_backends_end_equal() {
     }
     follow(&evil, TRAPPING_FOLLOWER, 10).await;
     follow(&evil, 3, 10).await;
-    let live: Vec<OutboxEvent> = outbox(&db).await.split_off(before_build.len());
+    let live: Vec<ChangeEvent> = outbox(&db).await.split_off(before_build.len());
 
     let mut results = Vec::new();
     for (backend, cache) in backends().await {
@@ -143,7 +144,7 @@ async fn a_batch_that_would_take_a_counter_out_of_range_changes_nothing() {
 }
 
 /// The outbox's events, in order.
-async fn outbox(db: &Database) -> Vec<OutboxEvent> {
+async fn outbox(db: &Database) -> Vec<ChangeEvent> {
     let payloads: Vec<String> =
         sqlx::query_scalar("SELECT payload FROM outbox ORDER BY id").fetch_all(db.reader()).await.unwrap();
     payloads.iter().map(|p| serde_json::from_str(p).unwrap()).collect()

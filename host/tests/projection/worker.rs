@@ -9,7 +9,7 @@ use reqwest::Method;
 use strand::bus::{EmbeddedBus, Message};
 use strand::cache::Space;
 use strand::config::RelayMode;
-use strand::graph::Database;
+use strand::db::Database;
 use strand_test_support::{on_every_backend, test_plugin, wait_until, Backend, Kafka, Redis, TestServer};
 
 use super::{pipeline, storm};

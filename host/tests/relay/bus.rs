@@ -1,7 +1,7 @@
 //! The embedded bus: appends visible only on commit, in order per topic, positions per consumer.
 
 use strand::bus::{EmbeddedBus, Message};
-use strand::graph::Database;
+use strand::db::Database;
 use strand_test_support::{on_every_backend, Backend};
 
 on_every_backend!(appends_commit_with_their_transaction_and_replay_in_order);

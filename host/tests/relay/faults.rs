@@ -11,7 +11,8 @@ use futures::future::join_all;
 use serde_json::Value;
 use strand::bus::EmbeddedBus;
 use strand::config::RelayMode;
-use strand::graph::{self, Database, TenantId, UserId};
+use strand::db::Database;
+use strand::graph::{self, TenantId, UserId};
 use strand_test_support::{
     free_port, unique_server_id, wait_until, Backend, Kafka, Received, StrandCommand, StrandProcess, TestServer,
 };

@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strand::bus::{EmbeddedBus, Publisher, Topology};
-use strand::graph::{self, Database, UserId};
+use strand::db::Database;
+use strand::graph::{self, UserId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
 use strand::relay::{BinlogPosition, Checkpoint, Leadership, Outlet, PollRelay, RELAY_LOCK};
 use strand_test_support::{wait_until, Backend};

@@ -11,7 +11,7 @@ mod routing;
 
 use futures::future::join_all;
 use strand::bus::{Delivered, EmbeddedBus};
-use strand::graph::Database;
+use strand::db::Database;
 use strand_test_support::TestServer;
 
 /// Everything on the embedded bus's `topic`.

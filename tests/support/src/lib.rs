@@ -130,6 +130,6 @@ macro_rules! on_every_backend {
 }
 
 /// Rows still in the outbox: 0 once the relay has published (and deleted) everything.
-pub async fn outbox_rows(db: &strand::graph::Database) -> Result<i64, sqlx::Error> {
+pub async fn outbox_rows(db: &strand::db::Database) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(db.reader()).await
 }

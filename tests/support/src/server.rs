@@ -9,7 +9,7 @@ use serde_json::Value;
 use strand::api::{mint_hs256, MintClaims};
 use strand::app::Server;
 use strand::config::{Config, RelayMode};
-use strand::graph::Database;
+use strand::db::Database;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 

@@ -4,9 +4,9 @@
 use super::*;
 use crate::api::problem::ApiError;
 use crate::api::AppState;
-use crate::audit::{self, AuditAction, AuditOutcome, AuditRecord};
 use crate::graph::TenantId;
 use crate::plugins::{PluginSlot, PluginVersion};
+use crate::tenancy::audit::{self, AuditAction, AuditOutcome, AuditRecord};
 
 /// A change about to be recorded in the audit log.
 pub(super) struct Change {

@@ -9,8 +9,8 @@ use super::*;
 use crate::api::params::{ApiJson as Json, ApiPath as Path};
 use crate::api::problem::{ApiError, Problem};
 use crate::api::AppState;
-use crate::audit::AuditAction;
-use crate::tenant_jwt::{JwtKeyInfo, JwtKeySpec};
+use crate::tenancy::audit::AuditAction;
+use crate::tenancy::jwt_keys::{JwtKeyInfo, JwtKeySpec};
 
 #[derive(Deserialize)]
 pub struct JwtKeyPath {

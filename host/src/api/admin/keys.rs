@@ -9,8 +9,8 @@ use super::*;
 use crate::api::params::{ApiJson as Json, ApiPath as Path};
 use crate::api::problem::{ApiError, Problem};
 use crate::api::AppState;
-use crate::audit::AuditAction;
-use crate::tenant_keys::{self, IssuedKey, TenantKey};
+use crate::tenancy::audit::AuditAction;
+use crate::tenancy::keys::{self, IssuedKey, TenantKey};
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct KeyRequest {
@@ -38,7 +38,7 @@ pub async fn create_key(
 ) -> Result<(StatusCode, axum::Json<IssuedKey>), ApiError> {
     operator.admin_only()?;
     let tenant = tenant(&path.tenant)?;
-    let issued = tenant_keys::issue(&state.db, &tenant, &request.name).await.map_err(ApiError::from);
+    let issued = keys::issue(&state.db, &tenant, &request.name).await.map_err(ApiError::from);
     let change = Change { detail: format!("key {}", request.name), ..Change::of(AuditAction::CreateKey) };
     let issued = audited(&state, &operator, &tenant, change, issued).await?;
     Ok((StatusCode::CREATED, axum::Json(issued)))
@@ -58,7 +58,7 @@ pub async fn keys(
     operator: Operator,
     Path(path): Path<TenantPath>,
 ) -> Result<axum::Json<KeyList>, ApiError> {
-    Ok(axum::Json(KeyList { keys: tenant_keys::list(&state.db, &operator.reach(&path.tenant)?).await? }))
+    Ok(axum::Json(KeyList { keys: keys::list(&state.db, &operator.reach(&path.tenant)?).await? }))
 }
 
 /// Revoke a tenant key (platform admin only): requests with it are refused from now on.
@@ -73,7 +73,7 @@ pub async fn revoke_key(
 ) -> Result<StatusCode, ApiError> {
     operator.admin_only()?;
     let tenant = tenant(&path.tenant)?;
-    let revoked = tenant_keys::revoke(&state.db, &tenant, &path.name).await.map_err(ApiError::from);
+    let revoked = keys::revoke(&state.db, &tenant, &path.name).await.map_err(ApiError::from);
     let change = Change { detail: format!("key {}", path.name), ..Change::of(AuditAction::RevokeKey) };
     audited(&state, &operator, &tenant, change, revoked).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -48,7 +48,8 @@ impl SlotPath {
     /// The slot, if `operator` reaches its tenant.
     fn slot(&self, operator: &Operator) -> Result<PluginSlot, ApiError> {
         let tenant = operator.reach(&self.tenant)?;
-        let kind = PluginKind::from_str(&self.kind).map_err(|e| ApiError::bad_request("invalid_plugin_kind", e))?;
+        let kind = PluginKind::from_str(&self.kind)
+            .map_err(|e| ApiError::bad_request("invalid_plugin_kind", e.to_string()))?;
         Ok(PluginSlot::new(tenant, kind, &self.name).map_err(RegistryError::from)?)
     }
 }

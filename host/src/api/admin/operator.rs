@@ -9,7 +9,7 @@ use super::*;
 use crate::api::problem::ApiError;
 use crate::api::AppState;
 use crate::graph::TenantId;
-use crate::tenant_keys::{self};
+use crate::tenancy::keys;
 
 /// Who calls the admin API: the platform admin (the admin token), or a tenant's team with a tenant key,
 /// which reaches only its own tenant's routes. Every handler takes one, so no route is left unguarded.
@@ -78,9 +78,9 @@ impl FromRequestParts<AppState> for Operator {
         if !expected.is_empty() && constant_time_eq(presented.as_bytes(), expected.as_bytes()) {
             return Ok(Operator::Admin);
         }
-        if presented.starts_with(tenant_keys::KEY_PREFIX) {
+        if presented.starts_with(keys::KEY_PREFIX) {
             if let Some((tenant, name)) =
-                tenant_keys::authenticate(&state.db, presented).await.map_err(|e| ApiError::database(&e))?
+                keys::authenticate(&state.db, presented).await.map_err(|e| ApiError::database(&e))?
             {
                 return Ok(Operator::TenantKey { tenant, name });
             }

@@ -7,7 +7,7 @@ use crate::api::params::ApiPath as Path;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::AppState;
 use crate::bus::Topology;
-use crate::lag::{ParkedRows, PipelineLag};
+use crate::ops::lag::{ParkedRows, PipelineLag};
 
 /// How far behind the relay (outbox) and each projection (events not yet committed) are.
 #[utoipa::path(get, path = "/admin/v1/lag", tag = "admin",
@@ -36,5 +36,5 @@ pub async fn parked(
     Path(path): Path<TenantPath>,
 ) -> Result<axum::Json<ParkedRows>, ApiError> {
     let tenant = operator.reach(&path.tenant)?;
-    Ok(axum::Json(crate::lag::parked_rows(&state.db, tenant.as_str()).await?))
+    Ok(axum::Json(crate::ops::lag::parked_rows(&state.db, tenant.as_str()).await?))
 }

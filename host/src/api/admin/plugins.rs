@@ -11,15 +11,16 @@ use super::*;
 use crate::api::params::{ApiJson as Json, ApiPath as Path, ApiQuery as Query};
 use crate::api::problem::{ApiError, Problem};
 use crate::api::AppState;
-use crate::audit::AuditAction;
 use crate::cache::Space;
 use crate::plugins::logs::{self, LogPage, LogQuery};
 use crate::plugins::{
-    hex_sha256, parse_declarations, PluginKind, PluginSlot, PluginVersion, RegistryError, RequestedLimits,
-    RolloutRates, Staged, VersionState,
+    parse_declarations, PluginKind, PluginSlot, PluginVersion, RegistryError, RequestedLimits, RolloutRates, Staged,
+    VersionState,
 };
 use crate::projection::progress::{self, BackfillProgress};
 use crate::projection::spaces::{self, SpaceDiff};
+use crate::tenancy::audit::AuditAction;
+use crate::util::hashing::hex_sha256;
 
 /// A new version, and what its conformance run cost.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

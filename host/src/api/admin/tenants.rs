@@ -8,9 +8,9 @@ use super::*;
 use crate::api::params::{ApiJson as Json, ApiPath as Path, ApiQuery as Query};
 use crate::api::problem::{ApiError, Problem};
 use crate::api::AppState;
-use crate::audit::{self, AuditAction, AuditPage, AuditQuery};
 use crate::graph::TenantId;
-use crate::tenants::TenantConfig;
+use crate::tenancy::audit::{self, AuditAction, AuditPage, AuditQuery};
+use crate::tenancy::settings::TenantConfig;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TenantList {

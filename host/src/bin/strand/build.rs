@@ -114,7 +114,7 @@ fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
 }
 
 fn kind(named: Option<&str>, what: &str) -> anyhow::Result<PluginKind> {
-    named.with_context(|| format!("{what} is missing"))?.parse().map_err(|e: String| anyhow::anyhow!("{what}: {e}"))
+    named.with_context(|| format!("{what} is missing"))?.parse().map_err(|e| anyhow::anyhow!("{what}: {e}"))
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {

@@ -11,11 +11,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use serde::Serialize;
 use strand::config::Config;
-use strand::graph::{Database, TenantId};
-use strand::outbox::{EventType, OutboxEvent as Payload};
+use strand::db::Database;
+use strand::graph::TenantId;
+use strand::outbox::{ChangeEvent, EventType, OutboxRow};
 use strand::plugins::{
-    CallCost, Called, OutboxEvent, PluginKind, PluginRegistry, PluginRuntime, PreparedPlugin, RelationEvent,
-    WriteRequest, INPUTS_PER_LIMIT,
+    CallCost, Called, PluginKind, PluginRegistry, PluginRuntime, PreparedPlugin, RelationEvent, WriteRequest,
+    INPUTS_PER_LIMIT,
 };
 use strand::projection::recent_changes;
 use strand::ratelimit::recent_requests;
@@ -92,7 +93,7 @@ pub async fn replay(
                 let run = async |p: &PreparedPlugin| runtime.project(p, runtime.limits(), batch).await;
                 compare(batch, run(&active.prepared).await, run(&candidate).await, &mut summary)?;
             } else {
-                let events = batch.iter().map(published).collect::<Result<Vec<OutboxEvent>, _>>()?;
+                let events = batch.iter().map(published).collect::<Result<Vec<OutboxRow>, _>>()?;
                 let run = async |p: &PreparedPlugin| runtime.route(p, runtime.limits(), &events).await;
                 compare(&events, run(&active.prepared).await, run(&candidate).await, &mut summary)?;
             }
@@ -132,9 +133,9 @@ fn compare<I: Serialize, O: Serialize>(
 }
 
 /// The outbox event the change's write published.
-fn published(change: &RelationEvent) -> serde_json::Result<OutboxEvent> {
+fn published(change: &RelationEvent) -> serde_json::Result<OutboxRow> {
     let event_type = EventType::from(change.action);
-    let payload = Payload {
+    let payload = ChangeEvent {
         event_id: change.event_id.clone(),
         event_type,
         tenant: change.tenant.clone(),
@@ -144,7 +145,7 @@ fn published(change: &RelationEvent) -> serde_json::Result<OutboxEvent> {
         occurred_at: rfc3339_millis(change.occurred_at_ms),
         followed_back: change.followed_back,
     };
-    Ok(OutboxEvent {
+    Ok(OutboxRow {
         id: 0,
         tenant: change.tenant.clone(),
         aggregate_type: strand::outbox::AGGREGATE_TYPE.to_owned(),

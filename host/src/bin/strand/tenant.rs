@@ -4,7 +4,7 @@
 use clap::{Args, Subcommand};
 use strand::api::admin::{KeyList, KeyRequest};
 use strand::config::Config;
-use strand::tenant_keys::IssuedKey;
+use strand::tenancy::keys::IssuedKey;
 
 use crate::plugin::{admin_call, admin_send, base_url, print_json};
 

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::graph::ids::{TenantId, UserId};
-use crate::outbox::{EventId, EventType, OutboxEvent};
+use crate::outbox::{ChangeEvent, EventId, EventType};
 use crate::util::time::{now_ms, rfc3339_millis};
 
 /// One follow or unfollow of `to` by `from`, as the write path carries it from the API to the database.
@@ -36,9 +36,9 @@ impl<'a> FollowCommand<'a> {
 
     /// The outbox event of this command when it really changed its pair to `version`; `followed_back`:
     /// whether `to` followed `from` then.
-    pub(super) fn outbox_event(&self, version: i64, followed_back: bool) -> OutboxEvent {
+    pub(super) fn change_event(&self, version: i64, followed_back: bool) -> ChangeEvent {
         let (tenant, from, to) = (self.tenant.as_str(), self.from.get(), self.to.get());
-        OutboxEvent {
+        ChangeEvent {
             event_id: EventId { tenant, from, to, version }.to_string(),
             event_type: self.event,
             tenant: tenant.to_owned(),

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 pub use change::{FollowChange, FollowCommand, WriteError};
 
-use super::{is_lock_conflict, Database, DatabaseKind};
+use crate::db::{is_lock_conflict, Database, DatabaseKind};
 
 /// How often a transaction that lost a lock race is tried again before the error is returned.
 const MAX_ATTEMPTS: u32 = 8;

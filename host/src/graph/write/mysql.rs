@@ -21,7 +21,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, Executor, Row};
 
 use super::change::{FollowChange, FollowCommand, WriteError};
-use crate::graph::Database;
+use crate::db::Database;
 use crate::outbox::AGGREGATE_TYPE;
 
 pub(super) async fn set_following(db: &Database, command: &FollowCommand<'_>) -> Result<FollowChange, WriteError> {
@@ -68,7 +68,7 @@ pub(super) async fn set_following(db: &Database, command: &FollowCommand<'_>) ->
         conn.commit("").await?;
         return Ok(FollowChange { following: follow, changed: false, version });
     }
-    let event = command.outbox_event(version, reverse_status == Some(1));
+    let event = command.change_event(version, reverse_status == Some(1));
     let outbox = format!(
         "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
          VALUES ('{t}', '{AGGREGATE_TYPE}', '{}', '{}', '{}', CONVERT(X'{}' USING utf8mb4), {now_ms});",

@@ -3,7 +3,7 @@
 use sqlx::Row;
 
 use super::change::{FollowChange, FollowCommand, WriteError};
-use crate::graph::Database;
+use crate::db::Database;
 use crate::outbox::AGGREGATE_TYPE;
 
 /// SQLite: in-process, so round trips cost nothing; its single writer connection excludes every other
@@ -61,7 +61,7 @@ pub(super) async fn set_following(db: &Database, command: &FollowCommand<'_>) ->
             .bind(from.get())
             .fetch_optional(&mut *tx)
             .await?;
-    let event = command.outbox_event(version, reverse == Some(1));
+    let event = command.change_event(version, reverse == Some(1));
     sqlx::query(
         "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?)",

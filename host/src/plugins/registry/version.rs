@@ -26,39 +26,18 @@ pub struct PluginVersion {
     pub readable: Vec<Readable>,
 }
 
-/// Where a stored version stands (`plugins.state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum VersionState {
-    /// Serves the slot.
-    Active,
-    /// Beside the active one, for `canary_percent` of the traffic.
-    Canary,
-    /// A projector fed every event into a space of its own beside the active one, serving no reads.
-    Shadow,
-    /// Kept for a rollback.
-    Inactive,
-}
-
-impl VersionState {
-    const ALL: [VersionState; 4] = [Self::Active, Self::Canary, Self::Shadow, Self::Inactive];
-
-    /// Its name in the `plugins` table and the admin API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Active => "active",
-            Self::Canary => "canary",
-            Self::Shadow => "shadow",
-            Self::Inactive => "inactive",
-        }
-    }
-
-    /// The state stored in a `plugins` row; an unknown one is a decode error of that row.
-    pub(super) fn decode(stored: &str) -> Result<Self, sqlx::Error> {
-        Self::ALL
-            .into_iter()
-            .find(|state| state.as_str() == stored)
-            .ok_or_else(|| sqlx::Error::Decode(format!("unknown plugin state {stored:?}").into()))
+crate::str_enum! {
+    /// Where a stored version stands, as the `plugins` table's `state` and the admin API name it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum VersionState("plugin state") {
+        /// Serves the slot.
+        Active = "active",
+        /// Beside the active one, for `canary_percent` of the traffic.
+        Canary = "canary",
+        /// A projector fed every event into a space of its own beside the active one, serving no reads.
+        Shadow = "shadow",
+        /// Kept for a rollback.
+        Inactive = "inactive",
     }
 }
 

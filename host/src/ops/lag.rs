@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::bus::{EmbeddedBus, KafkaConnection, Topology};
-use crate::graph::Database;
+use crate::db::Database;
+use crate::ops::metrics::{OUTBOX_BACKLOG_READ_FAILURES, OUTBOX_OLDEST_SECONDS, OUTBOX_ROWS};
 use crate::util::time::now_ms;
 
 /// How often a relay exports the outbox's backlog.
@@ -34,11 +35,11 @@ pub async fn export_outbox_backlog(db: Database) -> std::convert::Infallible {
         match read {
             Ok((rows, oldest)) => {
                 let age_ms = oldest.map_or(0, |at| (now_ms() - at).max(0));
-                metrics::gauge!("strand_outbox_oldest_seconds").set(age_ms as f64 / 1000.0);
-                metrics::gauge!("strand_outbox_rows").set(rows as f64);
+                metrics::gauge!(OUTBOX_OLDEST_SECONDS.name).set(age_ms as f64 / 1000.0);
+                metrics::gauge!(OUTBOX_ROWS.name).set(rows as f64);
             }
             Err(error) => {
-                metrics::counter!("strand_outbox_backlog_read_failures_total").increment(1);
+                metrics::counter!(OUTBOX_BACKLOG_READ_FAILURES.name).increment(1);
                 tracing::warn!(%error, "cannot read the outbox backlog; trying again");
             }
         }

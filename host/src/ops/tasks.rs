@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::ops::metrics::{TASK_RESTARTS, TASK_UP};
 use crate::util::backoff::Backoff;
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -73,7 +74,7 @@ impl Tasks {
             let mut restarted = false;
             loop {
                 inner.set_state(&name, TaskState::Running { since: Instant::now(), restarted });
-                metrics::gauge!("strand_task_up", "task" => name.clone()).set(1.0);
+                metrics::gauge!(TASK_UP.name, "task" => name.clone()).set(1.0);
                 let started = Instant::now();
                 // Its own tokio task, so that a panic ends only this run.
                 let ended = tokio::spawn(start(retired.child_token())).await;
@@ -82,7 +83,7 @@ impl Tasks {
                 }
                 if retired.is_cancelled() {
                     inner.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&name);
-                    metrics::gauge!("strand_task_up", "task" => name.clone()).set(0.0);
+                    metrics::gauge!(TASK_UP.name, "task" => name.clone()).set(0.0);
                     tracing::info!(task = %name, "a background task was retired");
                     return;
                 }
@@ -97,8 +98,8 @@ impl Tasks {
                 }
                 let restart_in = backoff.next_wait();
                 tracing::error!(task = %name, %reason, ?restart_in, "a background task stopped; restarting it");
-                metrics::counter!("strand_task_restarts_total", "task" => name.clone()).increment(1);
-                metrics::gauge!("strand_task_up", "task" => name.clone()).set(0.0);
+                metrics::counter!(TASK_RESTARTS.name, "task" => name.clone()).increment(1);
+                metrics::gauge!(TASK_UP.name, "task" => name.clone()).set(0.0);
                 inner.set_state(&name, TaskState::Down { reason });
                 tokio::select! {
                     () = retired.cancelled() => {

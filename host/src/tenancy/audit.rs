@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use utoipa::{IntoParams, ToSchema};
 
-use crate::graph::{Database, TenantId};
+use crate::db::Database;
+use crate::graph::TenantId;
 use crate::util::time::{now_ms, rfc3339_millis};
 
 /// Longest `detail` kept (the column's size); longer text is cut at a character boundary.
@@ -14,59 +15,32 @@ const MAX_DETAIL: usize = 1000;
 /// Most entries one page holds.
 pub const MAX_PAGE: u32 = 500;
 
-/// What was done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum AuditAction {
-    Deploy,
-    Rollback,
-    Remove,
-    SetSettings,
-    CreateKey,
-    RevokeKey,
-    SetJwtKey,
-    RemoveJwtKey,
-    Promote,
-    Abort,
-    /// The host aborted a canary or shadow that failed clearly more often than its stable version.
-    AutomaticRollback,
-}
-
-impl AuditAction {
-    /// As stored and serialised.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuditAction::Deploy => "deploy",
-            AuditAction::Rollback => "rollback",
-            AuditAction::Remove => "remove",
-            AuditAction::SetSettings => "set_settings",
-            AuditAction::CreateKey => "create_key",
-            AuditAction::RevokeKey => "revoke_key",
-            AuditAction::SetJwtKey => "set_jwt_key",
-            AuditAction::RemoveJwtKey => "remove_jwt_key",
-            AuditAction::Promote => "promote",
-            AuditAction::Abort => "abort",
-            AuditAction::AutomaticRollback => "automatic_rollback",
-        }
+crate::str_enum! {
+    /// What was done, as stored and serialised.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum AuditAction("audit action") {
+        Deploy = "deploy",
+        Rollback = "rollback",
+        Remove = "remove",
+        SetSettings = "set_settings",
+        CreateKey = "create_key",
+        RevokeKey = "revoke_key",
+        SetJwtKey = "set_jwt_key",
+        RemoveJwtKey = "remove_jwt_key",
+        Promote = "promote",
+        Abort = "abort",
+        /// The host aborted a canary or shadow that failed clearly more often than its stable version.
+        AutomaticRollback = "automatic_rollback",
     }
 }
 
-/// How it ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum AuditOutcome {
-    Ok,
-    /// Refused: bad input, a failed conformance run, nothing to roll back to.
-    Refused,
-}
-
-impl AuditOutcome {
-    /// As stored and serialised.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuditOutcome::Ok => "ok",
-            AuditOutcome::Refused => "refused",
-        }
+crate::str_enum! {
+    /// How it ended, as stored and serialised.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum AuditOutcome("audit outcome") {
+        Ok = "ok",
+        /// Refused: bad input, a failed conformance run, nothing to roll back to.
+        Refused = "refused",
     }
 }
 
@@ -111,11 +85,6 @@ pub struct AuditQuery {
     pub before: Option<i64>,
     /// At most this many (default 50, at most 500).
     pub limit: Option<u32>,
-}
-
-/// Reads a stored label back (the serde names above).
-fn parse<T: serde::de::DeserializeOwned>(stored: &str) -> Result<T, sqlx::Error> {
-    serde_json::from_value(serde_json::Value::String(stored.to_owned())).map_err(|e| sqlx::Error::Decode(Box::new(e)))
 }
 
 /// Appends `record` to the log.
@@ -171,11 +140,11 @@ pub async fn page(
                 record: AuditRecord {
                     actor: text(2)?,
                     tenant: text(3)?,
-                    action: parse(&text(4)?)?,
+                    action: text(4)?.parse()?,
                     slot: row.try_get(5)?,
                     version: row.try_get(6)?,
                     sha256: row.try_get(7)?,
-                    outcome: parse(&text(8)?)?,
+                    outcome: text(8)?.parse()?,
                     detail: text(9)?,
                 },
             })

@@ -13,25 +13,28 @@
 //! waiting when a settlement starts in one database transaction. Up to `IN_FLIGHT` batches are unsettled,
 //! all of them after the checkpoint, so a crash republishes them (at least once) and never skips one.
 
+mod reader;
+mod server;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
 use futures::StreamExt;
-use mysql_async::binlog::events::{Event, EventData, RowsEventData};
-use mysql_async::binlog::row::BinlogRow;
-use mysql_async::binlog::value::BinlogValue;
 use mysql_async::prelude::Queryable;
-use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Row, Value};
+use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts};
 use sqlx::Acquire;
 use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
 
+use self::reader::{OutboxTable, Step, TransactionReader};
+use self::server::{check_retained, check_server, outbox_snapshot, unreadable};
 use super::checkpoint::{BinlogPosition, Checkpoint};
-use super::outlet::{outbox_event, Dispatched, Outlet, OUTBOX_COLUMNS};
+use super::outlet::{Dispatched, Outlet};
 use super::{Lead, Leadership, RelayError, RELAY_LOCK};
-use crate::graph::Database;
-use crate::plugins::OutboxEvent;
+use crate::db::Database;
+use crate::ops::metrics::RELAY_SERVER_CHANGES;
+use crate::outbox::{OutboxRow, OUTBOX_COLUMNS};
 use crate::util::backoff::Backoff;
 
 /// How often the server sends a heartbeat on an idle link.
@@ -54,14 +57,6 @@ const BATCH: usize = 512;
 /// Most batches dispatched and not yet settled: the window in which reading, routing, Kafka and the
 /// database's commits overlap.
 const IN_FLIGHT: usize = 16;
-/// How long a first start on MySQL waits for in-flight outbox writers before it gives up and retries.
-const SNAPSHOT_LOCK_WAIT_S: u32 = 5;
-/// MariaDB's GTID event (the start of an event group when `@mariadb_slave_capability` is 4).
-const MARIADB_GTID_EVENT: u8 = 162;
-/// MariaDB's GTID flag for an event group without BEGIN/COMMIT (a DDL statement).
-const MARIADB_GTID_STANDALONE: u8 = 1;
-/// The server's "cannot read binlog" error (e.g. the requested file was purged).
-const ER_MASTER_FATAL_ERROR_READING_BINLOG: u16 = 1236;
 
 /// Relays the outbox of one MySQL/MariaDB database by following its binlog.
 pub struct BinlogRelay {
@@ -137,7 +132,7 @@ impl BinlogRelay {
                 // replicated yet go out again (at-least-once; consumers dedupe by event id).
                 tracing::warn!(checkpoint = %saved.position, checkpoint_server = ?saved.server_id, server,
                     "the checkpoint is another server's binlog position (a failover): resuming from the outbox");
-                metrics::counter!("strand_relay_server_changes_total").increment(1);
+                metrics::counter!(RELAY_SERVER_CHANGES.name).increment(1);
                 self.first_start(&mut conn, server).await?
             }
             None => self.first_start(&mut conn, server).await?,
@@ -196,8 +191,7 @@ impl BinlogRelay {
                 Ok(Some(event)) => event.map_err(|e| unreadable(e, &dispatched_to))?,
             };
             silence_due = Instant::now() + SILENCE_LIMIT;
-            let table_map = |id| stream.get_tme(id);
-            reader.read(&event, table, table_map)?;
+            reader.apply(Step::of(&event, table, |id| stream.get_tme(id))?);
             if reader.ready.len() >= BATCH {
                 self.dispatch(&mut reader, &mut dispatched_to, &to_settle).await?;
                 flush_due = None;
@@ -290,7 +284,7 @@ impl BinlogRelay {
             let placeholders = vec!["?"; chunk.len()].join(", ");
             let sql = format!("SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id IN ({placeholders}) ORDER BY id");
             let rows = chunk.iter().fold(sqlx::query(&sql), |query, id| query.bind(id)).fetch_all(&mut *tx).await?;
-            let events = rows.iter().map(outbox_event).collect::<Result<Vec<_>, sqlx::Error>>()?;
+            let events = rows.iter().map(OutboxRow::from_row).collect::<Result<Vec<_>, sqlx::Error>>()?;
             self.outlet.publish_and_delete(&mut tx, events).await?;
             tx.commit().await?;
         }
@@ -306,235 +300,4 @@ impl BinlogRelay {
 struct Flight {
     dispatched: Option<Dispatched>,
     end: BinlogPosition,
-}
-
-/// Reads events into committed transactions' outbox rows, tracking where the last complete transaction
-/// ends (the only safe place to resume).
-struct TransactionReader {
-    file: String,
-    in_transaction: bool,
-    /// Outbox rows of the transaction being read.
-    pending: Vec<OutboxEvent>,
-    /// Outbox rows of committed transactions, in commit order, not yet published.
-    ready: Vec<OutboxEvent>,
-    /// The end of the last committed transaction read.
-    committed: BinlogPosition,
-}
-
-impl TransactionReader {
-    fn new(start: BinlogPosition) -> Self {
-        Self {
-            file: start.file.clone(),
-            in_transaction: false,
-            pending: Vec::new(),
-            ready: Vec::new(),
-            committed: start,
-        }
-    }
-
-    fn read<'s>(
-        &mut self,
-        event: &Event,
-        table: &OutboxTable,
-        table_map: impl Fn(u64) -> Option<&'s mysql_async::binlog::events::TableMapEvent<'static>>,
-    ) -> Result<(), RelayError> {
-        let header = event.header();
-        if header.event_type_raw() == MARIADB_GTID_EVENT {
-            // seq_no (8 bytes), domain_id (4), flags (1)
-            let flags = event.data().get(12).copied().unwrap_or(MARIADB_GTID_STANDALONE);
-            self.in_transaction = flags & MARIADB_GTID_STANDALONE == 0;
-            return Ok(());
-        }
-        let end = || header.log_pos() as u64;
-        match event.read_data().map_err(RelayError::BinlogEvent)? {
-            // The rotate the server sends first (header position 0) names the file requested; MariaDB leaves
-            // checksum bytes on its name, so only real rotates (at the end of a file) are taken.
-            Some(EventData::RotateEvent(rotate)) if header.log_pos() != 0 => {
-                self.file = rotate.name().into_owned();
-            }
-            Some(EventData::RowsEvent(
-                rows @ (RowsEventData::WriteRowsEvent(_) | RowsEventData::WriteRowsEventV1(_)),
-            )) => {
-                if let Some(map) = table_map(rows.table_id()).filter(|map| table.is(map)) {
-                    for row in rows.rows(map) {
-                        let (_, after) = row.map_err(RelayError::BinlogEvent)?;
-                        self.pending.push(table.event(after)?);
-                    }
-                }
-            }
-            Some(EventData::XidEvent(_)) => self.commit(end()),
-            Some(EventData::QueryEvent(query)) => match query.query_raw() {
-                b"BEGIN" => self.in_transaction = true,
-                b"COMMIT" => self.commit(end()),
-                b"ROLLBACK" => {
-                    self.pending.clear();
-                    self.commit(end());
-                }
-                // A statement that commits itself (DDL); inside a transaction (SAVEPOINT …) it ends nothing.
-                _ if !self.in_transaction => self.commit(end()),
-                _ => {}
-            },
-            _ => {}
-        }
-        Ok(())
-    }
-
-    fn commit(&mut self, end: u64) {
-        self.ready.append(&mut self.pending);
-        self.in_transaction = false;
-        self.committed = BinlogPosition { file: self.file.clone(), pos: end };
-    }
-}
-
-/// Which binlog rows are the outbox's, and how its columns are named.
-struct OutboxTable {
-    schema: String,
-    /// Column names by position, for servers that do not log them (`binlog_row_metadata` other than FULL).
-    columns: Vec<String>,
-}
-
-impl OutboxTable {
-    async fn describe(conn: &mut Conn) -> Result<Self, RelayError> {
-        let schema: Option<String> = conn.query_first("SELECT DATABASE()").await?;
-        let schema =
-            schema.ok_or_else(|| RelayError::BinlogNotConfigured("the database URL names no database".into()))?;
-        let columns = conn
-            .exec(
-                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'outbox' \
-                 ORDER BY ORDINAL_POSITION",
-                (&schema,),
-            )
-            .await?;
-        Ok(Self { schema, columns })
-    }
-
-    fn is(&self, map: &mysql_async::binlog::events::TableMapEvent<'_>) -> bool {
-        map.table_name_raw() == b"outbox" && map.database_name_raw() == self.schema.as_bytes()
-    }
-
-    fn event(&self, row: Option<BinlogRow>) -> Result<OutboxEvent, RelayError> {
-        let row = row.ok_or_else(|| RelayError::BinlogEvent(std::io::Error::other("an insert without its row")))?;
-        let mut event = OutboxEvent {
-            id: 0,
-            tenant: String::new(),
-            aggregate_type: String::new(),
-            aggregate_id: String::new(),
-            event_type: String::new(),
-            key: String::new(),
-            payload: String::new(),
-        };
-        for (index, column) in row.columns_ref().iter().enumerate() {
-            let logged = column.name_str();
-            let name = match logged.strip_prefix('@') {
-                Some(_) => self.columns.get(index).map_or("", String::as_str),
-                None => &logged,
-            };
-            let value = row.as_ref(index);
-            match name {
-                "id" => event.id = int(value),
-                "tenant_id" => event.tenant = text(value),
-                "aggregate_type" => event.aggregate_type = text(value),
-                "aggregate_id" => event.aggregate_id = text(value),
-                "event_type" => event.event_type = text(value),
-                "event_key" => event.key = text(value),
-                "payload" => event.payload = text(value),
-                _ => {}
-            }
-        }
-        if event.id == 0 {
-            return Err(RelayError::BinlogEvent(std::io::Error::other("an outbox insert without an id column")));
-        }
-        Ok(event)
-    }
-}
-
-fn int(value: Option<&BinlogValue<'_>>) -> i64 {
-    match value {
-        Some(BinlogValue::Value(Value::Int(n))) => *n,
-        Some(BinlogValue::Value(Value::UInt(n))) => *n as i64,
-        _ => 0,
-    }
-}
-
-fn text(value: Option<&BinlogValue<'_>>) -> String {
-    match value {
-        Some(BinlogValue::Value(Value::Bytes(bytes))) => String::from_utf8_lossy(bytes).into_owned(),
-        _ => String::new(),
-    }
-}
-
-/// Refuses a server whose binlog cannot carry the outbox rows; else its `@@server_id`.
-async fn check_server(conn: &mut Conn) -> Result<u32, RelayError> {
-    let settings: Option<(i64, String, String, u32)> =
-        conn.query_first("SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id").await?;
-    match settings {
-        Some((1, format, image, server)) if format == "ROW" && image == "FULL" => Ok(server),
-        other => Err(RelayError::BinlogNotConfigured(format!(
-            "binlog mode needs log_bin=ON, binlog_format=ROW and binlog_row_image=FULL (found {other:?}); \
-             configure the server, or use relay = \"poll\""
-        ))),
-    }
-}
-
-/// The outbox rows and the binlog position of one consistent snapshot. MariaDB reports the position of a
-/// consistent-snapshot transaction (`binlog_snapshot_*`), which waits for nothing. MySQL does not: there a
-/// brief `LOCK TABLES outbox READ` waits for in-flight writers of the outbox (holding new ones back, at most
-/// `SNAPSHOT_LOCK_WAIT_S`) so that the binlog's end and the table agree.
-async fn outbox_snapshot(conn: &mut Conn) -> Result<(BinlogPosition, Vec<i64>), RelayError> {
-    conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT").await?;
-    let status: Vec<(String, String)> = conn.query("SHOW STATUS LIKE 'binlog_snapshot_%'").await?;
-    let value = |name: &str| status.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
-    let snapshot_end = match (value("binlog_snapshot_file"), value("binlog_snapshot_position")) {
-        (Some(file), Some(pos)) if !file.is_empty() => pos.parse().ok().map(|pos| BinlogPosition { file, pos }),
-        _ => None,
-    };
-    if let Some(end) = snapshot_end {
-        let ids: Vec<i64> = conn.query("SELECT id FROM outbox ORDER BY id").await?;
-        conn.query_drop("COMMIT").await?;
-        return Ok((end, ids));
-    }
-    conn.query_drop("ROLLBACK").await?;
-    conn.query_drop(format!("SET SESSION lock_wait_timeout = {SNAPSHOT_LOCK_WAIT_S}")).await?;
-    conn.query_drop("LOCK TABLES outbox READ").await?;
-    let snapshot = async {
-        let end = binlog_end(conn).await?;
-        let ids: Vec<i64> = conn.query("SELECT id FROM outbox ORDER BY id").await?;
-        Ok::<_, RelayError>((end, ids))
-    }
-    .await;
-    conn.query_drop("UNLOCK TABLES").await?;
-    snapshot
-}
-
-/// The end of the server's current binlog.
-async fn binlog_end(conn: &mut Conn) -> Result<BinlogPosition, RelayError> {
-    let status: Option<Row> = conn.query_first("SHOW MASTER STATUS").await?;
-    let status =
-        status.ok_or_else(|| RelayError::BinlogNotConfigured("SHOW MASTER STATUS is empty: log_bin is off".into()))?;
-    let file: Option<String> = status.get(0);
-    let pos: Option<u64> = status.get(1);
-    match (file, pos) {
-        (Some(file), Some(pos)) => Ok(BinlogPosition { file, pos }),
-        _ => Err(RelayError::BinlogNotConfigured("SHOW MASTER STATUS did not name a file and position".into())),
-    }
-}
-
-/// Fails with the recovery steps when the checkpoint's binlog file is gone from the server.
-async fn check_retained(conn: &mut Conn, checkpoint: &BinlogPosition) -> Result<(), RelayError> {
-    let logs: Vec<Row> = conn.query("SHOW BINARY LOGS").await?;
-    if logs.iter().any(|log| log.get::<String, _>(0).as_deref() == Some(checkpoint.file.as_str())) {
-        Ok(())
-    } else {
-        Err(RelayError::BinlogPurged { checkpoint: checkpoint.clone() })
-    }
-}
-
-/// A stream error, with the server's "cannot read the binlog" turned into one that needs an operator.
-fn unreadable(error: mysql_async::Error, at: &BinlogPosition) -> RelayError {
-    match error {
-        mysql_async::Error::Server(e) if e.code == ER_MASTER_FATAL_ERROR_READING_BINLOG => {
-            RelayError::BinlogUnreadable { checkpoint: at.clone(), detail: e.message }
-        }
-        other => other.into(),
-    }
 }

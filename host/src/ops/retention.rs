@@ -13,8 +13,9 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::graph::Database;
-use crate::plugins::{hex_sha256, BUNDLED};
+use crate::db::Database;
+use crate::plugins::{PluginRegistry, BUNDLED};
+use crate::util::hashing::hex_sha256;
 use crate::util::time::now_ms;
 
 /// What is kept.
@@ -43,7 +44,8 @@ pub struct Pruned {
 impl Retention {
     /// Deletes what is past retention in `db` and in `cache_dir`.
     pub async fn prune(&self, db: &Database, cache_dir: Option<&Path>) -> Result<Pruned, sqlx::Error> {
-        let mut pruned = Pruned { plugin_versions: self.prune_versions(db).await?, ..Pruned::default() };
+        let plugin_versions = PluginRegistry::prune_inactive_versions(db, self.plugin_versions).await?;
+        let mut pruned = Pruned { plugin_versions, ..Pruned::default() };
         let audit_before = now_ms() - self.audit.as_millis() as i64;
         pruned.audit_entries = sqlx::query("DELETE FROM audit_log WHERE at < ?")
             .bind(audit_before)
@@ -55,37 +57,6 @@ impl Retention {
             pruned.compiled_files = prune_compiled(db, dir).await?;
         }
         Ok(pruned)
-    }
-
-    async fn prune_versions(&self, db: &Database) -> Result<u64, sqlx::Error> {
-        let slots: Vec<(String, String, String)> =
-            sqlx::query_as("SELECT DISTINCT tenant_id, kind, name FROM plugins").fetch_all(db.reader()).await?;
-        let mut deleted = 0;
-        for (tenant, kind, name) in slots {
-            // The newest kept inactive version; every older inactive one goes.
-            let oldest_kept: Option<i64> = sqlx::query_scalar(
-                "SELECT version FROM plugins WHERE tenant_id = ? AND kind = ? AND name = ? AND state = 'inactive' \
-                 ORDER BY version DESC LIMIT 1 OFFSET ?",
-            )
-            .bind(&tenant)
-            .bind(&kind)
-            .bind(&name)
-            .bind(i64::from(self.plugin_versions.max(1)) - 1)
-            .fetch_optional(db.reader())
-            .await?;
-            let Some(oldest_kept) = oldest_kept else { continue };
-            deleted += sqlx::query(
-                "DELETE FROM plugins WHERE tenant_id = ? AND kind = ? AND name = ? AND state = 'inactive' AND version < ?",
-            )
-            .bind(&tenant)
-            .bind(&kind)
-            .bind(&name)
-            .bind(oldest_kept)
-            .execute(db.writer())
-            .await?
-            .rows_affected();
-        }
-        Ok(deleted)
     }
 
     async fn prune_bus(&self, db: &Database) -> Result<u64, sqlx::Error> {

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use utoipa::ToSchema;
 
-use crate::graph::{Database, TenantId};
-use crate::tenant_jwt::TenantJwtKeys;
+use crate::db::Database;
+use crate::graph::TenantId;
+use crate::tenancy::jwt_keys::TenantJwtKeys;
 use crate::util::time::now_ms;
 
 /// What happens to a write when the tenant's rate-limit policy or its bucket store fails.

@@ -12,8 +12,8 @@ use serde::Serialize;
 
 use crate::bus::KafkaConnection;
 use crate::cache::Cache;
-use crate::graph::Database;
-use crate::tasks::Tasks;
+use crate::db::Database;
+use crate::ops::tasks::Tasks;
 
 /// How long one check may take.
 const CHECK_DEADLINE: Duration = Duration::from_secs(2);

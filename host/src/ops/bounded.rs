@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
-use crate::graph::Database;
+use crate::db::Database;
 
 /// A token bucket per key: `per_second` tokens a second, at most `burst` held.
 pub struct KeyedRate<K> {

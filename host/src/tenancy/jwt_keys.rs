@@ -14,33 +14,24 @@ use sqlx::Row;
 use utoipa::ToSchema;
 
 use crate::config::MIN_SECRET_BYTES;
-use crate::graph::{Database, TenantId};
+use crate::db::Database;
+use crate::graph::TenantId;
 use crate::util::time::{now_ms, rfc3339_millis};
 
 /// Keys a tenant may hold at once: the current one and the next (or the previous).
 pub const MAX_KEYS_PER_TENANT: usize = 2;
 
-/// The algorithms a tenant's key may be for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub enum JwtAlgorithm {
-    HS256,
-    RS256,
-    ES256,
+crate::str_enum! {
+    /// The algorithms a tenant's key may be for.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum JwtAlgorithm("JWT algorithm") {
+        HS256 = "HS256",
+        RS256 = "RS256",
+        ES256 = "ES256",
+    }
 }
 
 impl JwtAlgorithm {
-    fn as_str(self) -> &'static str {
-        match self {
-            JwtAlgorithm::HS256 => "HS256",
-            JwtAlgorithm::RS256 => "RS256",
-            JwtAlgorithm::ES256 => "ES256",
-        }
-    }
-
-    fn parse(stored: &str) -> Option<Self> {
-        [JwtAlgorithm::HS256, JwtAlgorithm::RS256, JwtAlgorithm::ES256].into_iter().find(|a| a.as_str() == stored)
-    }
-
     fn algorithm(self) -> Algorithm {
         match self {
             JwtAlgorithm::HS256 => Algorithm::HS256,
@@ -130,11 +121,11 @@ impl TenantJwtKeys {
             let (tenant, kid): (String, String) = (row.try_get(0)?, row.try_get(1)?);
             let (algorithm, key): (String, String) = (row.try_get(2)?, row.try_get(3)?);
             let (issuer, audience) = (row.try_get(4)?, row.try_get(5)?);
-            let spec = match JwtAlgorithm::parse(&algorithm) {
-                Some(algorithm) => {
+            let spec = match algorithm.parse() {
+                Ok(algorithm) => {
                     verifier(&kid, &JwtKeySpec { algorithm, key, issuer, audience }).map_err(|e| e.to_string())
                 }
-                None => Err(format!("unknown algorithm {algorithm:?}")),
+                Err(unknown) => Err(unknown.to_string()),
             };
             let tenant = match tenant.parse::<TenantId>() {
                 Ok(tenant) => tenant,
@@ -215,11 +206,9 @@ impl TenantJwtKeys {
         .await?;
         rows.iter()
             .map(|row| {
-                let algorithm: String = row.try_get(1)?;
-                let unknown = || sqlx::Error::Decode(format!("unknown JWT algorithm {algorithm:?}").into());
                 Ok(JwtKeyInfo {
                     kid: row.try_get(0)?,
-                    algorithm: JwtAlgorithm::parse(&algorithm).ok_or_else(unknown)?,
+                    algorithm: row.try_get::<String, _>(1)?.parse()?,
                     issuer: row.try_get(2)?,
                     audience: row.try_get(3)?,
                     created_at: rfc3339_millis(row.try_get(4)?),

@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use utoipa::ToSchema;
 
-use crate::graph::{Database, TenantId};
-use crate::plugins::hex_sha256;
+use crate::db::Database;
+use crate::graph::TenantId;
+use crate::util::hashing::hex_sha256;
 use crate::util::time::{now_ms, rfc3339_millis};
 
 /// Every tenant key starts with it, so a key is told from the admin token (and found by secret scanners).

@@ -1,8 +1,10 @@
 //! The connection to the database of record, for both kinds Strand runs on.
 //!
-//! Both kinds go through sqlx's `Any` driver so that the graph's SQL is written once; the few places where
-//! the dialects differ ask [`DatabaseKind`]. SQLite gets a single-connection writer pool: SQLite allows one
+//! Both kinds go through sqlx's `Any` driver so that SQL is written once; where the dialects differ, it
+//! asks [`DatabaseKind`]'s methods in `dialect.rs`. SQLite gets a single-connection writer pool: SQLite allows one
 //! writer at a time anyway, and serialising in the pool turns lock upgrades (`SQLITE_BUSY`) into queueing.
+
+mod dialect;
 
 use std::time::Duration;
 

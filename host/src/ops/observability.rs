@@ -6,6 +6,7 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use crate::ops::metrics::{describe_all, HTTP_REQUESTS, HTTP_REQUEST_SECONDS};
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -25,8 +26,9 @@ pub fn recorder() -> &'static PrometheusHandle {
             .expect("constant, non-empty buckets")
             .build_recorder();
         let handle = recorder.handle();
-        if let Err(error) = metrics::set_global_recorder(recorder) {
-            tracing::warn!(%error, "another metrics recorder is installed; /metrics stays empty");
+        match metrics::set_global_recorder(recorder) {
+            Ok(()) => describe_all(),
+            Err(error) => tracing::warn!(%error, "another metrics recorder is installed; /metrics stays empty"),
         }
         handle
     })
@@ -40,8 +42,8 @@ pub async fn time_requests(request: Request, next: Next) -> Response {
     let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_owned();
     let response = next.run(request).await;
     let labels = [("method", method), ("route", route), ("status", response.status().as_u16().to_string())];
-    metrics::counter!("strand_http_requests_total", &labels).increment(1);
-    metrics::histogram!("strand_http_request_seconds", &labels).record(started.elapsed().as_secs_f64());
+    metrics::counter!(HTTP_REQUESTS.name, &labels).increment(1);
+    metrics::histogram!(HTTP_REQUEST_SECONDS.name, &labels).record(started.elapsed().as_secs_f64());
     response
 }
 

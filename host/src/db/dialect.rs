@@ -1,0 +1,98 @@
+//! Every place where the two SQL dialects differ in a statement, as methods of [`DatabaseKind`]: callers
+//! write their SQL once and ask here for the part that differs. (The follow transaction is the one other
+//! place the kinds part: `graph/write` runs a different transaction on each, not a different phrase.)
+
+use super::DatabaseKind;
+
+impl DatabaseKind {
+    /// The clause that turns an `INSERT` into an upsert on the unique `key`; `SET` assignments follow.
+    pub fn on_conflict_update(self, key: &[&str]) -> String {
+        match self {
+            DatabaseKind::MySql => " ON DUPLICATE KEY UPDATE ".to_owned(),
+            DatabaseKind::Sqlite => format!(" ON CONFLICT ({}) DO UPDATE SET ", key.join(", ")),
+        }
+    }
+
+    /// The value an upsert's `column` would have had: in its assignments, the existing row's columns are
+    /// named plainly and the inserted row's through this.
+    pub fn inserted(self, column: &str) -> String {
+        match self {
+            DatabaseKind::MySql => format!("VALUES({column})"),
+            DatabaseKind::Sqlite => format!("excluded.{column}"),
+        }
+    }
+
+    /// `INSERT INTO table (columns) VALUES (?, …)` that overwrites every column but the `key` of an
+    /// existing row.
+    pub fn upsert(self, table: &str, columns: &[&str], key: &[&str]) -> String {
+        let values = vec!["?"; columns.len()].join(", ");
+        let assignments: Vec<String> = columns
+            .iter()
+            .filter(|column| !key.contains(column))
+            .map(|column| format!("{column} = {}", self.inserted(column)))
+            .collect();
+        format!(
+            "INSERT INTO {table} ({}) VALUES ({values}){}{}",
+            columns.join(", "),
+            self.on_conflict_update(key),
+            assignments.join(", ")
+        )
+    }
+
+    /// `table` read by its primary key only. MySQL's planner, given an `IN` list on a secondary index's
+    /// column, may scan that index; the key is the bounded lookup.
+    pub fn by_primary_key(self, table: &str) -> String {
+        match self {
+            DatabaseKind::MySql => format!("{table} FORCE INDEX (PRIMARY)"),
+            DatabaseKind::Sqlite => table.to_owned(),
+        }
+    }
+
+    /// `column` in a condition that must not pick an index (SQLite's unary `+`; MySQL needs no hint once
+    /// [`DatabaseKind::by_primary_key`] chose).
+    pub fn not_an_index(self, column: &str) -> String {
+        match self {
+            DatabaseKind::MySql => column.to_owned(),
+            DatabaseKind::Sqlite => format!("+{column}"),
+        }
+    }
+
+    /// The statement that makes the next transaction read only committed rows, where the default is
+    /// stronger (MySQL's REPEATABLE READ); SQLite's one writer sees every commit.
+    pub fn read_committed(self) -> Option<&'static str> {
+        match self {
+            DatabaseKind::MySql => Some("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"),
+            DatabaseKind::Sqlite => None,
+        }
+    }
+
+    /// Whether processes can share a named lock on the server (`GET_LOCK`): how relays elect one leader.
+    /// A SQLite file has one process, which leads.
+    pub fn has_named_locks(self) -> bool {
+        self == DatabaseKind::MySql
+    }
+
+    /// Whether the server keeps a binlog the relay can follow.
+    pub fn has_binlog(self) -> bool {
+        self == DatabaseKind::MySql
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upsert_overwrites_all_but_its_key() {
+        let columns = ["projection", "tenant_id", "done"];
+        assert_eq!(
+            DatabaseKind::MySql.upsert("progress", &columns, &["projection", "tenant_id"]),
+            "INSERT INTO progress (projection, tenant_id, done) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE done = VALUES(done)"
+        );
+        assert_eq!(
+            DatabaseKind::Sqlite.upsert("progress", &columns, &["projection", "tenant_id"]),
+            "INSERT INTO progress (projection, tenant_id, done) VALUES (?, ?, ?) \
+             ON CONFLICT (projection, tenant_id) DO UPDATE SET done = excluded.done"
+        );
+    }
+}

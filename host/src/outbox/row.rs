@@ -1,0 +1,36 @@
+//! An outbox row as the relay reads it, from `outbox` or `relay_parked` (which has the same columns).
+
+use serde::{Deserialize, Serialize};
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+/// A committed outbox row, as the relay reads it and hands it to the tenant's router.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutboxRow {
+    pub id: i64,
+    pub tenant: String,
+    pub aggregate_type: String,
+    pub aggregate_id: String,
+    pub event_type: String,
+    /// The default message key, `tenant:follower`.
+    pub key: String,
+    pub payload: String,
+}
+
+/// The columns [`OutboxRow::from_row`] reads, in its order (`relay_parked` has them too).
+pub const OUTBOX_COLUMNS: &str = "id, tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload";
+
+impl OutboxRow {
+    /// A row selected with [`OUTBOX_COLUMNS`].
+    pub fn from_row(row: &AnyRow) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            id: row.try_get(0)?,
+            tenant: row.try_get(1)?,
+            aggregate_type: row.try_get(2)?,
+            aggregate_id: row.try_get(3)?,
+            event_type: row.try_get(4)?,
+            key: row.try_get(5)?,
+            payload: row.try_get(6)?,
+        })
+    }
+}

@@ -1,0 +1,103 @@
+//! The sandbox one call runs in: a fresh `Store` with the version's memory cap, fuel and epoch deadline,
+//! an empty WASI, and the call's log — in the caller's task, on a pooled fiber stack.
+
+use std::time::Instant;
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::super::bindings::{Level, LogHost};
+use super::super::error::PluginError;
+use super::super::logs::{CallLog, LogLine};
+use super::super::wasi;
+use super::{CallCost, PluginLimits, PluginRuntime};
+
+/// Per-call store data: the limiter, the call's log lines and an empty WASI. Plugins get no other host
+/// state.
+pub struct PluginState {
+    limits: StoreLimits,
+    log: CallLog,
+    wasi: WasiCtx,
+    table: ResourceTable,
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl LogHost for PluginState {
+    fn log(&mut self, level: Level, input: Option<u32>, message: String) {
+        self.log.push(level, input, message);
+    }
+}
+
+/// A call's result and what the plugin logged on the way (also when it failed).
+#[derive(Debug)]
+pub struct Called<R> {
+    pub result: Result<(R, CallCost), PluginError>,
+    pub lines: Vec<LogLine>,
+    /// Lines beyond the per-call bound.
+    pub dropped: u32,
+}
+
+impl PluginRuntime {
+    /// Runs `call` of `inputs` inputs against a fresh instance in a fresh store limited by `limits` (a
+    /// version's, scaled to the batch). The call runs in the caller's task, on a fiber that yields at every
+    /// epoch tick (so a busy plugin shares its worker thread with other tasks) and traps once the deadline
+    /// has passed.
+    pub(in crate::plugins) async fn run<R>(
+        &self,
+        limits: PluginLimits,
+        tenant: &str,
+        inputs: usize,
+        call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<R>,
+    ) -> (Result<(R, CallCost), PluginError>, CallLog) {
+        let limits = self.for_batch(limits, inputs);
+        let _admitted = match self.admission.enter(tenant, limits.deadline).await {
+            Ok(admitted) => admitted,
+            Err(refused) => return (Err(refused), CallLog::default()),
+        };
+        let store_limits =
+            StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build();
+        let state = PluginState {
+            limits: store_limits,
+            log: CallLog::default(),
+            wasi: wasi::empty(),
+            table: ResourceTable::new(),
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limits);
+        // With metering on (a platform maximum of fuel), a version without fuel of its own gets the maximum.
+        let fuel = self.maxima.fuel.map(|maximum| limits.fuel.unwrap_or(maximum));
+        if let Some(fuel) = fuel {
+            if let Err(e) = store.set_fuel(fuel) {
+                return (Err(PluginError::host("setting the fuel", e)), CallLog::default());
+            }
+        }
+        let started = Instant::now();
+        let deadline = started + limits.deadline;
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Err(Trap::Interrupt.into())
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        store.set_epoch_deadline(1);
+        let result = call(&mut store).await;
+        let consumed = fuel.map(|total| total - store.get_fuel().unwrap_or(total));
+        let cost = CallCost { elapsed: started.elapsed(), fuel: consumed };
+        let result = match result {
+            Ok(value) => Ok((value, cost)),
+            Err(e) => Err(match e.downcast_ref::<Trap>() {
+                Some(Trap::Interrupt) => PluginError::Timeout(limits.deadline),
+                Some(Trap::OutOfFuel) => PluginError::OutOfFuel(fuel.unwrap_or_default()),
+                _ => PluginError::Trap(e),
+            }),
+        };
+        (result, store.into_data().log)
+    }
+}
