@@ -71,8 +71,3 @@ pub(super) fn set_growth<'e>(
     }
     growth.into_iter().collect()
 }
-
-/// Whether a counter now at `current` stays within ±[`COUNTER_LIMIT`] whichever of its adds apply.
-pub(super) fn within_range(current: i64, up: i64, down: i64) -> bool {
-    current.saturating_add(up) <= COUNTER_LIMIT && current.saturating_add(down) >= -COUNTER_LIMIT
-}

@@ -1,23 +1,25 @@
-//! The cache in this process, for the embedded default: the same data model and rules as the Redis script
-//! (`redis.rs`), under one lock so that a batch and its gate are one atomic step. Expired entries are
-//! dropped when read and swept now and then.
+//! The cache in this process, for the embedded default: Redis's data model for the commands the cache's
+//! scripts use, and an embedded Lua (5.1, as Redis's) that runs those scripts as they are (`script.rs`).
+//! What a batch does is decided by the script alone; this file only keeps strings, hashes and sorted sets
+//! the way Redis keeps them. One lock holds the store while a script or command runs: a script is one atomic
+//! step, as in Redis. Expired entries are dropped when read and swept now and then.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::{
-    applies, counter_swings, home_shard, in_order, member, set_growth, within_range, Applied, DataKind, Exceeded, Gate,
-    PageStart, Quota, Space, Usage, COUNTER_BYTES, MARKER_TTL, MEMBER_BYTES,
-};
-use crate::plugins::{Effect, RelationEvent};
+use mlua::{Lua, LuaOptions, StdLib};
+use redis::Value;
+
+use super::script::CacheScript;
+use super::{CacheError, Quota, Space};
 
 /// Writes between sweeps of expired entries.
 const SWEEP_EVERY: u64 = 16_384;
 
 /// Derived data held by this process.
 pub struct MemoryCache {
-    state: Mutex<State>,
+    engine: Mutex<Engine>,
     quota: Quota,
 }
 
@@ -27,15 +29,203 @@ impl Default for MemoryCache {
     }
 }
 
+/// The Lua state that runs the scripts, holding the store as its app data (`redis.call` reaches it there),
+/// and each script compiled once.
+struct Engine {
+    lua: Lua,
+    compiled: HashMap<&'static str, mlua::Function>,
+}
+
+impl MemoryCache {
+    /// An empty cache holding deployed projectors' spaces to `quota`.
+    pub fn new(quota: Quota) -> Self {
+        let engine = Engine::new().expect("the embedded Lua starts with the cache's own functions");
+        Self { engine: Mutex::new(engine), quota }
+    }
+
+    pub(super) fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// Runs `script` on `keys` and `args`, as Redis's `EVALSHA`.
+    pub(super) fn eval(&self, script: &CacheScript, keys: &[String], args: &[Vec<u8>]) -> Result<Value, CacheError> {
+        let mut engine = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
+        engine.eval(script, keys, args).map_err(|e| CacheError::Memory(e.to_string()))
+    }
+
+    /// Runs one command, as Redis would.
+    pub(super) fn query(&self, command: &redis::Cmd) -> Result<Value, CacheError> {
+        let args: Vec<Vec<u8>> = command
+            .args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => bytes.to_vec(),
+                // The cache sends no cursors (it scans with `space_keys`).
+                _ => b"0".to_vec(),
+            })
+            .collect();
+        let engine = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut store = engine.store();
+        store.command(&args, Instant::now()).map_err(CacheError::Memory)
+    }
+
+    /// Up to `count` members of the sorted set `key` strictly after `(score, member)`, highest first: what
+    /// the `AFTER` script finds by rank in Redis, here a walk of the set's order from the cursor.
+    pub(super) fn after(&self, key: &str, (score, member): (f64, &str), count: usize) -> Vec<(String, f64)> {
+        let engine = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut store = engine.store();
+        let Ok(Some(set)) = store.sorted(key, Instant::now()) else { return Vec::new() };
+        let cursor = (Score(score), member.as_bytes().to_vec());
+        set.order
+            .range(..cursor)
+            .rev()
+            .take(count)
+            .map(|(score, member)| (String::from_utf8_lossy(member).into_owned(), score.0))
+            .collect()
+    }
+
+    /// Every key of `space` (data and bookkeeping).
+    pub(super) fn space_keys(&self, space: Space<'_>) -> Vec<String> {
+        let engine = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
+        let store = engine.store();
+        store
+            .entries
+            .by_space
+            .get(&format!("{{{space}"))
+            .map_or_else(Vec::new, |entries| entries.keys().filter(|key| space.holds(key)).cloned().collect())
+    }
+}
+
+impl Engine {
+    fn new() -> mlua::Result<Self> {
+        // Redis's scripts see the base library, `string`, `table` and `math`; so do these.
+        let lua = Lua::new_with(StdLib::STRING | StdLib::TABLE | StdLib::MATH, LuaOptions::default())?;
+        lua.set_app_data(Store::default());
+        let redis = lua.create_table()?;
+        redis.set(
+            "call",
+            lua.create_function(|lua, args: mlua::MultiValue| {
+                let args = args.iter().map(command_arg).collect::<mlua::Result<Vec<_>>>()?;
+                let reply = {
+                    let mut store = lua.app_data_mut::<Store>().ok_or_else(|| mlua::Error::runtime("no store"))?;
+                    store.command(&args, Instant::now()).map_err(mlua::Error::runtime)?
+                };
+                to_lua(lua, reply)
+            })?,
+        )?;
+        redis.set(
+            "error_reply",
+            lua.create_function(|lua, message: mlua::LuaString| {
+                let reply = lua.create_table()?;
+                reply.set("err", message)?;
+                Ok(reply)
+            })?,
+        )?;
+        lua.globals().set("redis", redis)?;
+        Ok(Self { lua, compiled: HashMap::new() })
+    }
+
+    fn store(&self) -> mlua::AppDataRefMut<'_, Store> {
+        self.lua.app_data_mut::<Store>().expect("the store is the Lua state's app data from its start")
+    }
+
+    fn eval(&mut self, script: &CacheScript, keys: &[String], args: &[Vec<u8>]) -> mlua::Result<Value> {
+        let function = match self.compiled.get(script.source) {
+            Some(function) => function.clone(),
+            None => {
+                let function = self.lua.load(script.source).into_function()?;
+                self.compiled.insert(script.source, function.clone());
+                function
+            }
+        };
+        let globals = self.lua.globals();
+        globals.set("KEYS", self.lua.create_sequence_from(keys.iter().map(String::as_str))?)?;
+        let argv = args.iter().map(|arg| self.lua.create_string(arg)).collect::<mlua::Result<Vec<_>>>()?;
+        globals.set("ARGV", self.lua.create_sequence_from(argv)?)?;
+        from_lua(function.call::<mlua::Value>(())?)
+    }
+}
+
+/// A command's argument as Redis takes it from a script: a string, or a number written as Redis writes it.
+fn command_arg(value: &mlua::Value) -> mlua::Result<Vec<u8>> {
+    match value {
+        mlua::Value::String(text) => Ok(text.as_bytes().to_vec()),
+        mlua::Value::Integer(n) => Ok(n.to_string().into_bytes()),
+        mlua::Value::Number(n) => Ok(number_text(*n).into_bytes()),
+        other => Err(mlua::Error::runtime(format!(
+            "Lua redis lib command arguments must be strings or integers, not {}",
+            other.type_name()
+        ))),
+    }
+}
+
+/// A reply as Redis hands it to a script: a nil reply is `false`, a status a table with `ok`.
+fn to_lua(lua: &Lua, reply: Value) -> mlua::Result<mlua::Value> {
+    Ok(match reply {
+        Value::Nil => mlua::Value::Boolean(false),
+        Value::Int(n) => mlua::Value::Number(n as f64),
+        Value::BulkString(bytes) => mlua::Value::String(lua.create_string(bytes)?),
+        Value::Okay => {
+            let status = lua.create_table()?;
+            status.set("ok", "OK")?;
+            mlua::Value::Table(status)
+        }
+        Value::Array(items) => {
+            let items = items.into_iter().map(|item| to_lua(lua, item)).collect::<mlua::Result<Vec<_>>>()?;
+            mlua::Value::Table(lua.create_sequence_from(items)?)
+        }
+        other => return Err(mlua::Error::runtime(format!("no script form for the reply {other:?}"))),
+    })
+}
+
+/// A script's result as Redis returns it: numbers truncated to integers, a table with `err` an error, one
+/// with `ok` a status, any other table an array up to its first nil.
+fn from_lua(value: mlua::Value) -> mlua::Result<Value> {
+    Ok(match value {
+        mlua::Value::Nil | mlua::Value::Boolean(false) => Value::Nil,
+        mlua::Value::Boolean(true) => Value::Int(1),
+        mlua::Value::Integer(n) => Value::Int(n),
+        mlua::Value::Number(n) => Value::Int(n as i64),
+        mlua::Value::String(text) => Value::BulkString(text.as_bytes().to_vec()),
+        mlua::Value::Table(table) => {
+            if let Some(error) = table.get::<Option<mlua::LuaString>>("err")? {
+                return Err(mlua::Error::runtime(error.to_string_lossy()));
+            }
+            if table.get::<Option<mlua::LuaString>>("ok")?.is_some() {
+                return Ok(Value::Okay);
+            }
+            let mut items = Vec::new();
+            for item in table.sequence_values::<mlua::Value>() {
+                items.push(from_lua(item?)?);
+            }
+            Value::Array(items)
+        }
+        other => return Err(mlua::Error::runtime(format!("a script returned a {}", other.type_name()))),
+    })
+}
+
+/// A number as Redis's Lua writes it into a command (`%.17g`): integers without a fraction.
+fn number_text(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e17 {
+        (n as i64).to_string()
+    } else {
+        n.to_string()
+    }
+}
+
+/// A sorted-set score as Redis replies it.
+fn score_text(score: f64) -> Vec<u8> {
+    number_text(score).into_bytes()
+}
+
+/// The keys and values, the way Redis keeps them.
 #[derive(Default)]
-struct State {
+struct Store {
     entries: Entries,
     writes: u64,
 }
 
 /// Every entry, kept apart by the space its key is in (`{tenant:plugin@version` — keys of no space in
-/// one group of their own): clearing or listing a space touches that space's entries only, never every
-/// tenant's under the one lock.
+/// one group of their own): listing a space touches that space's entries only, never every tenant's.
 #[derive(Default)]
 struct Entries {
     by_space: HashMap<String, HashMap<String, Entry>>,
@@ -50,38 +240,30 @@ impl Entries {
         }
     }
 
-    fn get(&self, key: &str) -> Option<&Entry> {
-        self.by_space.get(Self::group(key))?.get(key)
-    }
-
     fn get_mut(&mut self, key: &str) -> Option<&mut Entry> {
         self.by_space.get_mut(Self::group(key))?.get_mut(key)
     }
 
     fn insert(&mut self, key: String, entry: Entry) {
-        match self.by_space.get_mut(Self::group(&key)) {
-            Some(group) => {
-                group.insert(key, entry);
+        let group = Self::group(&key);
+        match self.by_space.get_mut(group) {
+            Some(entries) => {
+                entries.insert(key, entry);
             }
             None => {
-                self.by_space.entry(Self::group(&key).to_owned()).or_default().insert(key, entry);
+                self.by_space.entry(group.to_owned()).or_default().insert(key, entry);
             }
         }
     }
 
-    fn remove(&mut self, key: &str) {
+    fn remove(&mut self, key: &str) -> Option<Entry> {
         let group = Self::group(key);
-        if let Some(entries) = self.by_space.get_mut(group) {
-            entries.remove(key);
-            if entries.is_empty() {
-                self.by_space.remove(group);
-            }
+        let entries = self.by_space.get_mut(group)?;
+        let removed = entries.remove(key);
+        if entries.is_empty() {
+            self.by_space.remove(group);
         }
-    }
-
-    /// `space`'s group: every key of the space (and, if any, other keys sharing its prefix).
-    fn of_space(&mut self, space: Space<'_>) -> Option<&mut HashMap<String, Entry>> {
-        self.by_space.get_mut(&format!("{{{space}"))
+        removed
     }
 
     /// Drops the entries that expired by `now`, in every group.
@@ -99,17 +281,16 @@ struct Entry {
 }
 
 enum Data {
-    Text(String),
-    /// Pair versions and floors: followee → version.
-    Versions(HashMap<i64, i64>),
+    Text(Vec<u8>),
+    Hash(HashMap<Vec<u8>, Vec<u8>>),
     Sorted(SortedSet),
 }
 
 /// A sorted set ordered like Redis's: by score, then by member.
 #[derive(Default)]
 struct SortedSet {
-    scores: HashMap<String, f64>,
-    order: BTreeSet<(Score, String)>,
+    scores: HashMap<Vec<u8>, f64>,
+    order: BTreeSet<(Score, Vec<u8>)>,
 }
 
 /// A score with a total order (scores are never NaN: plugin output is validated).
@@ -132,7 +313,7 @@ impl Ord for Score {
 
 impl SortedSet {
     /// Adds or moves `member`; true if it is new.
-    fn add(&mut self, member: String, score: f64) -> bool {
+    fn add(&mut self, member: Vec<u8>, score: f64) -> bool {
         let old = self.scores.insert(member.clone(), score);
         if let Some(old) = old {
             self.order.remove(&(Score(old), member.clone()));
@@ -142,209 +323,232 @@ impl SortedSet {
     }
 
     /// True if `member` was there.
-    fn remove(&mut self, member: &str) -> bool {
+    fn remove(&mut self, member: &[u8]) -> bool {
         let Some((member, old)) = self.scores.remove_entry(member) else { return false };
         self.order.remove(&(Score(old), member));
         true
     }
 
-    /// Keeps only the `keep` highest; returns how many it dropped.
-    fn cap(&mut self, keep: usize) -> usize {
-        let mut dropped = 0;
-        while self.order.len() > keep {
-            if let Some((_, lowest)) = self.order.pop_first() {
-                self.scores.remove(&lowest);
-                dropped += 1;
-            }
+    /// The members from rank `start` to `stop` (inclusive, Redis's negative ranks counting from the end),
+    /// lowest first — or highest first when `descending`.
+    fn range(&self, (start, stop): (i64, i64), descending: bool) -> Vec<(Vec<u8>, f64)> {
+        let Some((start, stop)) = ranks(self.order.len(), start, stop) else { return Vec::new() };
+        let pick = |(score, member): &(Score, Vec<u8>)| (member.clone(), score.0);
+        let count = stop - start + 1;
+        if descending {
+            self.order.iter().rev().skip(start).take(count).map(pick).collect()
+        } else {
+            self.order.iter().skip(start).take(count).map(pick).collect()
         }
-        dropped
+    }
+
+    /// `member`'s rank, highest first.
+    fn reverse_rank(&self, member: &[u8]) -> Option<usize> {
+        let score = *self.scores.get(member)?;
+        Some(self.order.range((Score(score), member.to_vec())..).count() - 1)
     }
 }
 
-impl MemoryCache {
-    /// An empty cache holding deployed projectors' spaces to `quota`.
-    pub fn new(quota: Quota) -> Self {
-        Self { state: Mutex::default(), quota }
-    }
+/// Redis's rank range `start..=stop` over `len` members, negative ranks counting from the end; `None` when
+/// empty.
+fn ranks(len: usize, start: i64, stop: i64) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let start = if start < 0 { (len + start).max(0) } else { start };
+    let stop = if stop < 0 { len + stop } else { stop.min(len - 1) };
+    (start <= stop && start < len).then_some((start as usize, stop as usize))
+}
 
-    pub(super) fn apply(
-        &self,
-        space: Space<'_>,
-        events: &[RelationEvent],
-        effects: &[Vec<Effect>],
-        gate: Gate<'_>,
-    ) -> Applied {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = Instant::now();
-        let gate_key = match gate {
-            Gate::Built(_) => space.ready_key(),
-            Gate::Building { .. } => space.lock_key(),
+impl Store {
+    /// Runs one command (the subset the cache's scripts and reads use) at `now`; an error is Redis's text.
+    fn command(&mut self, args: &[Vec<u8>], now: Instant) -> Result<Value, String> {
+        let (name, args) = args.split_first().ok_or("an empty command")?;
+        let text = |at: usize| -> Result<String, String> {
+            args.get(at).map(|a| String::from_utf8_lossy(a).into_owned()).ok_or_else(|| arity(name))
         };
-        let (Gate::Built(holder) | Gate::Building { owner: holder, .. }) = gate;
-        if state.text(&gate_key, now) != Some(holder) {
-            return Applied::Refused;
-        }
-        let snapshot = matches!(gate, Gate::Building { .. });
-        // Only the adds that can apply count (a snapshot's unfollow applies none).
-        let adds = events.iter().zip(effects).filter(|(event, _)| applies(event, snapshot)).flat_map(|(_, e)| e);
-        let in_range = counter_swings(space, adds.clone())
-            .into_iter()
-            .all(|(counter, up, down)| within_range(state.number(&counter, now), up, down));
-        if !in_range {
-            return Applied::OutOfRange;
-        }
-        let quota = self.quota.of(space);
-        // Bundled spaces are not limited: their batches (every one on the embedded default) skip the sum.
-        if let Some(reached) = quota.limits_size().then(|| quota.reached(state.usage(space, now))).flatten() {
-            return Applied::OverQuota(reached);
-        }
-        for (set, members) in set_growth(space, adds, quota) {
-            let held = match state.sorted(&set, now) {
-                Some(held) => held.order.len() + members.iter().filter(|m| !held.scores.contains_key(*m)).count(),
-                None => members.len(),
-            };
-            if held as u64 > quota.members {
-                return Applied::OverQuota(Exceeded::Members(quota.members));
+        let int = |at: usize| -> Result<i64, String> {
+            text(at)?.parse::<i64>().map_err(|_| "ERR value is not an integer or out of range".to_owned())
+        };
+        let float = |at: usize| -> Result<f64, String> {
+            text(at)?.parse::<f64>().map_err(|_| "ERR value is not a valid float".to_owned())
+        };
+        let key = |at: usize| -> Result<String, String> { text(at) };
+        Ok(match name.to_ascii_uppercase().as_slice() {
+            b"PING" => Value::SimpleString("PONG".to_owned()),
+            b"GET" => match self.live(&key(0)?, now) {
+                Some(Entry { data: Data::Text(value), .. }) => Value::BulkString(value.clone()),
+                Some(_) => return Err(WRONGTYPE.to_owned()),
+                None => Value::Nil,
+            },
+            b"MGET" => Value::Array(
+                (0..args.len())
+                    .map(|at| match self.live(&String::from_utf8_lossy(&args[at]), now) {
+                        Some(Entry { data: Data::Text(value), .. }) => Value::BulkString(value.clone()),
+                        _ => Value::Nil,
+                    })
+                    .collect(),
+            ),
+            b"SET" => {
+                let (key, value) = (key(0)?, args.get(1).ok_or_else(|| arity(name))?.clone());
+                let mut only_new = false;
+                let mut expires = None;
+                let mut at = 2;
+                while at < args.len() {
+                    match args[at].to_ascii_uppercase().as_slice() {
+                        b"NX" => only_new = true,
+                        b"PX" => {
+                            expires = Some(later(now, int(at + 1)?));
+                            at += 1;
+                        }
+                        _ => return Err("ERR syntax error".to_owned()),
+                    }
+                    at += 1;
+                }
+                if only_new && self.live(&key, now).is_some() {
+                    return Ok(Value::Nil);
+                }
+                self.put(key, Data::Text(value), expires);
+                Value::Okay
             }
-        }
-        if let Gate::Building { ttl, .. } = gate {
-            state.expire(&gate_key, now + ttl);
-        }
-        let mut applied = 0;
-        for (event, effects) in events.iter().zip(effects) {
-            // One lock holds the whole batch: an event is one unit here, its bookkeeping in its home shard.
-            let shard = home_shard(event);
-            let (versions, floors) = (space.versions_key(shard, event), space.floors_key(shard, event));
-            let floor = state.version(&floors, event.followee, now);
-            let fresh = applies(event, snapshot)
-                && event.version > floor
-                && state.set_new(space.marker_key(shard, event), now + MARKER_TTL, now);
-            let mut newer = false;
-            if fresh {
-                applied += 1;
-                if event.version > state.version(&versions, event.followee, now) {
-                    state.set_version(versions, event.followee, event.version);
-                    newer = true;
+            b"INCRBY" => {
+                let (key, by) = (key(0)?, int(1)?);
+                let (current, expires) = match self.live(&key, now) {
+                    Some(Entry { data: Data::Text(value), expires }) => {
+                        let current = String::from_utf8_lossy(value).parse::<i64>();
+                        (current.map_err(|_| "ERR value is not an integer or out of range".to_owned())?, *expires)
+                    }
+                    Some(_) => return Err(WRONGTYPE.to_owned()),
+                    None => (0, None),
+                };
+                let total = current.checked_add(by).ok_or("ERR increment or decrement would overflow")?;
+                self.put(key, Data::Text(total.to_string().into_bytes()), expires);
+                Value::Int(total)
+            }
+            b"EXISTS" => Value::Int(i64::from(self.live(&key(0)?, now).is_some())),
+            b"DEL" => {
+                let mut deleted = 0;
+                for key in args {
+                    let key = String::from_utf8_lossy(key);
+                    if self.live(&key, now).is_some() {
+                        self.entries.remove(&key);
+                        deleted += 1;
+                    }
+                }
+                Value::Int(deleted)
+            }
+            b"STRLEN" => match self.live(&key(0)?, now) {
+                Some(Entry { data: Data::Text(value), .. }) => Value::Int(value.len() as i64),
+                Some(_) => return Err(WRONGTYPE.to_owned()),
+                None => Value::Int(0),
+            },
+            b"PEXPIRE" => {
+                let at = later(now, int(1)?);
+                match self.live(&key(0)?, now) {
+                    Some(entry) => {
+                        entry.expires = Some(at);
+                        Value::Int(1)
+                    }
+                    None => Value::Int(0),
                 }
             }
-            if snapshot && event.version > floor {
-                state.set_version(floors, event.followee, event.version);
+            b"HGET" => match self.live(&key(0)?, now) {
+                Some(Entry { data: Data::Hash(fields), .. }) => fields
+                    .get(args.get(1).ok_or_else(|| arity(name))?)
+                    .map_or(Value::Nil, |v| Value::BulkString(v.clone())),
+                Some(_) => return Err(WRONGTYPE.to_owned()),
+                None => Value::Nil,
+            },
+            b"HSET" => {
+                let (key, field, value) =
+                    (key(0)?, args.get(1).ok_or_else(|| arity(name))?, args.get(2).ok_or_else(|| arity(name))?);
+                match self.live(&key, now) {
+                    Some(Entry { data: Data::Hash(fields), .. }) => {
+                        Value::Int(i64::from(fields.insert(field.clone(), value.clone()).is_none()))
+                    }
+                    Some(_) => return Err(WRONGTYPE.to_owned()),
+                    None => {
+                        self.put(key, Data::Hash(HashMap::from([(field.clone(), value.clone())])), None);
+                        Value::Int(1)
+                    }
+                }
             }
-            for effect in in_order(effects) {
-                state.effect((space, shard), effect, fresh, newer, now);
+            b"ZADD" => {
+                let (key, score, member) = (key(0)?, float(1)?, args.get(2).ok_or_else(|| arity(name))?.clone());
+                if self.live(&key, now).is_none() {
+                    self.put(key.clone(), Data::Sorted(SortedSet::default()), None);
+                }
+                Value::Int(i64::from(self.sorted(&key, now)?.ok_or(WRONGTYPE)?.add(member, score)))
             }
-        }
-        Applied::Events(applied)
-    }
-
-    pub(super) fn set(&self, key: &str, value: &str) {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        state.put(key.to_owned(), Data::Text(value.to_owned()), None);
-    }
-
-    pub(super) fn clear(&self, space: Space<'_>) {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(entries) = state.entries.of_space(space) {
-            entries.retain(|key, _| !space.holds(key));
-        }
-    }
-
-    pub(super) fn keys(&self, space: Space<'_>) -> Vec<String> {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(entries) = state.entries.of_space(space) else { return Vec::new() };
-        entries.keys().filter(|key| space.holds(key)).cloned().collect()
-    }
-
-    pub(super) fn lock(&self, key: &str, owner: &str, ttl: Duration) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = Instant::now();
-        if state.text(key, now).is_some_and(|holder| holder != owner) {
-            return false;
-        }
-        state.put(key.to_owned(), Data::Text(owner.to_owned()), Some(now + ttl));
-        true
-    }
-
-    pub(super) fn unlock(&self, key: &str, owner: &str) {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if state.text(key, Instant::now()) == Some(owner) {
-            state.entries.remove(key);
-        }
-    }
-
-    pub(super) fn texts(&self, keys: &[String]) -> Vec<Option<String>> {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = Instant::now();
-        keys.iter().map(|key| state.text(key, now).map(str::to_owned)).collect()
-    }
-
-    pub(super) fn cardinality(&self, key: &str) -> u64 {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        state.sorted(key, Instant::now()).map_or(0, |set| set.order.len() as u64)
-    }
-
-    pub(super) fn descending(&self, key: &str, from: PageStart<'_>, count: usize) -> Vec<(String, f64)> {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(set) = state.sorted(key, Instant::now()) else { return Vec::new() };
-        let entry = |(score, member): &(Score, String)| (member.clone(), score.0);
-        match from {
-            PageStart::Rank(start) => set.order.iter().rev().skip(start).take(count).map(entry).collect(),
-            PageStart::After(score, after) => {
-                set.order.range(..(Score(score), after.to_owned())).rev().take(count).map(entry).collect()
+            b"ZREM" => {
+                let key = key(0)?;
+                let member = args.get(1).ok_or_else(|| arity(name))?;
+                let Some(set) = self.sorted(&key, now)? else { return Ok(Value::Int(0)) };
+                let removed = set.remove(member);
+                if set.order.is_empty() {
+                    self.entries.remove(&key);
+                }
+                Value::Int(i64::from(removed))
             }
-        }
+            b"ZREMRANGEBYRANK" => {
+                let (key, start, stop) = (key(0)?, int(1)?, int(2)?);
+                let Some(set) = self.sorted(&key, now)? else { return Ok(Value::Int(0)) };
+                let doomed = set.range((start, stop), false);
+                for (member, _) in &doomed {
+                    set.remove(member);
+                }
+                if set.order.is_empty() {
+                    self.entries.remove(&key);
+                }
+                Value::Int(doomed.len() as i64)
+            }
+            b"ZCARD" => Value::Int(self.sorted(&key(0)?, now)?.map_or(0, |set| set.order.len() as i64)),
+            b"ZSCORE" => {
+                let member = args.get(1).ok_or_else(|| arity(name))?;
+                match self.sorted(&key(0)?, now)?.and_then(|set| set.scores.get(member).copied()) {
+                    Some(score) => Value::BulkString(score_text(score)),
+                    None => Value::Nil,
+                }
+            }
+            b"ZREVRANK" => {
+                let member = args.get(1).ok_or_else(|| arity(name))?;
+                match self.sorted(&key(0)?, now)?.and_then(|set| set.reverse_rank(member)) {
+                    Some(rank) => Value::Int(rank as i64),
+                    None => Value::Nil,
+                }
+            }
+            b"ZREVRANGE" => {
+                let (key, start, stop) = (key(0)?, int(1)?, int(2)?);
+                let scores = args.get(3).is_some_and(|flag| flag.eq_ignore_ascii_case(b"WITHSCORES"));
+                let entries = self.sorted(&key, now)?.map_or_else(Vec::new, |set| set.range((start, stop), true));
+                Value::Array(
+                    entries
+                        .into_iter()
+                        .flat_map(|(member, score)| {
+                            let score = scores.then(|| Value::BulkString(score_text(score)));
+                            std::iter::once(Value::BulkString(member)).chain(score)
+                        })
+                        .collect(),
+                )
+            }
+            _ => return Err(format!("ERR unknown command '{}'", String::from_utf8_lossy(name))),
+        })
     }
-}
 
-impl State {
     /// The live entry at `key`, dropping it if it expired.
     fn live(&mut self, key: &str, now: Instant) -> Option<&mut Entry> {
-        if self.entries.get(key).is_some_and(|e| e.expires.is_some_and(|at| at <= now)) {
+        let entry = self.entries.get_mut(key)?;
+        if entry.expires.is_some_and(|at| at <= now) {
             self.entries.remove(key);
+            return None;
         }
         self.entries.get_mut(key)
     }
 
-    fn text(&mut self, key: &str, now: Instant) -> Option<&str> {
+    /// The sorted set at `key`, if one is there; another kind of data there is Redis's WRONGTYPE.
+    fn sorted(&mut self, key: &str, now: Instant) -> Result<Option<&mut SortedSet>, String> {
         match self.live(key, now) {
-            Some(Entry { data: Data::Text(text), .. }) => Some(text),
-            _ => None,
-        }
-    }
-
-    fn number(&mut self, key: &str, now: Instant) -> i64 {
-        self.text(key, now).and_then(|t| t.parse().ok()).unwrap_or(0)
-    }
-
-    fn version(&mut self, key: &str, followee: i64, now: Instant) -> i64 {
-        match self.live(key, now) {
-            Some(Entry { data: Data::Versions(versions), .. }) => versions.get(&followee).copied().unwrap_or(0),
-            _ => 0,
-        }
-    }
-
-    fn sorted(&mut self, key: &str, now: Instant) -> Option<&mut SortedSet> {
-        match self.live(key, now) {
-            Some(Entry { data: Data::Sorted(set), .. }) => Some(set),
-            _ => None,
-        }
-    }
-
-    /// `space`'s usage, from its shards' counts.
-    fn usage(&mut self, space: Space<'_>, now: Instant) -> Usage {
-        let counts: Vec<Option<String>> =
-            space.usage_keys().iter().map(|key| self.text(key, now).map(str::to_owned)).collect();
-        Usage::sum(&counts)
-    }
-
-    /// Adds to the usage counts of `space`'s `shard`.
-    fn grow(&mut self, (space, shard): (Space<'_>, u16), keys: i64, bytes: i64) {
-        let now = Instant::now();
-        for (count, by) in space.usage_keys_in(shard).into_iter().zip([keys, bytes]) {
-            if by != 0 {
-                let total = self.number(&count, now) + by;
-                self.put(count, Data::Text(total.to_string()), None);
-            }
+            Some(Entry { data: Data::Sorted(set), .. }) => Ok(Some(set)),
+            Some(_) => Err(WRONGTYPE.to_owned()),
+            None => Ok(None),
         }
     }
 
@@ -355,116 +559,78 @@ impl State {
             self.entries.sweep(Instant::now());
         }
     }
+}
 
-    /// Sets `key` if absent (Redis `SET NX PX`); true if it did.
-    fn set_new(&mut self, key: String, expires: Instant, now: Instant) -> bool {
-        if self.live(&key, now).is_some() {
-            return false;
-        }
-        self.put(key, Data::Text("1".to_owned()), Some(expires));
-        true
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+fn arity(name: &[u8]) -> String {
+    format!("ERR wrong number of arguments for '{}' command", String::from_utf8_lossy(name).to_lowercase())
+}
+
+/// `ms` milliseconds after `now`; a later instant than this process can name never comes.
+fn later(now: Instant, ms: i64) -> Instant {
+    now.checked_add(Duration::from_millis(ms.max(0) as u64)).unwrap_or(now + Duration::from_secs(100 * 365 * 86_400))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(store: &mut Store, command: &[&str]) -> Result<Value, String> {
+        let args: Vec<Vec<u8>> = command.iter().map(|a| a.as_bytes().to_vec()).collect();
+        store.command(&args, Instant::now())
     }
 
-    fn set_version(&mut self, key: String, followee: i64, version: i64) {
-        match self.entries.get_mut(&key) {
-            Some(Entry { data: Data::Versions(versions), .. }) => {
-                versions.insert(followee, version);
-            }
-            _ => self.put(key, Data::Versions(HashMap::from([(followee, version)])), None),
+    #[test]
+    fn sorted_sets_rank_and_trim_as_redis_does() {
+        let mut store = Store::default();
+        for (score, member) in [("1", "a"), ("3", "c"), ("2", "b"), ("2", "bb")] {
+            run(&mut store, &["ZADD", "z", score, member]).unwrap();
         }
+        let members = |store: &mut Store| match run(store, &["ZREVRANGE", "z", "0", "-1"]).unwrap() {
+            Value::Array(items) => items
+                .into_iter()
+                .map(|v| match v {
+                    Value::BulkString(b) => String::from_utf8(b).unwrap(),
+                    other => panic!("{other:?}"),
+                })
+                .collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(members(&mut store), ["c", "bb", "b", "a"], "by score, then member, highest first");
+        assert_eq!(run(&mut store, &["ZREVRANK", "z", "bb"]).unwrap(), Value::Int(1));
+        assert_eq!(run(&mut store, &["ZREMRANGEBYRANK", "z", "0", "-3"]).unwrap(), Value::Int(2), "keeps the top 2");
+        assert_eq!(members(&mut store), ["c", "bb"]);
+        assert_eq!(run(&mut store, &["ZREM", "z", "c"]).unwrap(), Value::Int(1));
+        assert_eq!(run(&mut store, &["ZREM", "z", "bb"]).unwrap(), Value::Int(1));
+        assert_eq!(run(&mut store, &["EXISTS", "z"]).unwrap(), Value::Int(0), "an emptied set is gone");
     }
 
-    fn expire(&mut self, key: &str, at: Instant) {
-        if let Some(entry) = self.live(key, Instant::now()) {
-            entry.expires = Some(at);
-        }
+    #[test]
+    fn strings_expire_and_refuse_another_kind() {
+        let mut store = Store::default();
+        assert_eq!(run(&mut store, &["SET", "m", "1", "NX", "PX", "60000"]).unwrap(), Value::Okay);
+        assert_eq!(run(&mut store, &["SET", "m", "2", "NX", "PX", "60000"]).unwrap(), Value::Nil);
+        assert_eq!(run(&mut store, &["INCRBY", "n", "-5"]).unwrap(), Value::Int(-5));
+        run(&mut store, &["PEXPIRE", "n", "0"]).unwrap();
+        assert_eq!(run(&mut store, &["GET", "n"]).unwrap(), Value::Nil, "expired");
+        run(&mut store, &["ZADD", "z", "1", "a"]).unwrap();
+        assert!(run(&mut store, &["GET", "z"]).unwrap_err().starts_with("WRONGTYPE"));
     }
 
-    /// One effect of an event: counters when the event is `fresh`, state when it is `newer` for its pair;
-    /// what it adds to or takes from the space counted in its `shard`.
-    fn effect(&mut self, (space, shard): (Space<'_>, u16), effect: &Effect, fresh: bool, newer: bool, now: Instant) {
-        const SORTED: DataKind = DataKind::SortedSet;
-        let at = (space, shard);
-        match effect {
-            Effect::CounterAdd((counter, delta)) if fresh => {
-                let key = space.key(DataKind::Counter, counter);
-                if self.live(&key, now).is_none() {
-                    self.grow(at, 1, key.len() as i64 + COUNTER_BYTES);
-                }
-                // In range: the batch's swings were checked before anything was applied.
-                let total = self.number(&key, now).saturating_add(*delta);
-                let expires = self.live(&key, now).and_then(|e| e.expires);
-                self.put(key, Data::Text(total.to_string()), expires);
-            }
-            Effect::ZsetAdd(e) if newer => self.zadd(at, space.key(SORTED, &e.key), e.member, e.score, 0, now),
-            Effect::ZsetAddCapped(c) if newer => {
-                self.zadd(at, space.key(SORTED, &c.entry.key), c.entry.member, c.entry.score, c.keep, now)
-            }
-            Effect::ZsetAddGuarded(g)
-                if newer && self.number(&space.key(DataKind::Counter, &g.counter), now) >= g.at_least =>
-            {
-                let (c, e) = (&g.add, &g.add.entry);
-                self.zadd(at, space.key(SORTED, &e.key), e.member, e.score, c.keep, now)
-            }
-            Effect::ZsetMemberWhile(w) if fresh => {
-                let key = space.key(SORTED, &w.entry.key);
-                if self.number(&space.key(DataKind::Counter, &w.counter), now) >= w.at_least {
-                    self.zadd(at, key, w.entry.member, w.entry.score, 0, now);
-                } else {
-                    self.zrem(at, key, w.entry.member, now);
-                }
-            }
-            Effect::ZsetRemove((set, id)) if newer => self.zrem(at, space.key(SORTED, set), *id, now),
-            Effect::ValueSet((value, text)) if newer => {
-                let key = space.key(DataKind::Value, value);
-                match self.text(&key, now).map(str::len) {
-                    Some(old) => self.grow(at, 0, text.len() as i64 - old as i64),
-                    None => self.grow(at, 1, (key.len() + text.len()) as i64),
-                }
-                self.put(key, Data::Text(text.clone()), None)
-            }
-            Effect::ValueDelete(value) if newer => {
-                let key = space.key(DataKind::Value, value);
-                if let Some(old) = self.text(&key, now).map(str::len) {
-                    self.entries.remove(&key);
-                    self.grow(at, -1, -((key.len() + old) as i64));
-                }
-            }
-            Effect::Expire((expiring, ms)) if newer => {
-                // Plugin output bounds the TTL; a later instant than this process can name never comes.
-                if let Some(at) = now.checked_add(Duration::from_millis(*ms)) {
-                    for kind in DataKind::ALL {
-                        self.expire(&space.key(kind, expiring), at);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn zadd(&mut self, at: (Space<'_>, u16), key: String, id: i64, score: f64, keep: u32, now: Instant) {
-        let created = self.sorted(&key, now).is_none();
-        if created {
-            self.put(key.clone(), Data::Sorted(SortedSet::default()), None);
-        }
-        let Some(set) = self.sorted(&key, now) else { return };
-        let added = i64::from(set.add(member(id), score));
-        let dropped = if keep > 0 { set.cap(keep as usize) as i64 } else { 0 };
-        let key_bytes = if created { key.len() as i64 } else { 0 };
-        self.grow(at, i64::from(created), key_bytes + (added - dropped) * MEMBER_BYTES);
-    }
-
-    /// Removes `id` from the sorted set `key`, and the set once empty (as Redis does).
-    fn zrem(&mut self, at: (Space<'_>, u16), key: String, id: i64, now: Instant) {
-        let Some(set) = self.sorted(&key, now) else { return };
-        if !set.remove(&member(id)) {
-            return;
-        }
-        if set.order.is_empty() {
-            self.entries.remove(&key);
-            self.grow(at, -1, -(key.len() as i64) - MEMBER_BYTES);
-        } else {
-            self.grow(at, 0, -MEMBER_BYTES);
-        }
+    #[test]
+    fn a_script_sees_redis_replies_and_returns_as_redis_does() {
+        let mut engine = Engine::new().unwrap();
+        let script = CacheScript::new(
+            "redis.call('SET', KEYS[1], ARGV[1]); \
+             return {redis.call('GET', KEYS[1]), redis.call('GET', 'missing') == false, redis.call('INCRBY', 'n', 2.0), 7.9}",
+        );
+        let reply = engine.eval(&script, &["k".to_owned()], &[b"v".to_vec()]).unwrap();
+        assert_eq!(
+            reply,
+            Value::Array(vec![Value::BulkString(b"v".to_vec()), Value::Int(1), Value::Int(2), Value::Int(7)])
+        );
+        let failing = CacheScript::new("return redis.error_reply('no such effect')");
+        assert!(engine.eval(&failing, &[], &[]).unwrap_err().to_string().contains("no such effect"));
     }
 }

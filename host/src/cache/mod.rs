@@ -1,5 +1,6 @@
 //! Where projector plugins' data lives: Redis in production, an in-process stand-in (`memory.rs`) on the
-//! embedded default, with one meaning for both.
+//! embedded default, with one meaning for both — decided once: every write is one of the Lua scripts of
+//! `script.rs`, which Redis runs and the in-process cache runs too, on Redis's data model.
 //!
 //! A batch of events is applied exactly once in result, per event and atomically: its event-id marker (kept
 //! [`MARKER_TTL`], longer than any redelivery window), its counter adds only if the marker is new (counters
@@ -33,18 +34,21 @@ mod connection;
 mod memory;
 mod quota;
 mod redis;
+mod script;
 mod space;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use ::redis::FromRedisValue;
+use futures::future::try_join_all;
+
 pub use self::batch::COUNTER_LIMIT;
-use self::batch::{applies, counter_swings, in_order, set_growth, within_range};
 pub use self::connection::RedisConnection;
 pub use self::memory::MemoryCache;
 pub use self::quota::{Exceeded, Quota, Usage};
-use self::quota::{COUNTER_BYTES, MEMBER_BYTES};
 pub use self::redis::RedisCache;
+use self::script::CacheScript;
 pub use self::space::{home_shard, member, shard, DataKind, PageStart, Space, SHARDS};
 use crate::plugins::{Effect, RelationEvent};
 
@@ -59,10 +63,15 @@ pub enum Cache {
     Memory(Arc<MemoryCache>),
 }
 
-/// A failure of the store (the in-process one does not fail).
+/// A failure of the store.
 #[derive(Debug, thiserror::Error)]
-#[error("Redis failed: {0}")]
-pub struct CacheError(#[from] ::redis::RedisError);
+pub enum CacheError {
+    #[error("Redis failed: {0}")]
+    Redis(#[from] ::redis::RedisError),
+    /// The in-process cache refused a script or command: a fault of the cache's own code, never data.
+    #[error("the in-process cache failed: {0}")]
+    Memory(String),
+}
 
 /// The condition a batch is applied under, checked atomically with it.
 #[derive(Debug, Clone, Copy)]
@@ -86,6 +95,17 @@ pub enum Applied {
     OverQuota(Exceeded),
 }
 
+/// What the lock script did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lock {
+    Held,
+    Renewed,
+    Taken,
+}
+
+/// Everything the cache does is written once, below, in terms of four operations each backend offers:
+/// run one of the cache's scripts, run a command, list a space's keys, and say whether keys are spread
+/// over a cluster — and one read each does its own way (a page after a cursor).
 impl Cache {
     /// On `redis` (the process's one handle, shared with the token buckets), else a new in-process cache;
     /// deployed projectors' spaces held to `quota`.
@@ -96,15 +116,56 @@ impl Cache {
         }
     }
 
-    /// Whether the store answers (the in-process one always does).
-    pub async fn ping(&self) -> Result<(), CacheError> {
+    fn quota(&self) -> Quota {
         match self {
-            Self::Redis(redis) => redis.ping().await,
-            Self::Memory(_) => Ok(()),
+            Self::Redis(redis) => redis.quota(),
+            Self::Memory(memory) => memory.quota(),
         }
     }
 
-    /// Applies `effects[i]` of `events[i]` in `space` if `gate` holds (see the module's documentation).
+    fn is_cluster(&self) -> bool {
+        match self {
+            Self::Redis(redis) => redis.is_cluster(),
+            Self::Memory(_) => false,
+        }
+    }
+
+    async fn eval<T: FromRedisValue>(
+        &self,
+        script: &CacheScript,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<T, CacheError> {
+        let reply = match self {
+            Self::Redis(redis) => redis.eval(script, keys, args).await?,
+            Self::Memory(memory) => memory.eval(script, keys, args)?,
+        };
+        Ok(::redis::from_redis_value(reply).map_err(::redis::RedisError::from)?)
+    }
+
+    async fn query<T: FromRedisValue>(&self, command: ::redis::Cmd) -> Result<T, CacheError> {
+        let reply = match self {
+            Self::Redis(redis) => redis.query(&command).await?,
+            Self::Memory(memory) => memory.query(&command)?,
+        };
+        Ok(::redis::from_redis_value(reply).map_err(::redis::RedisError::from)?)
+    }
+
+    async fn space_keys(&self, space: Space<'_>) -> Result<Vec<String>, CacheError> {
+        match self {
+            Self::Redis(redis) => redis.space_keys(space).await,
+            Self::Memory(memory) => Ok(memory.space_keys(space)),
+        }
+    }
+
+    /// Whether the store answers.
+    pub async fn ping(&self) -> Result<(), CacheError> {
+        let _pong: String = self.query(::redis::cmd("PING")).await?;
+        Ok(())
+    }
+
+    /// Applies `effects[i]` of `events[i]` in `space` if `gate` holds (see the module's documentation): the
+    /// [`script::APPLY`] script, once per batch (once per shard on a cluster).
     pub async fn apply(
         &self,
         space: Space<'_>,
@@ -112,10 +173,30 @@ impl Cache {
         effects: &[Vec<Effect>],
         gate: Gate<'_>,
     ) -> Result<Applied, CacheError> {
-        match self {
-            Self::Redis(redis) => redis.apply(space, events, effects, gate).await,
-            Self::Memory(memory) => Ok(memory.apply(space, events, effects, gate)),
+        let (holder, snapshot) = match gate {
+            Gate::Built(identity) => (identity, false),
+            Gate::Building { owner, ttl } => {
+                // Renewed here, checked per shard by the builder's copies (see `lock`).
+                if self.take_lock(space, owner, ttl, true).await? != Lock::Renewed {
+                    return Ok(Applied::Refused);
+                }
+                (owner, true)
+            }
+        };
+        let quota = self.quota().of(space);
+        // Bundled spaces are not limited: their batches skip the read.
+        if quota.limits_size() {
+            if let Some(reached) = quota.reached(self.usage(space).await?) {
+                return Ok(Applied::OverQuota(reached));
+            }
         }
+        let calls = script::apply_calls(space, (events, effects), (holder, snapshot), quota, self.is_cluster());
+        let replies = try_join_all(calls.iter().map(|call| {
+            let route: Vec<String> = call.route.iter().cloned().collect();
+            async move { self.eval::<Vec<i64>>(&script::APPLY, &route, &call.operands).await }
+        }))
+        .await?;
+        Ok(script::applied(&replies, quota))
     }
 
     /// What `space` holds, by the counts its writes keep.
@@ -133,79 +214,110 @@ impl Cache {
     /// shards' marks (their live batches are refused), the space must be built again although shard 0 says
     /// it is complete.
     pub async fn built_whole_by(&self, space: Space<'_>) -> Result<Option<String>, CacheError> {
-        let Self::Redis(_) = self else { return self.built_by(space).await };
         let marks = self.texts(&(0..SHARDS).map(|shard| space.ready_key_in(shard)).collect::<Vec<_>>()).await?;
         let first = marks.first().cloned().flatten();
         Ok(first.filter(|identity| marks.iter().all(|mark| mark.as_deref() == Some(identity.as_str()))))
     }
 
     /// Marks `space` complete, built by the plugin version `identity`: reads may use it, live events apply.
+    /// Every shard's copy first, shard 0's — the one readers check — last.
     pub async fn mark_built(&self, space: Space<'_>, identity: &str) -> Result<(), CacheError> {
-        match self {
-            Self::Redis(redis) => redis.mark_built(space, identity).await,
-            Self::Memory(memory) => {
-                memory.set(&space.ready_key(), identity);
-                Ok(())
-            }
-        }
+        try_join_all((1..SHARDS).map(|shard| self.set(space.ready_key_in(shard), identity, None))).await?;
+        self.set(space.ready_key(), identity, None).await
     }
 
-    /// Deletes everything in `space`, its completion mark first.
-    pub async fn clear(&self, space: Space<'_>) -> Result<(), CacheError> {
-        match self {
-            Self::Redis(redis) => redis.clear(space).await,
-            Self::Memory(memory) => {
-                memory.clear(space);
-                Ok(())
-            }
+    async fn set(&self, key: String, value: &str, ttl: Option<Duration>) -> Result<(), CacheError> {
+        let mut command = ::redis::cmd("SET");
+        command.arg(key).arg(value);
+        if let Some(ttl) = ttl {
+            command.arg("PX").arg(ttl.as_millis() as u64);
         }
+        self.query::<()>(command).await
+    }
+
+    async fn delete(&self, keys: &[String]) -> Result<(), CacheError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let mut command = ::redis::cmd("DEL");
+        command.arg(keys);
+        self.query::<()>(command).await
+    }
+
+    /// Deletes everything in `space`: the completion marks first (shard 0's first: readers stop at once),
+    /// then every key of the space.
+    pub async fn clear(&self, space: Space<'_>) -> Result<(), CacheError> {
+        self.delete(&[space.ready_key()]).await?;
+        self.delete(&(1..SHARDS).map(|shard| space.ready_key_in(shard)).collect::<Vec<_>>()).await?;
+        for chunk in self.space_keys(space).await?.chunks(500) {
+            self.delete(chunk).await?;
+        }
+        Ok(())
     }
 
     /// The keys of `space`'s data (its bookkeeping — marks, markers, versions, floors — left out), found by
     /// a scan of the store: for diffs and audits, not for the request path.
     pub async fn data_keys(&self, space: Space<'_>) -> Result<Vec<String>, CacheError> {
-        let mut keys = match self {
-            Self::Redis(redis) => redis.keys(&space.pattern()).await?,
-            Self::Memory(memory) => memory.keys(space),
-        };
+        let mut keys = self.space_keys(space).await?;
         keys.retain(|key| !space.relative(key).starts_with('~'));
         keys.sort_unstable();
         Ok(keys)
     }
 
-    /// Takes (or renews) `space`'s build lock for `owner`; false while another owner holds it.
+    /// Takes (or renews) `space`'s build lock for `owner`; false while another owner holds it. Taken anew,
+    /// its holder is copied into every shard first: a shard's snapshot pages check their own copy, so a
+    /// builder that lost the lock is refused everywhere once another took it — before that one clears the
+    /// space.
     pub async fn lock(&self, space: Space<'_>, owner: &str, ttl: Duration) -> Result<bool, CacheError> {
-        match self {
-            Self::Redis(redis) => redis.lock(space, owner, ttl).await,
-            Self::Memory(memory) => Ok(memory.lock(&space.lock_key(), owner, ttl)),
-        }
+        Ok(match self.take_lock(space, owner, ttl, false).await? {
+            Lock::Held => false,
+            Lock::Renewed => true,
+            Lock::Taken => {
+                let copies = (0..SHARDS).map(|shard| self.set(space.builder_key_in(shard), owner, Some(MARKER_TTL)));
+                try_join_all(copies).await?;
+                true
+            }
+        })
+    }
+
+    /// Runs the lock script; `renew_only`: never takes a free lock (a page of a build that lost it).
+    async fn take_lock(
+        &self,
+        space: Space<'_>,
+        owner: &str,
+        ttl: Duration,
+        renew_only: bool,
+    ) -> Result<Lock, CacheError> {
+        let args =
+            [owner.as_bytes().to_vec(), ttl.as_millis().to_string().into_bytes(), vec![b'0' + u8::from(renew_only)]];
+        Ok(match self.eval::<i64>(&script::LOCK, &[space.lock_key()], &args).await? {
+            0 => Lock::Held,
+            1 => Lock::Renewed,
+            _ => Lock::Taken,
+        })
     }
 
     /// Releases `space`'s build lock if `owner` still holds it.
     pub async fn unlock(&self, space: Space<'_>, owner: &str) -> Result<(), CacheError> {
-        match self {
-            Self::Redis(redis) => redis.unlock(space, owner).await,
-            Self::Memory(memory) => {
-                memory.unlock(&space.lock_key(), owner);
-                Ok(())
-            }
-        }
+        self.eval::<i64>(&script::UNLOCK, &[space.lock_key()], &[owner.as_bytes().to_vec()]).await?;
+        Ok(())
     }
 
     /// The values of `keys` (rendered keys), `None` where absent.
     pub async fn texts(&self, keys: &[String]) -> Result<Vec<Option<String>>, CacheError> {
-        match self {
-            Self::Redis(redis) => redis.texts(keys).await,
-            Self::Memory(memory) => Ok(memory.texts(keys)),
+        if keys.is_empty() {
+            return Ok(Vec::new());
         }
+        let mut command = ::redis::cmd("MGET");
+        command.arg(keys);
+        self.query(command).await
     }
 
     /// How many members the sorted set `key` (rendered) holds.
     pub async fn cardinality(&self, key: &str) -> Result<u64, CacheError> {
-        match self {
-            Self::Redis(redis) => redis.cardinality(key).await,
-            Self::Memory(memory) => Ok(memory.cardinality(key)),
-        }
+        let mut command = ::redis::cmd("ZCARD");
+        command.arg(key);
+        self.query(command).await
     }
 
     /// Up to `count` members of the sorted set `key` with their scores, highest first (ties: highest member
@@ -216,9 +328,22 @@ impl Cache {
         from: PageStart<'_>,
         count: usize,
     ) -> Result<Vec<(String, f64)>, CacheError> {
-        match self {
-            Self::Redis(redis) => redis.descending(key, from, count).await,
-            Self::Memory(memory) => Ok(memory.descending(key, from, count)),
+        match from {
+            PageStart::Rank(start) => {
+                let last = start.saturating_add(count).min(isize::MAX as usize) as isize - 1;
+                let mut command = ::redis::cmd("ZREVRANGE");
+                command.arg(key).arg(start.min(isize::MAX as usize)).arg(last).arg("WITHSCORES");
+                self.query(command).await
+            }
+            // The in-process set walks its order from the cursor; Redis finds the cursor's rank in a script.
+            PageStart::After(score, after) => match self {
+                Self::Redis(_) => {
+                    let args =
+                        [score.to_string().into_bytes(), after.as_bytes().to_vec(), count.to_string().into_bytes()];
+                    self.eval(&script::AFTER, &[key.to_owned()], &args).await
+                }
+                Self::Memory(memory) => Ok(memory.after(key, (score, after), count)),
+            },
         }
     }
 }

@@ -102,8 +102,17 @@ async fn a_poll_relay_that_loses_and_retakes_the_lock_forgets_a_binlog_checkpoin
     let position = BinlogPosition { file: "mysql-bin.000001".into(), pos: 4 };
     Checkpoint::save(&mut conn, &position, 1).await.unwrap();
     drop(conn);
-    let lock_connection = holder().await.unwrap();
-    sqlx::query(&format!("KILL {lock_connection}")).execute(db.writer()).await.unwrap();
+    // The lock's connection is killed; under load the relay may be between two holds at the moment we look,
+    // so we look until one holds it, and a holder gone before the KILL is looked for again.
+    let killed = std::sync::Mutex::new(None);
+    wait_until("the lock's holder is killed", Duration::from_secs(30), || async {
+        let Some(lock_connection) = holder().await else { return false };
+        let gone = sqlx::query(&format!("KILL {lock_connection}")).execute(db.writer()).await.is_ok();
+        *killed.lock().unwrap() = Some(lock_connection);
+        gone
+    })
+    .await;
+    let lock_connection = killed.lock().unwrap().expect("a holder was killed");
     wait_until("the retaken lock forgets the checkpoint", Duration::from_secs(30), || async {
         Checkpoint::load(&db).await.unwrap().is_none()
     })

@@ -1,0 +1,436 @@
+//! The cache's scripts — the one place its write semantics are decided — and what a batch becomes for
+//! them. Both backends run these Lua scripts as they are: Redis in `EVALSHA`, the in-process cache in an
+//! embedded Lua over its own data (`memory.rs`), so a new effect, gate or quota rule is written once and
+//! cannot mean one thing in production and another on the embedded default.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
+
+use super::batch::{applies, counter_swings, in_order, set_growth};
+use super::quota::{COUNTER_BYTES, MEMBER_BYTES};
+use super::{home_shard, member, shard, Applied, DataKind, Exceeded, Quota, Space, COUNTER_LIMIT, MARKER_TTL};
+use crate::plugins::{Effect, Key, RelationEvent, ZsetEntry};
+
+/// A Lua script as both backends run it.
+pub struct CacheScript {
+    pub(super) source: &'static str,
+    /// Redis's handle: the script's SHA-1, sent instead of the source once the server has it.
+    pub(super) redis: ::redis::Script,
+}
+
+impl CacheScript {
+    pub(super) fn new(source: &'static str) -> Self {
+        Self { source, redis: ::redis::Script::new(source) }
+    }
+}
+
+/// ARGV: marker TTL (ms), snapshot flag, counter limit, most members of a sorted set, member bytes, counter
+/// bytes; number of counter checks, per check: counter key, most it may rise, most it may fall; number of
+/// set checks, per check: sorted-set key, how many members, the members (the checks cover every effect of
+/// the call); then per shard group: gate key, gate value, the group's usage counts (keys, bytes), how many
+/// ARGV entries its events take, then per event: marker key, pair-versions hash, floors hash, pair field,
+/// version, its index in the batch, whether its effects may apply (0: a snapshot's unfollow, which only
+/// raises floors), op count, then per op an op code and its operands. Returns {-1} when a gate does not
+/// hold, {-2} when a counter would leave the limit, {-3} when a sorted set would pass its most members (all
+/// before anything is written), else {0, the indices of the events that were new here…}. Every write keeps
+/// the shard's usage counts.
+pub static APPLY: LazyLock<CacheScript> = LazyLock::new(|| {
+    CacheScript::new(
+        r#"
+local ttl, snapshot, limit, most = ARGV[1], ARGV[2] == '1', tonumber(ARGV[3]), tonumber(ARGV[4])
+local member_bytes, counter_bytes = tonumber(ARGV[5]), tonumber(ARGV[6])
+local i = 7
+local checks = tonumber(ARGV[i])
+i = i + 1
+local counters = i
+i = i + 3 * checks
+local sets = tonumber(ARGV[i])
+i = i + 1
+local set_checks = i
+for _ = 1, sets do i = i + 2 + tonumber(ARGV[i + 1]) end
+local parts = i
+while i <= #ARGV do
+  if redis.call('GET', ARGV[i]) ~= ARGV[i + 1] then return {-1} end
+  i = i + 5 + tonumber(ARGV[i + 4])
+end
+i = counters
+for _ = 1, checks do
+  local current = tonumber(redis.call('GET', ARGV[i]) or '0')
+  if current + tonumber(ARGV[i + 1]) > limit or current + tonumber(ARGV[i + 2]) < -limit then return {-2} end
+  i = i + 3
+end
+i = set_checks
+for _ = 1, sets do
+  local key, n = ARGV[i], tonumber(ARGV[i + 1])
+  local held = redis.call('ZCARD', key)
+  for j = i + 2, i + 1 + n do
+    if not redis.call('ZSCORE', key, ARGV[j]) then held = held + 1 end
+  end
+  if held > most then return {-3} end
+  i = i + 2 + n
+end
+local applied = {0}
+i = parts
+while i <= #ARGV do
+  local keys_count, bytes_count = ARGV[i + 2], ARGV[i + 3]
+  local function grow(keys, bytes)
+    if keys ~= 0 then redis.call('INCRBY', keys_count, keys) end
+    if bytes ~= 0 then redis.call('INCRBY', bytes_count, bytes) end
+  end
+  local function zadd(key, score, member, keep)
+    local created = redis.call('EXISTS', key) == 0
+    local added = redis.call('ZADD', key, score, member)
+    if keep > 0 then added = added - redis.call('ZREMRANGEBYRANK', key, 0, -keep - 1) end
+    if created then grow(1, #key + added * member_bytes) else grow(0, added * member_bytes) end
+  end
+  local function zrem(key, member)
+    if redis.call('ZREM', key, member) == 1 then
+      if redis.call('EXISTS', key) == 0 then grow(-1, -#key - member_bytes) else grow(0, -member_bytes) end
+    end
+  end
+  i = i + 4
+  local stop = i + tonumber(ARGV[i])
+  i = i + 1
+  while i <= stop do
+    local marker, pairs, floors, pair = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local version, index, applies, n = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6] == '1', tonumber(ARGV[i + 7])
+    i = i + 8
+    local floor = tonumber(redis.call('HGET', floors, pair) or '0')
+    local fresh = applies and version > floor and redis.call('SET', marker, '1', 'NX', 'PX', ttl)
+    local newer = false
+    if fresh then
+      table.insert(applied, index)
+      if version > tonumber(redis.call('HGET', pairs, pair) or '0') then
+        redis.call('HSET', pairs, pair, version)
+        newer = true
+      end
+    end
+    if snapshot and version > floor then redis.call('HSET', floors, pair, version) end
+    for _ = 1, n do
+      local op, key = ARGV[i], ARGV[i + 1]
+      if op == 'counter' then
+        if fresh then
+          if redis.call('EXISTS', key) == 0 then grow(1, #key + counter_bytes) end
+          redis.call('INCRBY', key, ARGV[i + 2])
+        end
+        i = i + 3
+      elseif op == 'zadd' then
+        local guard, at_least = ARGV[i + 5], tonumber(ARGV[i + 6])
+        if newer and (guard == '' or tonumber(redis.call('GET', guard) or '0') >= at_least) then
+          zadd(key, ARGV[i + 3], ARGV[i + 2], tonumber(ARGV[i + 4]))
+        end
+        i = i + 7
+      elseif op == 'zsync' then
+        if fresh then
+          if tonumber(redis.call('GET', ARGV[i + 5]) or '0') >= tonumber(ARGV[i + 6]) then
+            zadd(key, ARGV[i + 3], ARGV[i + 2], 0)
+          else
+            zrem(key, ARGV[i + 2])
+          end
+        end
+        i = i + 7
+      elseif op == 'zrem' then
+        if newer then zrem(key, ARGV[i + 2]) end
+        i = i + 3
+      elseif op == 'set' then
+        if newer then
+          local value = ARGV[i + 2]
+          if redis.call('EXISTS', key) == 0 then
+            grow(1, #key + #value)
+          else
+            grow(0, #value - redis.call('STRLEN', key))
+          end
+          redis.call('SET', key, value)
+        end
+        i = i + 3
+      elseif op == 'del' then
+        if newer then
+          local old = redis.call('STRLEN', key)
+          if redis.call('DEL', key) == 1 then grow(-1, -#key - old) end
+        end
+        i = i + 2
+      elseif op == 'expire' then
+        if newer then redis.call('PEXPIRE', key, ARGV[i + 2]) end
+        i = i + 3
+      else
+        return redis.error_reply('unknown effect ' .. tostring(op))
+      end
+    end
+  end
+end
+return applied
+"#,
+    )
+});
+
+/// Takes the lock (KEYS[1]) for ARGV[1] for ARGV[2] ms if it is free (2; unless ARGV[3] is '1': only renew)
+/// or already ARGV[1]'s (1); 0 when another holds it (or, renewing only, nobody).
+pub static LOCK: LazyLock<CacheScript> = LazyLock::new(|| {
+    CacheScript::new(
+        r#"
+local holder = redis.call('GET', KEYS[1])
+if holder ~= ARGV[1] and (holder or ARGV[3] == '1') then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if holder then return 1 end
+return 2
+"#,
+    )
+});
+
+/// Deletes the lock (KEYS[1]) if ARGV[1] holds it.
+pub static UNLOCK: LazyLock<CacheScript> = LazyLock::new(|| {
+    CacheScript::new(
+        r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"#,
+    )
+});
+
+/// KEYS[1] a sorted set; ARGV score, member, count (Redis only: the in-process cache walks its set). The `count` entries after (score, member) in descending
+/// order, found by rank — O(log n + count), however many members share the score. When the member has moved
+/// or gone since the cursor was made, its position is taken by putting the member there for the moment of
+/// the script and putting back what was (atomic: no other command sees it).
+pub static AFTER: LazyLock<CacheScript> = LazyLock::new(|| {
+    CacheScript::new(
+        r#"
+local key, score, member = KEYS[1], ARGV[1], ARGV[2]
+local held = redis.call('ZSCORE', key, member)
+local rank
+if held and tonumber(held) == tonumber(score) then
+  -- The member is where the cursor left it (the common case): a read alone.
+  rank = redis.call('ZREVRANK', key, member) + 1
+else
+  redis.call('ZADD', key, score, member)
+  rank = redis.call('ZREVRANK', key, member)
+  if held then redis.call('ZADD', key, held, member) else redis.call('ZREM', key, member) end
+  -- Moved ahead of the cursor's place, the member itself is not after it.
+  if held and tonumber(held) > tonumber(score) then rank = rank + 1 end
+end
+return redis.call('ZREVRANGE', key, rank, rank + tonumber(ARGV[3]) - 1, 'WITHSCORES')
+"#,
+    )
+});
+
+/// The arguments of one script call.
+pub type Operands = Vec<Vec<u8>>;
+
+fn push(operands: &mut Operands, value: impl ::redis::ToRedisArgs) {
+    operands.extend(value.to_redis_args());
+}
+
+/// One call of [`APPLY`]: the key it is routed by on a cluster (a key of its shard), and its ARGV.
+pub struct ApplyCall {
+    pub route: Option<String>,
+    pub operands: Operands,
+}
+
+/// A batch as calls of [`APPLY`]. On one store (one Redis, or this process) every key is in one place: one
+/// call, an event one unit (one marker, one pair version) with its bookkeeping in its home shard. On a
+/// cluster, one call per shard, an event one unit per shard it touches.
+pub fn apply_calls(
+    space: Space<'_>,
+    (events, effects): (&[RelationEvent], &[Vec<Effect>]),
+    (holder, snapshot): (&str, bool),
+    quota: Quota,
+    cluster: bool,
+) -> Vec<ApplyCall> {
+    let mut parts: BTreeMap<u16, Vec<(usize, Vec<&Effect>)>> = BTreeMap::new();
+    for (index, (event, effects)) in events.iter().zip(effects).enumerate() {
+        let home = home_shard(event);
+        let mut by_shard: BTreeMap<u16, Vec<&Effect>> = BTreeMap::from([(home, Vec::new())]);
+        for effect in in_order(effects) {
+            let unit = if cluster { shard(effect_key(effect)) } else { home };
+            by_shard.entry(unit).or_default().push(effect);
+        }
+        for (shard, effects) in by_shard {
+            parts.entry(shard).or_default().push((index, effects));
+        }
+    }
+    let batch = Batch { space, events, holder, snapshot, quota };
+    if cluster {
+        // One script per shard: each shard is one slot, and slots live on different servers.
+        parts
+            .iter()
+            .map(|(&shard, part)| {
+                let mut operands = Operands::new();
+                batch.header(&[(shard, part)], &mut operands);
+                let gate_key = batch.part((shard, part), &mut operands);
+                ApplyCall { route: Some(gate_key), operands }
+            })
+            .collect()
+    } else {
+        let call: Vec<Part<'_>> = parts.iter().map(|(&shard, part)| (shard, part.as_slice())).collect();
+        let mut operands = Operands::new();
+        batch.header(&call, &mut operands);
+        for &part in &call {
+            batch.part(part, &mut operands);
+        }
+        vec![ApplyCall { route: None, operands }]
+    }
+}
+
+/// What became of a batch, from its calls' replies. An event is new if any of its shards' parts was (a
+/// retry after a partial failure finds the rest).
+pub fn applied(replies: &[Vec<i64>], quota: Quota) -> Applied {
+    let statuses: Vec<i64> = replies.iter().map(|reply| reply.first().copied().unwrap_or(0)).collect();
+    if statuses.contains(&-1) {
+        Applied::Refused
+    } else if statuses.contains(&-2) {
+        Applied::OutOfRange
+    } else if statuses.contains(&-3) {
+        Applied::OverQuota(Exceeded::Members(quota.members))
+    } else {
+        let new: BTreeSet<i64> = replies.iter().flat_map(|reply| reply.iter().skip(1).copied()).collect();
+        Applied::Events(new.len())
+    }
+}
+
+/// One shard's group of a call: per event (by its index in the batch), its effects there.
+type Part<'p> = (u16, &'p [(usize, Vec<&'p Effect>)]);
+
+/// What every call of one batch shares.
+struct Batch<'b> {
+    space: Space<'b>,
+    events: &'b [RelationEvent],
+    holder: &'b str,
+    snapshot: bool,
+    quota: Quota,
+}
+
+impl Batch<'_> {
+    /// The checks of a call, over every effect it carries: on one store, one set's or counter's adds come
+    /// in several shard groups (by the events' home shards) of the one call.
+    fn header(&self, call: &[Part<'_>], operands: &mut Operands) {
+        push(operands, MARKER_TTL.as_millis() as u64);
+        push(operands, u8::from(self.snapshot));
+        push(operands, COUNTER_LIMIT);
+        push(operands, self.quota.members);
+        push(operands, MEMBER_BYTES);
+        push(operands, COUNTER_BYTES);
+        // Only the adds that can apply count (a snapshot's unfollow applies none).
+        let adds = call
+            .iter()
+            .flat_map(|(_, part)| part.iter())
+            .filter(|(index, _)| applies(&self.events[*index], self.snapshot))
+            .flat_map(|(_, effects)| effects.iter().copied());
+        let swings = counter_swings(self.space, adds.clone());
+        push(operands, swings.len());
+        for (counter, up, down) in swings {
+            push(operands, counter);
+            push(operands, up);
+            push(operands, down);
+        }
+        let growth = set_growth(self.space, adds, self.quota);
+        push(operands, growth.len());
+        for (set, members) in growth {
+            push(operands, set);
+            push(operands, members.len());
+            for member in members {
+                push(operands, member);
+            }
+        }
+    }
+
+    /// A shard's group: its gate, usage counts and units. Returns the gate key.
+    fn part(&self, (shard, part): Part<'_>, operands: &mut Operands) -> String {
+        let space = self.space;
+        let gate_key = if self.snapshot { space.builder_key_in(shard) } else { space.ready_key_in(shard) };
+        push(operands, &gate_key);
+        push(operands, self.holder);
+        for count in space.usage_keys_in(shard) {
+            push(operands, count);
+        }
+        let mut units = Operands::new();
+        for (index, effects) in part {
+            self.unit(&mut units, shard, *index, effects);
+        }
+        push(operands, units.len());
+        operands.extend(units);
+        gate_key
+    }
+
+    /// One event's part in one shard: its bookkeeping there and its effects there.
+    fn unit(&self, operands: &mut Operands, shard: u16, index: usize, effects: &[&Effect]) {
+        const SORTED: DataKind = DataKind::SortedSet;
+        let (space, event) = (self.space, &self.events[index]);
+        // An expiry is one op per kind of data its key may name.
+        let expiries = effects.iter().filter(|e| matches!(e, Effect::Expire(_))).count();
+        push(operands, space.marker_key(shard, event));
+        push(operands, space.versions_key(shard, event));
+        push(operands, space.floors_key(shard, event));
+        push(operands, event.followee);
+        push(operands, event.version);
+        push(operands, index);
+        push(operands, u8::from(applies(event, self.snapshot)));
+        push(operands, effects.len() + expiries * (DataKind::ALL.len() - 1));
+        for effect in effects {
+            match effect {
+                Effect::CounterAdd((counter, delta)) => {
+                    push(operands, "counter");
+                    push(operands, space.key(DataKind::Counter, counter));
+                    push(operands, delta);
+                }
+                Effect::ZsetAdd(e) => zadd(operands, "zadd", space.key(SORTED, &e.key), e, 0, None),
+                Effect::ZsetAddCapped(c) => {
+                    zadd(operands, "zadd", space.key(SORTED, &c.entry.key), &c.entry, c.keep, None)
+                }
+                Effect::ZsetAddGuarded(g) => {
+                    let (c, e) = (&g.add, &g.add.entry);
+                    let guard = Some((space.key(DataKind::Counter, &g.counter), g.at_least));
+                    zadd(operands, "zadd", space.key(SORTED, &e.key), e, c.keep, guard)
+                }
+                Effect::ZsetMemberWhile(w) => {
+                    let guard = Some((space.key(DataKind::Counter, &w.counter), w.at_least));
+                    zadd(operands, "zsync", space.key(SORTED, &w.entry.key), &w.entry, 0, guard)
+                }
+                Effect::ZsetRemove((set, id)) => {
+                    push(operands, "zrem");
+                    push(operands, space.key(SORTED, set));
+                    push(operands, member(*id));
+                }
+                Effect::ValueSet((value, text)) => {
+                    push(operands, "set");
+                    push(operands, space.key(DataKind::Value, value));
+                    push(operands, text);
+                }
+                Effect::ValueDelete(value) => {
+                    push(operands, "del");
+                    push(operands, space.key(DataKind::Value, value));
+                }
+                Effect::Expire((expiring, ms)) => {
+                    for kind in DataKind::ALL {
+                        push(operands, "expire");
+                        push(operands, space.key(kind, expiring));
+                        push(operands, ms);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The key an effect writes, which places it in its shard (a guard shares its first id: checked output).
+fn effect_key(effect: &Effect) -> &Key {
+    match effect {
+        Effect::CounterAdd((key, _)) | Effect::ZsetRemove((key, _)) | Effect::ValueSet((key, _)) => key,
+        Effect::ValueDelete(key) | Effect::Expire((key, _)) => key,
+        Effect::ZsetAdd(entry) => &entry.key,
+        Effect::ZsetAddCapped(capped) => &capped.entry.key,
+        Effect::ZsetAddGuarded(guarded) => &guarded.add.entry.key,
+        Effect::ZsetMemberWhile(syncing) => &syncing.entry.key,
+    }
+}
+
+/// The operands of the script's `zadd` and `zsync` (`op`): key, member, score, how many to keep (0: all),
+/// and the counter that must be at least some value for the add to apply (none: always).
+fn zadd(operands: &mut Operands, op: &str, key: String, entry: &ZsetEntry, keep: u32, guard: Option<(String, i64)>) {
+    let (guard, at_least) = guard.unwrap_or_default();
+    push(operands, op);
+    push(operands, key);
+    push(operands, member(entry.member));
+    push(operands, entry.score);
+    push(operands, keep);
+    push(operands, guard);
+    push(operands, at_least);
+}
