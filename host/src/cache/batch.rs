@@ -1,11 +1,12 @@
-//! The rules of a batch both backends obey before and while they apply it: which events apply, in which
-//! order an event's effects run, and the checks made before anything changes (counter range, set growth
-//! against the quota). Written once here; each backend carries them out in its own atomic step.
+//! A batch as calls of the `APPLY` script (`script.rs`), and what the script is told to check before it
+//! changes anything: which events apply, in which order an event's effects run, how far each counter may
+//! swing and how much each sorted set may grow against the quota.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{member, DataKind, Quota, Space};
-use crate::plugins::{Effect, RelationEvent};
+use super::quota::{COUNTER_BYTES, MEMBER_BYTES};
+use super::{home_shard, member, shard, Applied, DataKind, Exceeded, Quota, Space, MARKER_TTL};
+use crate::plugins::{Effect, Key, RelationEvent, ZsetEntry};
 
 /// Most a counter may hold either way. Redis's Lua compares in `f64`, exact below 2^53: with the limit at
 /// 2^52, a counter plus a batch's checked adds stays exact, so both backends refuse the same batch.
@@ -14,13 +15,13 @@ pub const COUNTER_LIMIT: i64 = 1 << 52;
 /// Whether an event's effects may apply: not those of a backfill's unfollow, which only raises its pair's
 /// floors — in every shard its effects name, so that a bus event the snapshot covers is skipped wherever it
 /// would land.
-pub(super) fn applies(event: &RelationEvent, snapshot: bool) -> bool {
+fn applies(event: &RelationEvent, snapshot: bool) -> bool {
     !(snapshot && event.action == crate::plugins::Action::Unfollow)
 }
 
 /// An event's effects in the order both backends apply them: memberships that follow a counter last, so
 /// they see the event's own counter adds whatever order the plugin listed them in.
-pub(super) fn in_order(effects: &[Effect]) -> impl Iterator<Item = &Effect> {
+fn in_order(effects: &[Effect]) -> impl Iterator<Item = &Effect> {
     let follows_counter = |e: &&Effect| matches!(e, Effect::ZsetMemberWhile(_));
     effects.iter().filter(move |e| !follows_counter(e)).chain(effects.iter().filter(follows_counter))
 }
@@ -28,10 +29,7 @@ pub(super) fn in_order(effects: &[Effect]) -> impl Iterator<Item = &Effect> {
 /// Per counter a batch adds to: the key, and the sums of its positive and of its negative adds — the
 /// furthest the counter can move up and down if every add applies. Both backends check these against
 /// [`COUNTER_LIMIT`] before they change anything, so a batch is applied whole or not at all.
-pub(super) fn counter_swings<'e>(
-    space: Space<'_>,
-    effects: impl IntoIterator<Item = &'e Effect>,
-) -> Vec<(String, i64, i64)> {
+fn counter_swings<'e>(space: Space<'_>, effects: impl IntoIterator<Item = &'e Effect>) -> Vec<(String, i64, i64)> {
     let mut swings: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     for (counter, delta) in effects.into_iter().filter_map(|effect| match effect {
         Effect::CounterAdd((counter, delta)) => Some((counter, *delta)),
@@ -50,7 +48,7 @@ pub(super) fn counter_swings<'e>(
 /// Per sorted set a batch adds to beyond what a cap keeps within `quota`: the key and the members added,
 /// which both backends check against the quota (with the members already there) before they change
 /// anything. Conservative: every add counts, also one a gate, guard or version would skip.
-pub(super) fn set_growth<'e>(
+fn set_growth<'e>(
     space: Space<'_>,
     effects: impl IntoIterator<Item = &'e Effect>,
     quota: Quota,
@@ -70,4 +68,227 @@ pub(super) fn set_growth<'e>(
         growth.entry(space.key(DataKind::SortedSet, &entry.key)).or_default().insert(member(entry.member));
     }
     growth.into_iter().collect()
+}
+
+/// The arguments of one script call.
+pub type Operands = Vec<Vec<u8>>;
+
+fn push(operands: &mut Operands, value: impl ::redis::ToRedisArgs) {
+    operands.extend(value.to_redis_args());
+}
+
+/// One call of [`APPLY`]: the key it is routed by on a cluster (a key of its shard), and its ARGV.
+pub struct ApplyCall {
+    pub route: Option<String>,
+    pub operands: Operands,
+}
+
+/// A batch as calls of [`APPLY`]. On one store (one Redis, or this process) every key is in one place: one
+/// call, an event one unit (one marker, one pair version) with its bookkeeping in its home shard. On a
+/// cluster, one call per shard, an event one unit per shard it touches.
+pub fn apply_calls(
+    space: Space<'_>,
+    (events, effects): (&[RelationEvent], &[Vec<Effect>]),
+    (holder, snapshot): (&str, bool),
+    quota: Quota,
+    cluster: bool,
+) -> Vec<ApplyCall> {
+    let mut parts: BTreeMap<u16, Vec<(usize, Vec<&Effect>)>> = BTreeMap::new();
+    for (index, (event, effects)) in events.iter().zip(effects).enumerate() {
+        let home = home_shard(event);
+        let mut by_shard: BTreeMap<u16, Vec<&Effect>> = BTreeMap::from([(home, Vec::new())]);
+        for effect in in_order(effects) {
+            let unit = if cluster { shard(effect_key(effect)) } else { home };
+            by_shard.entry(unit).or_default().push(effect);
+        }
+        for (shard, effects) in by_shard {
+            parts.entry(shard).or_default().push((index, effects));
+        }
+    }
+    let batch = Batch { space, events, holder, snapshot, quota };
+    if cluster {
+        // One script per shard: each shard is one slot, and slots live on different servers.
+        parts
+            .iter()
+            .map(|(&shard, part)| {
+                let mut operands = Operands::new();
+                batch.header(&[(shard, part)], &mut operands);
+                let gate_key = batch.part((shard, part), &mut operands);
+                ApplyCall { route: Some(gate_key), operands }
+            })
+            .collect()
+    } else {
+        let call: Vec<Part<'_>> = parts.iter().map(|(&shard, part)| (shard, part.as_slice())).collect();
+        let mut operands = Operands::new();
+        batch.header(&call, &mut operands);
+        for &part in &call {
+            batch.part(part, &mut operands);
+        }
+        vec![ApplyCall { route: None, operands }]
+    }
+}
+
+/// What became of a batch, from its calls' replies. An event is new if any of its shards' parts was (a
+/// retry after a partial failure finds the rest).
+pub fn applied(replies: &[Vec<i64>], quota: Quota) -> Applied {
+    let statuses: Vec<i64> = replies.iter().map(|reply| reply.first().copied().unwrap_or(0)).collect();
+    if statuses.contains(&-1) {
+        Applied::Refused
+    } else if statuses.contains(&-2) {
+        Applied::OutOfRange
+    } else if statuses.contains(&-3) {
+        Applied::OverQuota(Exceeded::Members(quota.members))
+    } else {
+        let new: BTreeSet<i64> = replies.iter().flat_map(|reply| reply.iter().skip(1).copied()).collect();
+        Applied::Events(new.len())
+    }
+}
+
+/// One shard's group of a call: per event (by its index in the batch), its effects there.
+type Part<'p> = (u16, &'p [(usize, Vec<&'p Effect>)]);
+
+/// What every call of one batch shares.
+struct Batch<'b> {
+    space: Space<'b>,
+    events: &'b [RelationEvent],
+    holder: &'b str,
+    snapshot: bool,
+    quota: Quota,
+}
+
+impl Batch<'_> {
+    /// The checks of a call, over every effect it carries: on one store, one set's or counter's adds come
+    /// in several shard groups (by the events' home shards) of the one call.
+    fn header(&self, call: &[Part<'_>], operands: &mut Operands) {
+        push(operands, MARKER_TTL.as_millis() as u64);
+        push(operands, u8::from(self.snapshot));
+        push(operands, COUNTER_LIMIT);
+        push(operands, self.quota.members);
+        push(operands, MEMBER_BYTES);
+        push(operands, COUNTER_BYTES);
+        // Only the adds that can apply count (a snapshot's unfollow applies none).
+        let adds = call
+            .iter()
+            .flat_map(|(_, part)| part.iter())
+            .filter(|(index, _)| applies(&self.events[*index], self.snapshot))
+            .flat_map(|(_, effects)| effects.iter().copied());
+        let swings = counter_swings(self.space, adds.clone());
+        push(operands, swings.len());
+        for (counter, up, down) in swings {
+            push(operands, counter);
+            push(operands, up);
+            push(operands, down);
+        }
+        let growth = set_growth(self.space, adds, self.quota);
+        push(operands, growth.len());
+        for (set, members) in growth {
+            push(operands, set);
+            push(operands, members.len());
+            for member in members {
+                push(operands, member);
+            }
+        }
+    }
+
+    /// A shard's group: its gate, usage counts and units. Returns the gate key.
+    fn part(&self, (shard, part): Part<'_>, operands: &mut Operands) -> String {
+        let space = self.space;
+        let gate_key = if self.snapshot { space.builder_key_in(shard) } else { space.ready_key_in(shard) };
+        push(operands, &gate_key);
+        push(operands, self.holder);
+        for count in space.usage_keys_in(shard) {
+            push(operands, count);
+        }
+        let mut units = Operands::new();
+        for (index, effects) in part {
+            self.unit(&mut units, shard, *index, effects);
+        }
+        push(operands, units.len());
+        operands.extend(units);
+        gate_key
+    }
+
+    /// One event's part in one shard: its bookkeeping there and its effects there.
+    fn unit(&self, operands: &mut Operands, shard: u16, index: usize, effects: &[&Effect]) {
+        const SORTED: DataKind = DataKind::SortedSet;
+        let (space, event) = (self.space, &self.events[index]);
+        // An expiry is one op per kind of data its key may name.
+        let expiries = effects.iter().filter(|e| matches!(e, Effect::Expire(_))).count();
+        push(operands, space.marker_key(shard, event));
+        push(operands, space.versions_key(shard, event));
+        push(operands, space.floors_key(shard, event));
+        push(operands, event.followee);
+        push(operands, event.version);
+        push(operands, index);
+        push(operands, u8::from(applies(event, self.snapshot)));
+        push(operands, effects.len() + expiries * (DataKind::ALL.len() - 1));
+        for effect in effects {
+            match effect {
+                Effect::CounterAdd((counter, delta)) => {
+                    push(operands, "counter");
+                    push(operands, space.key(DataKind::Counter, counter));
+                    push(operands, delta);
+                }
+                Effect::ZsetAdd(e) => zadd(operands, "zadd", space.key(SORTED, &e.key), e, 0, None),
+                Effect::ZsetAddCapped(c) => {
+                    zadd(operands, "zadd", space.key(SORTED, &c.entry.key), &c.entry, c.keep, None)
+                }
+                Effect::ZsetAddGuarded(g) => {
+                    let (c, e) = (&g.add, &g.add.entry);
+                    let guard = Some((space.key(DataKind::Counter, &g.counter), g.at_least));
+                    zadd(operands, "zadd", space.key(SORTED, &e.key), e, c.keep, guard)
+                }
+                Effect::ZsetMemberWhile(w) => {
+                    let guard = Some((space.key(DataKind::Counter, &w.counter), w.at_least));
+                    zadd(operands, "zsync", space.key(SORTED, &w.entry.key), &w.entry, 0, guard)
+                }
+                Effect::ZsetRemove((set, id)) => {
+                    push(operands, "zrem");
+                    push(operands, space.key(SORTED, set));
+                    push(operands, member(*id));
+                }
+                Effect::ValueSet((value, text)) => {
+                    push(operands, "set");
+                    push(operands, space.key(DataKind::Value, value));
+                    push(operands, text);
+                }
+                Effect::ValueDelete(value) => {
+                    push(operands, "del");
+                    push(operands, space.key(DataKind::Value, value));
+                }
+                Effect::Expire((expiring, ms)) => {
+                    for kind in DataKind::ALL {
+                        push(operands, "expire");
+                        push(operands, space.key(kind, expiring));
+                        push(operands, ms);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The key an effect writes, which places it in its shard (a guard shares its first id: checked output).
+fn effect_key(effect: &Effect) -> &Key {
+    match effect {
+        Effect::CounterAdd((key, _)) | Effect::ZsetRemove((key, _)) | Effect::ValueSet((key, _)) => key,
+        Effect::ValueDelete(key) | Effect::Expire((key, _)) => key,
+        Effect::ZsetAdd(entry) => &entry.key,
+        Effect::ZsetAddCapped(capped) => &capped.entry.key,
+        Effect::ZsetAddGuarded(guarded) => &guarded.add.entry.key,
+        Effect::ZsetMemberWhile(syncing) => &syncing.entry.key,
+    }
+}
+
+/// The operands of the script's `zadd` and `zsync` (`op`): key, member, score, how many to keep (0: all),
+/// and the counter that must be at least some value for the add to apply (none: always).
+fn zadd(operands: &mut Operands, op: &str, key: String, entry: &ZsetEntry, keep: u32, guard: Option<(String, i64)>) {
+    let (guard, at_least) = guard.unwrap_or_default();
+    push(operands, op);
+    push(operands, key);
+    push(operands, member(entry.member));
+    push(operands, entry.score);
+    push(operands, keep);
+    push(operands, guard);
+    push(operands, at_least);
 }

@@ -190,13 +190,13 @@ impl Cache {
                 return Ok(Applied::OverQuota(reached));
             }
         }
-        let calls = script::apply_calls(space, (events, effects), (holder, snapshot), quota, self.is_cluster());
+        let calls = batch::apply_calls(space, (events, effects), (holder, snapshot), quota, self.is_cluster());
         let replies = try_join_all(calls.iter().map(|call| {
             let route: Vec<String> = call.route.iter().cloned().collect();
             async move { self.eval::<Vec<i64>>(&script::APPLY, &route, &call.operands).await }
         }))
         .await?;
-        Ok(script::applied(&replies, quota))
+        Ok(batch::applied(&replies, quota))
     }
 
     /// What `space` holds, by the counts its writes keep.
