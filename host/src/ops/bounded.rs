@@ -11,12 +11,13 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use crate::db::Database;
+use crate::util::token_bucket::TokenBucket;
 
 /// A token bucket per key: `per_second` tokens a second, at most `burst` held.
 pub struct KeyedRate<K> {
     per_second: f64,
     burst: f64,
-    buckets: Mutex<HashMap<K, (f64, Instant)>>,
+    buckets: Mutex<HashMap<K, TokenBucket>>,
 }
 
 impl<K: Eq + Hash> KeyedRate<K> {
@@ -31,12 +32,9 @@ impl<K: Eq + Hash> KeyedRate<K> {
         }
         let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let now = Instant::now();
-        let (tokens, counted) = buckets.entry(key).or_insert((self.burst, now));
-        *tokens = (*tokens + now.duration_since(*counted).as_secs_f64() * self.per_second).min(self.burst);
-        *counted = now;
-        let allowed = (*tokens as usize).min(wanted);
-        *tokens -= allowed as f64;
-        allowed
+        let bucket = buckets.entry(key).or_insert(TokenBucket::new(self.burst, now));
+        bucket.refill(now, self.burst, self.per_second);
+        bucket.take_up_to(wanted)
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::graph::TenantId;
 use crate::plugins::{Bucket, MAX_BUCKET_REFILL};
+use crate::util::token_bucket::TokenBucket;
 
 /// A tenant's map is swept once it holds this many buckets, and then again each time it has doubled.
 const SWEEP_ABOVE: usize = 10_000;
@@ -16,8 +17,7 @@ const SWEEP_ABOVE: usize = 10_000;
 const MAX_BUCKETS_PER_TENANT: usize = 100_000;
 
 struct BucketState {
-    tokens: f64,
-    at: Instant,
+    bucket: TokenBucket,
     /// When the bucket will be full again if nothing takes from it.
     full_at: Instant,
 }
@@ -41,11 +41,11 @@ impl TenantBuckets {
     fn sweep(&mut self, now: Instant) {
         self.buckets.retain(|_, state| state.full_at > now);
         if self.buckets.len() >= MAX_BUCKETS_PER_TENANT {
-            let mut charged: Vec<Instant> = self.buckets.values().map(|state| state.at).collect();
+            let mut charged: Vec<Instant> = self.buckets.values().map(|state| state.bucket.at()).collect();
             let middle = charged.len() / 2;
             let (_, median, _) = charged.select_nth_unstable(middle);
             let median = *median;
-            self.buckets.retain(|_, state| state.at > median);
+            self.buckets.retain(|_, state| state.bucket.at() > median);
         }
         self.sweep_at = (self.buckets.len() * 2).clamp(SWEEP_ABOVE, MAX_BUCKETS_PER_TENANT);
     }
@@ -71,17 +71,13 @@ impl LocalBuckets {
         if own.buckets.len() >= own.sweep_at && !own.buckets.contains_key(&bucket.key) {
             own.sweep(now);
         }
-        let state =
-            own.buckets.entry(bucket.key.clone()).or_insert(BucketState { tokens: capacity, at: now, full_at: now });
-        let mut tokens = (state.tokens + now.duration_since(state.at).as_secs_f64() * refill).min(capacity);
-        let cost = f64::from(bucket.cost);
-        let verdict = if tokens >= cost {
-            tokens -= cost;
-            None
-        } else {
-            Some(wait((cost - tokens) / refill))
-        };
-        *state = BucketState { tokens, at: now, full_at: now + wait((capacity - tokens) / refill) };
+        let state = own
+            .buckets
+            .entry(bucket.key.clone())
+            .or_insert(BucketState { bucket: TokenBucket::new(capacity, now), full_at: now });
+        state.bucket.refill(now, capacity, refill);
+        let verdict = state.bucket.take(f64::from(bucket.cost)).err().map(|missing| wait(missing / refill));
+        state.full_at = now + wait((capacity - state.bucket.tokens()) / refill);
         verdict
     }
 }

@@ -4,3 +4,4 @@ pub mod backoff;
 pub mod hashing;
 pub mod str_enum;
 pub mod time;
+pub mod token_bucket;
