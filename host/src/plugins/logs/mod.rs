@@ -5,10 +5,11 @@
 //! dropped and counted, never queued without end: a chatty plugin cannot slow the host or crowd out another
 //! tenant's lines.
 
-use serde::{Deserialize, Serialize};
-use sqlx::Row;
-use utoipa::{IntoParams, ToSchema};
+mod page;
 
+use serde::{Deserialize, Serialize};
+
+pub use self::page::{page, LogEntry, LogPage, LogQuery, MAX_PAGE};
 use super::bindings::Level;
 use super::inputs::Input;
 use super::PluginKind;
@@ -119,8 +120,6 @@ type Writer = (String, PluginKind, String);
 const QUEUED: usize = 10_000;
 /// Lines kept per tenant; older ones are deleted.
 pub const KEPT_PER_TENANT: i64 = 10_000;
-/// Most lines one page holds.
-pub const MAX_PAGE: u32 = 500;
 
 /// A line on its way to the database.
 struct Kept {
@@ -265,7 +264,7 @@ pub fn level_name(level: Level) -> &'static str {
     LEVELS.iter().find(|(l, _)| *l == level).map_or("error", |(_, name)| name)
 }
 
-fn level_named(name: &str) -> Option<Level> {
+pub(super) fn level_named(name: &str) -> Option<Level> {
     LEVELS.iter().find(|(_, n)| *n == name).map(|(level, _)| *level)
 }
 
@@ -276,80 +275,6 @@ fn serialize_level<S: serde::Serializer>(level: &Level, serializer: S) -> Result
 fn deserialize_level<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Level, D::Error> {
     let name = String::deserialize(deserializer)?;
     level_named(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown level {name:?}")))
-}
-
-/// One kept line, as the admin API pages it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct LogEntry {
-    pub id: i64,
-    pub at: String,
-    pub version: i64,
-    #[serde(flatten)]
-    pub line: LogLine,
-}
-
-/// A page of one plugin's lines.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct LogPage {
-    /// Newest first; oldest first when asked for lines `after` an id (to follow the log).
-    pub entries: Vec<LogEntry>,
-    /// Pass as `before` for the next (older) page; `null` at the end.
-    pub next_before: Option<i64>,
-}
-
-/// Which lines to page.
-#[derive(Debug, Default, Deserialize, IntoParams)]
-pub struct LogQuery {
-    /// Lines older than this id, newest first.
-    pub before: Option<i64>,
-    /// Lines newer than this id, oldest first (what `strand plugin logs --follow` asks for).
-    pub after: Option<i64>,
-    /// At most this many (default 100, at most 500).
-    pub limit: Option<u32>,
-}
-
-/// A page of what `tenant`'s plugin `kind/name` logged (every version's).
-pub async fn page(
-    db: &Database,
-    tenant: &str,
-    kind: PluginKind,
-    name: &str,
-    query: &LogQuery,
-) -> Result<LogPage, sqlx::Error> {
-    let limit = query.limit.unwrap_or(100).clamp(1, MAX_PAGE);
-    let (range, order) = match query.after {
-        Some(_) => ("id > ?", "ASC"),
-        None => ("id < ?", "DESC"),
-    };
-    let sql = format!(
-        "SELECT id, at, version, level, input, message FROM plugin_logs \
-         WHERE tenant_id = ? AND kind = ? AND name = ? AND {range} ORDER BY id {order} LIMIT ?"
-    );
-    let rows = sqlx::query(&sql)
-        .bind(tenant)
-        .bind(kind.as_str())
-        .bind(name)
-        .bind(query.after.or(query.before).unwrap_or(i64::MAX))
-        .bind(i64::from(limit) + 1)
-        .fetch_all(db.reader())
-        .await?;
-    let mut entries = rows
-        .iter()
-        .map(|row| {
-            let level: String = row.try_get(3)?;
-            let level = level_named(&level).ok_or_else(|| sqlx::Error::Decode(format!("level {level:?}").into()))?;
-            Ok(LogEntry {
-                id: row.try_get(0)?,
-                at: rfc3339_millis(row.try_get(1)?),
-                version: row.try_get(2)?,
-                line: LogLine { level, input: row.try_get(4)?, message: row.try_get(5)? },
-            })
-        })
-        .collect::<Result<Vec<_>, sqlx::Error>>()?;
-    let more = entries.len() > limit as usize;
-    entries.truncate(limit as usize);
-    let next_before = if more && query.after.is_none() { entries.last().map(|e| e.id) } else { None };
-    Ok(LogPage { entries, next_before })
 }
 
 #[cfg(test)]
