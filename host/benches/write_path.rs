@@ -3,8 +3,9 @@
 //!
 //! Measured as production runs it: the API node is a `strand serve` process of its own (relay and workers
 //! off, as the scale-out recipe runs API nodes), and — unless `STRAND_BENCH_PIN=0` — MariaDB is pinned to
-//! CPU 0 while the API node and this process (the load generator, then the direct writers) share CPU 1. So
-//! the ratio says whether the API keeps the database saturated, not how three programs share two cores.
+//! CPU 0 while the API node and this process (the load generator, then the direct writers) share CPU 1 —
+//! the API node from its start, so its runtime sizes itself to that one core. So the ratio says whether the
+//! API keeps the database saturated, not how three programs share two cores.
 //! Each phase's CPU time per write is read from `/proc` for the database server, the API node and this
 //! process; the API node's µs per follow above the direct writers' own is the API's cost per write.
 //!
@@ -27,6 +28,12 @@ async fn main() {
     let pinned = setting("STRAND_BENCH_PIN", 1) == 1;
     let per_worker = writes / concurrency;
 
+    // Pinned before the API node starts, which inherits the placement: its runtime then sizes itself to the
+    // one core it has (as it does in a container limited to one CPU), instead of running two worker threads
+    // that take turns on one core.
+    if pinned {
+        pin(std::process::id(), "1").expect("the load generator pinned");
+    }
     let mariadb = MariaDb::shared().expect("MariaDB");
     let database = Backend::MariaDb.fresh_database().await.expect("a database");
     let port = free_port().expect("a port");
@@ -52,7 +59,6 @@ async fn main() {
     if pinned {
         pin(mariadb.pid().expect("mariadbd's pid"), "0").expect("MariaDB pinned");
         pin(api.id(), "1").expect("the API node pinned");
-        pin(std::process::id(), "1").expect("the load generator pinned");
     }
     let processes = Processes { mariadb, api: api.id() };
 

@@ -50,7 +50,15 @@ impl StrandProcess {
     /// Runs `binary args…` with `env` (e.g. `STRAND_…` settings) added, its output going to `log`.
     pub fn spawn(binary: &Path, args: &[&str], env: &[(&str, String)], log: PathBuf) -> anyhow::Result<Self> {
         let output = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        // The harness's own knobs (`STRAND_BENCH_WRITES`, `STRAND_TEST_WATCHDOG_SECS` …) are not settings of
+        // the server, which refuses an unknown `STRAND_*` key.
+        for (key, _) in std::env::vars_os() {
+            if key.to_str().is_some_and(|key| key.starts_with("STRAND_BENCH_") || key.starts_with("STRAND_TEST_")) {
+                command.env_remove(key);
+            }
+        }
+        let child = command
             .args(args)
             // A default the test's own `STRAND_LOG` overrides.
             .env("STRAND_LOG", "info")
