@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 
 use strand::db::Database;
 use strand::graph::{TenantId, UserId};
-use strand::outbox::EventType;
 use strand::plugins::{
     Action, PluginKind, PluginLimits, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent, Singleton, Staged,
     WriteRequest, BUNDLED,
@@ -211,7 +210,7 @@ async fn print_decisions(label: &str, limiter: &RateLimiting, tenant: &TenantId)
     for i in 0..5000 {
         let user = UserId::try_from(i + 1).expect("positive");
         let target = UserId::try_from(i + 2).expect("positive");
-        let intent = WriteIntent { tenant, user, event: EventType::Follow, target, pinned_version: None };
+        let intent = WriteIntent { tenant, user, action: Action::Follow, target, pinned_version: None };
         let started = Instant::now();
         black_box(limiter.check(&intent).await);
         latencies.push(started.elapsed());

@@ -40,6 +40,9 @@ fn events(tenant: &str) -> Vec<ChangeEvent> {
                 version: 1,
                 occurred_at: "2026-11-30T00:00:00.000Z".into(),
                 followed_back: false,
+                actor: None,
+                expires_at: None,
+                notifications: None,
             }
         })
         .collect()
@@ -134,11 +137,11 @@ async fn main() {
         let db = server.database();
         for i in 0..2_000_i64 {
             let (from, to) = (UserId::try_from(1 + i % 50).expect("id"), UserId::try_from(1_000 + i).expect("id"));
-            graph::set_following(db, graph::FollowCommand::follow(&tenant, from, to)).await.expect("follow");
+            graph::change(db, graph::RelationCommand::follow(&tenant, from, to)).await.expect("follow");
         }
         for follower in 10_000..30_000_i64 {
             let (from, to) = (UserId::try_from(follower).expect("id"), UserId::try_from(7).expect("id"));
-            graph::set_following(db, graph::FollowCommand::follow(&tenant, from, to)).await.expect("follow");
+            graph::change(db, graph::RelationCommand::follow(&tenant, from, to)).await.expect("follow");
         }
         if source == "projections" {
             wait_built(&cache, &["follow-counts", "follow-lists"]).await;

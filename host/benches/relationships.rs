@@ -1,14 +1,16 @@
-//! Relationship status (`GET /v1/me/relationships`, the follow button on every profile) read from the
-//! truth for callers with 10, 10k and 1M followers, on SQLite and MariaDB: its cost should depend on the
-//! ids asked about, not on either side's follower count. Seeded with bulk SQL; figures printed, never
-//! asserted.
+//! Relationship status (`GET /v1/me/relationships`, the follow button on every profile: follows and requests
+//! both ways, blocks both ways, mutes) read from the truth for callers with 10, 10k and 1M followers, on
+//! SQLite and MariaDB: its cost should depend on the ids asked about, not on either side's follower count.
+//! Then known followers (`GET /v1/users/{id}/known_followers`): a caller following 5 000, half of whom follow
+//! a user with 1 000 000 followers — bounded by the caller's follows, not the target's followers. Seeded
+//! with bulk SQL; figures printed, never asserted.
 //!
 //! `cargo bench -p strand --bench relationships` (`STRAND_BENCH_READS`, `STRAND_BENCH_CONCURRENCY`).
 
 use std::sync::Arc;
 
 use strand::db::{Database, DatabaseKind};
-use strand::graph::{self, Direction, TenantId, UserId};
+use strand::graph::{self, Act, Direction, PageRequest, Position, RelationCommand, TenantId, UserId};
 use strand_test_support::bench::{measure, setting};
 use strand_test_support::Backend;
 
@@ -21,6 +23,9 @@ const FIRST_FOLLOWER: i64 = 10_000_000;
 const ASKED: i64 = 100;
 const FOLLOWED_BY_ASKED: i64 = 100_000;
 const FIRST_FOLLOWED: i64 = 20_000_000;
+/// The known-followers caller, following [`CALLER_FOLLOWS`] users of whom half follow the 1M-follower user.
+const KNOWING: i64 = 60;
+const CALLER_FOLLOWS: i64 = 5_000;
 
 #[tokio::main]
 async fn main() {
@@ -44,7 +49,17 @@ async fn main() {
             for k in 0..5 {
                 seed(&db, &tenant, ASKED + k, Direction::Following, me, 1).await;
             }
+            // One of the others is blocked and one muted by the caller: every edge of the status is read.
+            let caller = UserId::try_from(me).expect("positive");
+            for (act, other) in
+                [(Act::Block, ASKED + 5), (Act::Mute { expires_at_ms: None, notifications: true }, ASKED + 6)]
+            {
+                let other = UserId::try_from(other).expect("positive");
+                graph::change(&db, RelationCommand::new(&tenant, caller, act, other)).await.expect("a relation");
+            }
         }
+        let last_followers = FIRST_FOLLOWER + FOLLOWERS[2];
+        seed(&db, &tenant, KNOWING, Direction::Following, last_followers - CALLER_FOLLOWS / 2, CALLER_FOLLOWS).await;
         let others: Arc<Vec<UserId>> =
             Arc::new((0..10).map(|k| UserId::try_from(ASKED + k).expect("positive")).collect());
         for (i, followers) in FOLLOWERS.into_iter().enumerate() {
@@ -59,6 +74,18 @@ async fn main() {
             .await;
             measured.print(&format!("{backend:?}, caller with {followers} followers"), "reads");
         }
+        let (knowing, celebrity) =
+            (UserId::try_from(KNOWING).expect("positive"), UserId::try_from(3).expect("positive"));
+        let measured = measure(concurrency, reads / concurrency / 4, |_, _| {
+            let (db, tenant) = (db.clone(), tenant.clone());
+            async move {
+                let first = PageRequest { position: Position::Start, limit: 20 };
+                let known = graph::known_followers(&db, &tenant, knowing, celebrity, first).await.expect("a read");
+                assert_eq!(known.total, CALLER_FOLLOWS / 2);
+            }
+        })
+        .await;
+        measured.print(&format!("{backend:?}, known followers (5k follows, 1M)"), "reads");
     }
 }
 

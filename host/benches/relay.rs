@@ -31,7 +31,7 @@ async fn follows(db: &Database, tenant: &TenantId, first: i64, count: i64) {
     let writers = (0..WRITERS.min(count)).map(|writer| async move {
         for user in (first + writer..first + count).step_by(WRITERS as usize) {
             let (from, to) = (UserId::try_from(user).expect("positive"), UserId::try_from(user + 1).expect("positive"));
-            graph::set_following(db, graph::FollowCommand::follow(tenant, from, to)).await.expect("a follow");
+            graph::change(db, graph::RelationCommand::follow(tenant, from, to)).await.expect("a follow");
         }
     });
     futures::future::join_all(writers).await;

@@ -1,5 +1,5 @@
 //! Follow writes per second through HTTP against MariaDB, and the same two-row transaction issued directly
-//! (`graph::set_following` over sqlx) in the same run, on the same server: the ratio is the API's cost.
+//! (`graph::change` over sqlx) in the same run, on the same server: the ratio is the API's cost.
 //!
 //! Measured as production runs it: the API node is a `strand serve` process of its own (relay and workers
 //! off, as the scale-out recipe runs API nodes), and — unless `STRAND_BENCH_PIN=0` — MariaDB is pinned to
@@ -8,6 +8,11 @@
 //! API keeps the database saturated, not how three programs share two cores.
 //! Each phase's CPU time per write is read from `/proc` for the database server, the API node and this
 //! process; the API node's µs per follow above the direct writers' own is the API's cost per write.
+//!
+//! Beside them, two more direct phases: the follow transaction as it was before blocks, private accounts and
+//! the relation policy (`before_relations`, its SQL kept here verbatim as the baseline) — the relation checks
+//! must cost the follow at most 5% of its throughput — and blocks of pairs that follow each other both ways
+//! (a block's transaction with up to four changes: two unfollows, the block, their outbox rows).
 //!
 //! `cargo bench -p strand --bench write_path` (`STRAND_BENCH_WRITES`, `STRAND_BENCH_CONCURRENCY` to change
 //! the size). Figures are printed, never asserted.
@@ -91,9 +96,31 @@ async fn main() {
             async move {
                 let from = UserId::try_from(caller).expect("positive");
                 let to = UserId::try_from(caller + 1).expect("positive");
-                graph::set_following(&db, graph::FollowCommand::follow(&tenant, from, to))
-                    .await
-                    .expect("a direct write");
+                graph::change(&db, graph::RelationCommand::follow(&tenant, from, to)).await.expect("a direct write");
+            }
+        }))
+        .await;
+
+    let before_tenant = "bench-before";
+    let (before, _) = processes
+        .measured(measure(concurrency, per_worker, |worker, i| {
+            let db = db.clone();
+            let caller = caller(worker, i);
+            async move { before_relations(&db, before_tenant, caller, caller + 1).await }
+        }))
+        .await;
+    let (blocks, _) = processes
+        .measured(measure(concurrency, per_worker, |worker, i| {
+            let (db, tenant) = (db.clone(), tenant.clone());
+            // The direct phase's pairs: `caller` follows `caller + 1`; the reverse follow is added first.
+            let caller = caller(worker, i);
+            async move {
+                let (a, b) =
+                    (UserId::try_from(caller).expect("positive"), UserId::try_from(caller + 1).expect("positive"));
+                graph::change(&db, graph::RelationCommand::follow(&tenant, b, a)).await.expect("a follow back");
+                let block = graph::RelationCommand::new(&tenant, a, graph::Act::Block, b);
+                let change = graph::change(&db, block).await.expect("a block");
+                assert!(change.changed && !change.following);
             }
         }))
         .await;
@@ -106,7 +133,13 @@ async fn main() {
     println!("write_path: {writes} follows, {concurrency} concurrent writers, MariaDB (binlog on); {placement}");
     through_api.print("HTTP PUT /v1/me/following (strand serve)", "writes");
     direct.print("direct sqlx transaction", "writes");
+    before.print("direct, before relation checks", "writes");
+    blocks.print("direct: follow back, then block (4 changes)", "blocks");
     println!("ratio HTTP/direct throughput: {:.2} (goal ≥ 0.9)", through_api.per_second() / direct.per_second());
+    println!(
+        "ratio follow with relation checks / before: {:.2} (goal ≥ 0.95)",
+        direct.per_second() / before.per_second()
+    );
     println!("CPU per write, µs        database server   API node   this process (load generator | direct writers)");
     for (label, cpu, count) in [("HTTP", api_cpu, through_api.count), ("direct", direct_cpu, direct.count)] {
         let per_write = |cpu: Duration| cpu.as_secs_f64() * 1e6 / count as f64;
@@ -160,4 +193,33 @@ impl Processes {
         };
         (measured, cost)
     }
+}
+
+/// The follow transaction before relations existed (two round trips: create-or-lock the pair's row and
+/// change it, read it and the reverse pair; then the outbox row and commit), as the baseline.
+async fn before_relations(db: &Database, tenant: &str, from: i64, to: i64) {
+    use sqlx::{Executor, Row};
+    let mut conn = db.writer().acquire().await.expect("a connection");
+    let now = strand::util::time::now_ms();
+    let pair = format!("tenant_id = '{tenant}' AND from_user_id = {from} AND to_user_id = {to}");
+    let reverse = format!("tenant_id = '{tenant}' AND from_user_id = {to} AND to_user_id = {from}");
+    let first = format!(
+        "BEGIN;INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at) \
+         VALUES ('{tenant}', {from}, {to}, 0, 0, {now}, {now}) ON DUPLICATE KEY UPDATE rel_status = rel_status;\
+         UPDATE following SET rel_status = 1, version = version + 1, created_at = {now}, updated_at = {now} \
+         WHERE {pair} AND rel_status = 0;\
+         SELECT ROW_COUNT(), version FROM following WHERE {pair} FOR UPDATE;\
+         SELECT rel_status FROM following WHERE {reverse} LOCK IN SHARE MODE;"
+    );
+    let rows = conn.fetch_all(first.as_str()).await.expect("the first round trip");
+    let version: i64 = rows.iter().find(|r| r.len() == 2).expect("the pair's row").get(1);
+    let payload = format!(
+        r#"{{"event_id":"{tenant}:{from}:{to}:{version}","type":"follow","tenant":"{tenant}","from":{from},"to":{to},"version":{version},"occurred_at":"2026-12-03T00:00:00.000Z","followed_back":false}}"#
+    );
+    let second = format!(
+        "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
+         VALUES ('{tenant}', 'following', '{from}:{to}', 'follow', '{tenant}:{from}', CONVERT(X'{}' USING utf8mb4), {now});COMMIT",
+        hex::encode(payload)
+    );
+    conn.execute(second.as_str()).await.expect("the second round trip");
 }

@@ -8,12 +8,14 @@ mod operations;
 mod params;
 mod problem;
 mod projections;
+mod relations;
 mod seed;
 mod v1;
 mod write;
 
 pub use auth::{hs256_secret, mint_hs256, AuthSetupError, Authenticator, Caller, MintClaims};
 pub use problem::{ApiError, Problem};
+pub use relations::{KnownFollowersResponse, RelatedUsersResponse, RelationWriteResponse, SettingsView};
 pub use seed::NEXT_CURSOR_HEADER;
 pub use v1::{CountsResponse, CountsView, FollowResponse, ListResponse, RelationshipsResponse};
 
@@ -92,6 +94,17 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(v1::followers))
         .routes(routes!(v1::user_counts))
         .routes(routes!(v1::batch_counts))
+        .routes(routes!(relations::block, relations::unblock))
+        .routes(routes!(relations::blocks))
+        .routes(routes!(relations::mute, relations::unmute))
+        .routes(routes!(relations::mutes))
+        .routes(routes!(relations::follow_requests))
+        .routes(routes!(relations::outgoing_follow_requests))
+        .routes(routes!(relations::authorize))
+        .routes(routes!(relations::reject))
+        .routes(routes!(relations::remove_follower))
+        .routes(routes!(relations::settings, relations::set_settings))
+        .routes(routes!(relations::known_followers))
         .routes(routes!(projections::read))
         .routes(routes!(seed::follow))
         .routes(routes!(seed::unfollow))

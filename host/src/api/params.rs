@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_garbage_is_refused() {
-        let last = ListedUser { user_id: 7, followed_at_ms: 1_700_000_000_123 };
+        let last = ListedUser { user_id: 7, followed_at_ms: 1_700_000_000_123, expires_at_ms: None };
         let params = PageParams { cursor: Some(encode_cursor(&last)), ..Default::default() };
         assert_eq!(
             params.to_request().unwrap().position,

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::graph::WriteError;
+use crate::graph::{Act, WriteError};
 use crate::ops::lag::LagError;
 use crate::ops::metrics::HTTP_PANICS;
 use crate::plugins::{PluginError, RegistryError, SlotError};
@@ -146,9 +146,13 @@ impl ApiError {
 impl From<WriteError> for ApiError {
     fn from(error: WriteError) -> Self {
         match error {
-            WriteError::SelfFollow => {
-                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "self_follow", "a user cannot follow themselves")
+            WriteError::SelfRelation(Act::Follow | Act::Unfollow) => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "self_follow", error.to_string())
             }
+            WriteError::SelfRelation(_) => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "self_relation", error.to_string())
+            }
+            WriteError::Blocked => Self::new(StatusCode::FORBIDDEN, "blocked", error.to_string()),
             WriteError::Database(e) => Self::database(&e),
         }
     }

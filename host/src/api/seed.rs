@@ -11,10 +11,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::auth::Caller;
 use super::params::{encode_cursor, parse_user_id, ApiQuery, PageParams};
 use super::problem::{ApiError, Problem};
-use super::write::follow_or_unfollow;
+use super::write::write_relation;
 use super::AppState;
-use crate::graph::{self, Direction};
-use crate::outbox::EventType;
+use crate::graph::{self, Act, Direction};
 
 /// Response header carrying the cursor of the next page, since the seed's lists are bare arrays.
 pub const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
@@ -27,9 +26,11 @@ pub struct TargetParams {
     pub to_user_id: String,
 }
 
-/// Follow `toUserId`. Answers a bare `true` once the caller follows them (also on a repeat).
+/// Follow `toUserId`. Answers a bare `true` once the caller follows them (also on a repeat), `false` when
+/// they are a private account and the caller's follow request is pending.
 #[utoipa::path(post, path = "/api/v1/relation/follow", tag = "seed", params(TargetParams),
     responses((status = 200, body = bool, content_type = "application/json"), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, description = "A block between the two (`blocked`)", body = Problem),
         (status = 422, body = Problem), (status = 429, body = Problem)),
     security(("bearer" = [])))]
 pub async fn follow(
@@ -37,10 +38,11 @@ pub async fn follow(
     caller: Caller,
     params: ApiQuery<TargetParams>,
 ) -> Result<Json<bool>, ApiError> {
-    set_following(state, caller, params, EventType::Follow).await
+    set_following(state, caller, params, Act::Follow).await
 }
 
-/// Unfollow `toUserId`. Answers a bare `true` once the caller no longer follows them.
+/// Unfollow `toUserId` (or withdraw a pending follow request). Answers a bare `true` once the caller no
+/// longer follows them.
 #[utoipa::path(post, path = "/api/v1/relation/unfollow", tag = "seed", params(TargetParams),
     responses((status = 200, body = bool, content_type = "application/json"), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 422, body = Problem), (status = 429, body = Problem)),
@@ -50,18 +52,18 @@ pub async fn unfollow(
     caller: Caller,
     params: ApiQuery<TargetParams>,
 ) -> Result<Json<bool>, ApiError> {
-    set_following(state, caller, params, EventType::Unfollow).await
+    set_following(state, caller, params, Act::Unfollow).await
 }
 
 async fn set_following(
     State(state): State<AppState>,
     caller: Caller,
     ApiQuery(params): ApiQuery<TargetParams>,
-    event: EventType,
+    act: Act,
 ) -> Result<Json<bool>, ApiError> {
     let target = parse_user_id(&params.to_user_id)?;
-    follow_or_unfollow(&state, &caller, target, event).await?;
-    Ok(Json(true))
+    let change = write_relation(&state, &caller, act, target).await?;
+    Ok(Json(act == Act::Unfollow || change.following))
 }
 
 /// The seed's relationship status.

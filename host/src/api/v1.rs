@@ -8,10 +8,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::auth::Caller;
 use super::params::{encode_cursor, parse_user_ids, ApiQuery, PageParams, UserIdPath};
 use super::problem::{ApiError, Problem};
-use super::write::follow_or_unfollow;
+use super::write::write_relation;
 use super::AppState;
-use crate::graph::{self, Direction, Page};
-use crate::outbox::EventType;
+use crate::graph::{self, Act, Direction, Page};
 use crate::util::time::rfc3339_millis;
 
 /// Outcome of a follow or unfollow.
@@ -20,14 +19,17 @@ pub struct FollowResponse {
     pub user_id: i64,
     /// Whether the caller follows `user_id` after the call.
     pub following: bool,
+    /// Whether the caller's follow request to `user_id` is pending after the call (a private account).
+    pub requested: bool,
     /// Whether this call changed anything (false on a repeat: calls are idempotent).
     pub changed: bool,
 }
 
-/// Follow `user_id` as the caller.
+/// Follow `user_id` as the caller; of a private account, request to (pending until it authorizes).
 #[utoipa::path(put, path = "/v1/me/following/{user_id}", tag = "write",
     params(("user_id" = i64, Path, description = "The user to follow")),
     responses((status = 200, body = FollowResponse), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, description = "A block between the two (`blocked`)", body = Problem),
         (status = 422, description = "Self-follow", body = Problem), (status = 429, body = Problem),
         (status = 503, body = Problem)),
     security(("bearer" = [])))]
@@ -36,10 +38,10 @@ pub async fn follow(
     caller: Caller,
     target: UserIdPath,
 ) -> Result<Json<FollowResponse>, ApiError> {
-    set_following(state, caller, target, EventType::Follow).await
+    set_following(state, caller, target, Act::Follow).await
 }
 
-/// Stop following `user_id` as the caller.
+/// Stop following `user_id` as the caller, or withdraw a pending follow request.
 #[utoipa::path(delete, path = "/v1/me/following/{user_id}", tag = "write",
     params(("user_id" = i64, Path, description = "The user to unfollow")),
     responses((status = 200, body = FollowResponse), (status = 400, body = Problem), (status = 401, body = Problem),
@@ -51,17 +53,22 @@ pub async fn unfollow(
     caller: Caller,
     target: UserIdPath,
 ) -> Result<Json<FollowResponse>, ApiError> {
-    set_following(state, caller, target, EventType::Unfollow).await
+    set_following(state, caller, target, Act::Unfollow).await
 }
 
 async fn set_following(
     State(state): State<AppState>,
     caller: Caller,
     UserIdPath(target): UserIdPath,
-    event: EventType,
+    act: Act,
 ) -> Result<Json<FollowResponse>, ApiError> {
-    let change = follow_or_unfollow(&state, &caller, target, event).await?;
-    Ok(Json(FollowResponse { user_id: target.get(), following: change.following, changed: change.changed }))
+    let change = write_relation(&state, &caller, act, target).await?;
+    Ok(Json(FollowResponse {
+        user_id: target.get(),
+        following: change.following,
+        requested: change.requested,
+        changed: change.changed,
+    }))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -72,7 +79,7 @@ pub struct UserIdsParams {
     pub user_ids: String,
 }
 
-/// How the caller and one other user relate.
+/// How the caller and one other user relate (Mastodon's `Relationship`, in part).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RelationshipView {
     pub user_id: i64,
@@ -82,6 +89,38 @@ pub struct RelationshipView {
     pub followed_by: bool,
     /// Both.
     pub mutual: bool,
+    /// The caller's follow request to `user_id` is pending.
+    pub requested: bool,
+    /// `user_id`'s follow request to the caller is pending.
+    pub requested_by: bool,
+    /// The caller blocks `user_id`.
+    pub blocking: bool,
+    /// `user_id` blocks the caller.
+    pub blocked_by: bool,
+    /// The caller mutes `user_id` (whether `user_id` mutes the caller is never shown).
+    pub muting: bool,
+    /// When the caller's mute ends (RFC 3339); null: never, or not muting.
+    pub muting_expires_at: Option<String>,
+    /// Whether the caller's mute also hides notifications.
+    pub muting_notifications: bool,
+}
+
+impl From<graph::Relationship> for RelationshipView {
+    fn from(r: graph::Relationship) -> Self {
+        Self {
+            user_id: r.user_id,
+            following: r.following,
+            followed_by: r.followed_by,
+            mutual: r.following && r.followed_by,
+            requested: r.requested,
+            requested_by: r.requested_by,
+            blocking: r.blocking,
+            blocked_by: r.blocked_by,
+            muting: r.muting,
+            muting_expires_at: r.muting_expires_at_ms.map(rfc3339_millis),
+            muting_notifications: r.muting_notifications,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -100,16 +139,7 @@ pub async fn relationships(
 ) -> Result<Json<RelationshipsResponse>, ApiError> {
     let others = parse_user_ids(&params.user_ids)?;
     let found = graph::relationships(&state.db, &caller.tenant, caller.user, &others).await?;
-    let relationships = found
-        .into_iter()
-        .map(|r| RelationshipView {
-            user_id: r.user_id,
-            following: r.following,
-            followed_by: r.followed_by,
-            mutual: r.following && r.followed_by,
-        })
-        .collect();
-    Ok(Json(RelationshipsResponse { relationships }))
+    Ok(Json(RelationshipsResponse { relationships: found.into_iter().map(Into::into).collect() }))
 }
 
 /// A user in a list, with when the follow happened.

@@ -1,6 +1,5 @@
 //! Every place where the two SQL dialects differ in a statement, as methods of [`DatabaseKind`]: callers
-//! write their SQL once and ask here for the part that differs. (The follow transaction is the one other
-//! place the kinds part: `graph/write` runs a different transaction on each, not a different phrase.)
+//! write their SQL once and ask here for the part that differs.
 
 use super::DatabaseKind;
 
@@ -54,6 +53,38 @@ impl DatabaseKind {
         match self {
             DatabaseKind::MySql => column.to_owned(),
             DatabaseKind::Sqlite => format!("+{column}"),
+        }
+    }
+
+    /// The clause that locks the rows a `SELECT` reads until commit: shared or exclusive. SQLite's one
+    /// writer connection excludes every other writer, so it needs none.
+    pub fn row_lock(self, shared: bool) -> &'static str {
+        match (self, shared) {
+            (DatabaseKind::MySql, true) => " LOCK IN SHARE MODE",
+            (DatabaseKind::MySql, false) => " FOR UPDATE",
+            (DatabaseKind::Sqlite, _) => "",
+        }
+    }
+
+    /// Whether concurrent writers queue on row locks (SQLite's one writer connection excludes the others).
+    pub fn has_row_locks(self) -> bool {
+        self == DatabaseKind::MySql
+    }
+
+    /// A text value written as a literal from its UTF-8 bytes in `hex` (nothing in it is parsed as SQL).
+    pub fn text_literal(self, hex: &str) -> String {
+        match self {
+            DatabaseKind::MySql => format!("CONVERT(X'{hex}' USING utf8mb4)"),
+            DatabaseKind::Sqlite => format!("CAST(X'{hex}' AS TEXT)"),
+        }
+    }
+
+    /// A join of `first` to `then` evaluated in that order: `first` bounds the work (the planner left to
+    /// itself may start from the side with millions of rows).
+    pub fn join_in_order(self, first: &str, then: &str) -> String {
+        match self {
+            DatabaseKind::MySql => format!("{first} STRAIGHT_JOIN {then}"),
+            DatabaseKind::Sqlite => format!("{first} CROSS JOIN {then}"),
         }
     }
 

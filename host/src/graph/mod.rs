@@ -1,10 +1,16 @@
-//! The truth: the `following` table, written together with its `outbox` row in one transaction, and the
-//! reads served straight from it. Everything else in Strand is derived from what this module commits.
+//! The truth: the `following`, `blocks` and `mutes` tables and users' settings, written together with their
+//! `outbox` rows in one transaction, and the reads served straight from them. Everything else in Strand is
+//! derived from what this module commits.
 
 pub mod ids;
 mod read;
+mod settings;
 mod write;
 
 pub use ids::{InvalidTenantId, InvalidUserId, TenantId, UserId};
-pub use read::{counts, list, relationships, Counts, Direction, ListedUser, Page, PageRequest, Position, Relationship};
-pub use write::{set_following, FollowChange, FollowCommand, WriteError};
+pub use read::{
+    counts, known_followers, list, relationships, Counts, Direction, KnownFollowers, ListedUser, Listing, Page,
+    PageRequest, Position, Relationship,
+};
+pub use settings::{settings, update_settings, Settings};
+pub use write::{change, Act, RelationChange, RelationCommand, WriteError};

@@ -1,15 +1,18 @@
-//! Reads served straight from the truth: relationship status, follow lists and counts.
+//! Reads served straight from the truth: relationship status, lists (follows, follow requests, blocks,
+//! mutes, known followers) and counts.
 //!
-//! Lists are newest first, ordered by `(followed_at DESC, user_id DESC)`; the user id breaks ties so a
-//! cursor over that pair is exact even when many follows share a millisecond. Every list and count query is
-//! answered from the covering indexes of migration 0001 (no table lookups, no sorts).
+//! Lists are newest first, ordered by `(since DESC, user_id DESC)`; the user id breaks ties so a cursor over
+//! that pair is exact even when many share a millisecond. Every list and count query is answered from the
+//! covering indexes of migrations 0001 and 0016 (no sorts).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use sqlx::{AnyPool, Row};
 
+use super::write::edge::{ACTIVE, REQUESTED};
 use super::{TenantId, UserId};
 use crate::db::Database;
+use crate::util::time::now_ms;
 
 /// One side of the graph around a user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +29,44 @@ impl Direction {
         match self {
             Direction::Following => ("from_user_id", "to_user_id"),
             Direction::Followers => ("to_user_id", "from_user_id"),
+        }
+    }
+}
+
+/// A list of users around a user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    /// Follows, either way.
+    Follows(Direction),
+    /// Pending follow requests: `Followers` the ones the user received, `Following` the ones they sent.
+    Requests(Direction),
+    /// Whom the user blocks.
+    Blocks,
+    /// Whom the user mutes (mutes past their end are left out).
+    Mutes,
+}
+
+impl Listing {
+    /// (table, column of the list's owner, column of the listed users, status, extra condition, the mute's end).
+    fn source(self) -> (&'static str, &'static str, &'static str, i64, &'static str, &'static str) {
+        match self {
+            Listing::Follows(direction) => {
+                let (owner, listed) = direction.columns();
+                ("following", owner, listed, ACTIVE, "", "NULL")
+            }
+            Listing::Requests(direction) => {
+                let (owner, listed) = direction.columns();
+                ("following", owner, listed, REQUESTED, "", "NULL")
+            }
+            Listing::Blocks => ("blocks", "from_user_id", "to_user_id", ACTIVE, "", "NULL"),
+            Listing::Mutes => (
+                "mutes",
+                "from_user_id",
+                "to_user_id",
+                ACTIVE,
+                " AND (expires_at IS NULL OR expires_at > ?)",
+                "expires_at",
+            ),
         }
     }
 }
@@ -48,26 +89,45 @@ pub struct PageRequest {
     pub limit: u32,
 }
 
-/// A user in a follow list, with the time of the (latest) follow.
+/// A user in a list, with the time the listed edge began (the latest follow, the request, the block or mute).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListedUser {
     pub user_id: i64,
     pub followed_at_ms: i64,
+    /// A mute's end, in a list of mutes.
+    pub expires_at_ms: Option<i64>,
 }
 
-/// A page of a follow list. `has_more` is exact: one extra row is read to know it.
+/// A page of a list. `has_more` is exact: one extra row is read to know it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
     pub items: Vec<ListedUser>,
     pub has_more: bool,
 }
 
-/// How the caller and another user relate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How the caller and another user relate. The caller's mutes are the caller's alone: whether the other
+/// user mutes the caller is never read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Relationship {
     pub user_id: i64,
     pub following: bool,
     pub followed_by: bool,
+    /// The caller's follow request to the user is pending.
+    pub requested: bool,
+    /// The user's follow request to the caller is pending.
+    pub requested_by: bool,
+    pub blocking: bool,
+    pub blocked_by: bool,
+    pub muting: bool,
+    pub muting_expires_at_ms: Option<i64>,
+    pub muting_notifications: bool,
+}
+
+/// A page of the users the caller follows who follow a user, with how many there are in all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownFollowers {
+    pub page: Page,
+    pub total: i64,
 }
 
 /// How many users a user follows and is followed by.
@@ -78,57 +138,105 @@ pub struct Counts {
     pub followers: i64,
 }
 
-/// Reads one page of `user`'s following or follower list.
+/// Reads one page of `user`'s `listing`.
 pub async fn list(
     db: &Database,
     tenant: &TenantId,
     user: UserId,
-    direction: Direction,
+    listing: Listing,
     page: PageRequest,
 ) -> Result<Page, sqlx::Error> {
-    let (owner, listed) = direction.columns();
-    let base =
-        format!("SELECT {listed}, created_at FROM following WHERE tenant_id = ? AND {owner} = ? AND rel_status = 1");
-    let order = format!("ORDER BY created_at DESC, {listed} DESC");
-    let fetch = i64::from(page.limit) + 1;
-    let rows = match page.position {
-        Position::Start => {
-            sqlx::query(&format!("{base} {order} LIMIT ?"))
-                .bind(tenant.as_str())
-                .bind(user.get())
-                .bind(fetch)
-                .fetch_all(db.reader())
-                .await?
+    let (table, owner, listed, status, extra, expires) = listing.source();
+    let base = format!(
+        "SELECT {listed}, created_at, {expires} FROM {table} WHERE tenant_id = ? AND {owner} = ? AND rel_status = {status}{extra}"
+    );
+    let paged = PagedQuery::new(base, "created_at", listed, page);
+    let mut query = sqlx::query(&paged.sql).bind(tenant.as_str()).bind(user.get());
+    if !extra.is_empty() {
+        query = query.bind(now_ms());
+    }
+    paged.read(db, query).await
+}
+
+/// The users `me` follows who follow `user`: each of `me`'s follows probed by its primary key, so the work
+/// is bounded by how many `me` follows, never by `user`'s followers (a celebrity's million).
+pub async fn known_followers(
+    db: &Database,
+    tenant: &TenantId,
+    me: UserId,
+    user: UserId,
+    page: PageRequest,
+) -> Result<KnownFollowers, sqlx::Error> {
+    let joined = db.kind().join_in_order("following f", "following g");
+    let from = format!(
+        "FROM {joined} ON g.tenant_id = f.tenant_id AND g.from_user_id = f.to_user_id AND g.to_user_id = ? \
+         AND g.rel_status = {ACTIVE} WHERE f.tenant_id = ? AND f.from_user_id = ? AND f.rel_status = {ACTIVE}"
+    );
+    let total: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) {from}"))
+        .bind(user.get())
+        .bind(tenant.as_str())
+        .bind(me.get())
+        .fetch_one(db.reader())
+        .await?;
+    let paged = PagedQuery::new(
+        format!("SELECT f.to_user_id, f.created_at, NULL {from}"),
+        "f.created_at",
+        "f.to_user_id",
+        page,
+    );
+    let query = sqlx::query(&paged.sql).bind(user.get()).bind(tenant.as_str()).bind(me.get());
+    Ok(KnownFollowers { page: paged.read(db, query).await?, total })
+}
+
+/// A page of a query selecting (listed user, time, a mute's end), newest first by `(time, listed)`: its SQL
+/// ends in the page's conditions, whose values [`PagedQuery::read`] binds after the query's own.
+struct PagedQuery {
+    sql: String,
+    page: PageRequest,
+}
+
+impl PagedQuery {
+    fn new(base: String, time: &str, listed: &str, page: PageRequest) -> Self {
+        let order = format!("ORDER BY {time} DESC, {listed} DESC");
+        let sql = match page.position {
+            Position::Start => format!("{base} {order} LIMIT ?"),
+            Position::After { .. } => {
+                format!("{base} AND ({time} < ? OR ({time} = ? AND {listed} < ?)) {order} LIMIT ?")
+            }
+            Position::Offset(_) => format!("{base} {order} LIMIT ? OFFSET ?"),
+        };
+        Self { sql, page }
+    }
+
+    async fn read<'q>(
+        &self,
+        db: &Database,
+        mut query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    ) -> Result<Page, sqlx::Error> {
+        let limit = self.page.limit;
+        if let Position::After { followed_at_ms, user_id } = self.page.position {
+            query = query.bind(followed_at_ms).bind(followed_at_ms).bind(user_id);
         }
-        Position::After { followed_at_ms, user_id } => {
-            let sql = format!("{base} AND (created_at < ? OR (created_at = ? AND {listed} < ?)) {order} LIMIT ?");
-            sqlx::query(&sql)
-                .bind(tenant.as_str())
-                .bind(user.get())
-                .bind(followed_at_ms)
-                .bind(followed_at_ms)
-                .bind(user_id)
-                .bind(fetch)
-                .fetch_all(db.reader())
-                .await?
+        query = query.bind(i64::from(limit) + 1);
+        if let Position::Offset(offset) = self.page.position {
+            query = query.bind(i64::try_from(offset).unwrap_or(i64::MAX));
         }
-        Position::Offset(offset) => {
-            sqlx::query(&format!("{base} {order} LIMIT ? OFFSET ?"))
-                .bind(tenant.as_str())
-                .bind(user.get())
-                .bind(fetch)
-                .bind(i64::try_from(offset).unwrap_or(i64::MAX))
-                .fetch_all(db.reader())
-                .await?
-        }
-    };
-    let mut items = rows
-        .iter()
-        .map(|row| Ok(ListedUser { user_id: row.try_get(0)?, followed_at_ms: row.try_get(1)? }))
-        .collect::<Result<Vec<_>, sqlx::Error>>()?;
-    let has_more = items.len() > page.limit as usize;
-    items.truncate(page.limit as usize);
-    Ok(Page { items, has_more })
+        let mut items = query
+            .fetch_all(db.reader())
+            .await?
+            .iter()
+            .map(|row| {
+                Ok(ListedUser {
+                    user_id: row.try_get(0)?,
+                    followed_at_ms: row.try_get(1)?,
+                    expires_at_ms: row.try_get(2)?,
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let has_more = items.len() > limit as usize;
+        items.truncate(limit as usize);
+        Ok(Page { items, has_more })
+    }
 }
 
 /// How `me` relates to each of `others`, in the order given.
@@ -138,15 +246,28 @@ pub async fn relationships(
     me: UserId,
     others: &[UserId],
 ) -> Result<Vec<Relationship>, sqlx::Error> {
-    let (following, followed_by) = active_partners(db, tenant, me, others).await?;
-    Ok(others
+    let mut found: HashMap<i64, Relationship> = others
         .iter()
-        .map(|other| Relationship {
-            user_id: other.get(),
-            following: following.contains(&other.get()),
-            followed_by: followed_by.contains(&other.get()),
-        })
-        .collect())
+        .map(|other| (other.get(), Relationship { user_id: other.get(), ..Relationship::default() }))
+        .collect();
+    for edge in edges_between(db, tenant, me, others).await? {
+        let Some(r) = found.get_mut(&edge.partner) else { continue };
+        match (edge.source, edge.status) {
+            (EdgeSource::Following, ACTIVE) => r.following = true,
+            (EdgeSource::Following, REQUESTED) => r.requested = true,
+            (EdgeSource::FollowedBy, ACTIVE) => r.followed_by = true,
+            (EdgeSource::FollowedBy, REQUESTED) => r.requested_by = true,
+            (EdgeSource::Blocking, _) => r.blocking = true,
+            (EdgeSource::BlockedBy, _) => r.blocked_by = true,
+            (EdgeSource::Muting, _) => {
+                r.muting = true;
+                r.muting_expires_at_ms = edge.expires_at_ms;
+                r.muting_notifications = edge.notifications;
+            }
+            _ => {}
+        }
+    }
+    Ok(others.iter().map(|other| found[&other.get()]).collect())
 }
 
 /// Following and follower counts of each of `users`, in the order given.
@@ -163,44 +284,106 @@ pub async fn counts(db: &Database, tenant: &TenantId, users: &[UserId]) -> Resul
         .collect())
 }
 
-/// Those of `candidates` that `user` follows, and those that follow `user`, right now: one round trip of
-/// one primary-key lookup per candidate and direction, whatever the follower counts on either side. Left to
-/// itself the planner may walk a secondary index over all of `user`'s followers (a celebrity's million) or
-/// all of a candidate's followings; so MariaDB/MySQL is told to use the primary key, and SQLite's
-/// `+rel_status` keeps that column out of index choice, leaving the primary key as the one that matches.
-async fn active_partners(
+/// Where an edge between `me` and a candidate was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EdgeSource {
+    Following,
+    FollowedBy,
+    Blocking,
+    BlockedBy,
+    Muting,
+}
+
+impl EdgeSource {
+    const ALL: [EdgeSource; 5] = [
+        EdgeSource::Following,
+        EdgeSource::FollowedBy,
+        EdgeSource::Blocking,
+        EdgeSource::BlockedBy,
+        EdgeSource::Muting,
+    ];
+
+    /// (table, column holding `me`, column holding the candidate, condition on the row beyond its pair).
+    fn query(self) -> (&'static str, &'static str, &'static str, &'static str) {
+        let held = "rel_status = 1";
+        match self {
+            EdgeSource::Following => ("following", "from_user_id", "to_user_id", "rel_status > 0"),
+            EdgeSource::FollowedBy => ("following", "to_user_id", "from_user_id", "rel_status > 0"),
+            EdgeSource::Blocking => ("blocks", "from_user_id", "to_user_id", held),
+            EdgeSource::BlockedBy => ("blocks", "to_user_id", "from_user_id", held),
+            EdgeSource::Muting => ("mutes", "from_user_id", "to_user_id", held),
+        }
+    }
+}
+
+/// An edge between `me` and one of the candidates.
+struct FoundEdge {
+    source: EdgeSource,
+    partner: i64,
+    status: i64,
+    expires_at_ms: Option<i64>,
+    notifications: bool,
+}
+
+/// Every edge that holds between `me` and each of `candidates` — follows and requests both ways, blocks both
+/// ways, `me`'s mutes (a mute past its end is none) — right now: one round trip of one primary-key lookup per
+/// candidate and edge, whatever the follower counts on either side. Left to itself the planner may walk a
+/// secondary index over all of `me`'s followers (a celebrity's million) or all of a candidate's followings;
+/// so MariaDB/MySQL is told to use the primary key, and SQLite's `+rel_status` keeps that column out of index
+/// choice, leaving the primary key as the one that matches.
+async fn edges_between(
     db: &Database,
     tenant: &TenantId,
-    user: UserId,
+    me: UserId,
     candidates: &[UserId],
-) -> Result<(HashSet<i64>, HashSet<i64>), sqlx::Error> {
-    let (mut following, mut followed_by) = (HashSet::new(), HashSet::new());
+) -> Result<Vec<FoundEdge>, sqlx::Error> {
     if candidates.is_empty() {
-        return Ok((following, followed_by));
+        return Ok(Vec::new());
     }
-    let (table, status) = (db.kind().by_primary_key("following"), db.kind().not_an_index("rel_status"));
-    let select = |direction: Direction| {
-        let (owner, listed) = direction.columns();
-        let followers = i64::from(direction == Direction::Followers);
-        format!(
-            "SELECT {followers}, {listed} FROM {table} WHERE tenant_id = ? AND {owner} = ? AND {status} = 1 \
-             AND {listed} IN ({})",
-            placeholders(candidates.len())
-        )
-    };
-    let sql = format!("{} UNION ALL {}", select(Direction::Following), select(Direction::Followers));
+    let kind = db.kind();
+    let selects: Vec<String> = EdgeSource::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, source)| {
+            let (table, mine, theirs, condition) = source.query();
+            let condition = condition.replacen("rel_status", &kind.not_an_index("rel_status"), 1);
+            let table = kind.by_primary_key(table);
+            let muting = *source == EdgeSource::Muting;
+            let mute = if muting { "expires_at, notifications" } else { "NULL, 0" };
+            let unexpired = if muting { " AND (expires_at IS NULL OR expires_at > ?)" } else { "" };
+            format!(
+                "SELECT {i}, {theirs}, rel_status, {mute} FROM {table} WHERE tenant_id = ? AND {mine} = ? AND {condition}{unexpired} \
+                 AND {theirs} IN ({})",
+                placeholders(candidates.len())
+            )
+        })
+        .collect();
+    let sql = selects.join(" UNION ALL ");
     let mut query = sqlx::query(&sql);
-    for _ in 0..2 {
-        query = query.bind(tenant.as_str()).bind(user.get());
+    for source in EdgeSource::ALL {
+        query = query.bind(tenant.as_str()).bind(me.get());
+        if source == EdgeSource::Muting {
+            query = query.bind(now_ms());
+        }
         for candidate in candidates {
             query = query.bind(candidate.get());
         }
     }
-    for row in query.fetch_all(db.reader()).await? {
-        let (followers, partner): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
-        if followers == 1 { &mut followed_by } else { &mut following }.insert(partner);
-    }
-    Ok((following, followed_by))
+    query
+        .fetch_all(db.reader())
+        .await?
+        .iter()
+        .map(|row| {
+            let source = usize::try_from(row.try_get::<i64, _>(0)?).ok().and_then(|i| EdgeSource::ALL.get(i).copied());
+            Ok(FoundEdge {
+                source: source.ok_or_else(|| sqlx::Error::Protocol("an edge of no known source".into()))?,
+                partner: row.try_get(1)?,
+                status: row.try_get(2)?,
+                expires_at_ms: row.try_get(3)?,
+                notifications: row.try_get::<i64, _>(4)? == 1,
+            })
+        })
+        .collect()
 }
 
 async fn count_by(

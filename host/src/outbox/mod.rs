@@ -13,12 +13,47 @@ pub use row::{OutboxRow, OUTBOX_COLUMNS};
 pub const AGGREGATE_TYPE: &str = "following";
 
 crate::str_enum! {
-    /// What a change did to its pair, as the outbox's `event_type` column, the payload's `type` and the
+    /// What a change did to its edge, as the outbox's `event_type` column, the payload's `type` and the
     /// bus's `event-type` header spell it (any other name is refused, never taken for an unfollow).
+    ///
+    /// A follow that begins or ends is always `follow` or `unfollow`, whoever acted (an authorized request,
+    /// a removed follower, a block): projectors that count follows stay exact without knowing why.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum EventType("event type") {
         Follow = "follow",
         Unfollow = "unfollow",
+        /// A follow of a private account, pending its approval (not a follow: not counted, not listed).
+        FollowRequested = "follow_requested",
+        /// The requester withdrew a pending request (or blocked its target).
+        FollowRequestWithdrawn = "follow_request_withdrawn",
+        /// The target rejected a pending request (or blocked the requester).
+        FollowRequestRejected = "follow_request_rejected",
+        Block = "block",
+        Unblock = "unblock",
+        /// A mute began or changed (its end or notifications flag).
+        Mute = "mute",
+        Unmute = "unmute",
+    }
+}
+
+crate::str_enum! {
+    /// Which kind of edge an event changes: each has its own table and its own version per pair.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Relation("relation") {
+        Follow = "follow",
+        Block = "block",
+        Mute = "mute",
+    }
+}
+
+impl EventType {
+    /// The edge it changes.
+    pub fn relation(self) -> Relation {
+        match self {
+            EventType::Block | EventType::Unblock => Relation::Block,
+            EventType::Mute | EventType::Unmute => Relation::Mute,
+            _ => Relation::Follow,
+        }
     }
 }
 
@@ -40,12 +75,36 @@ pub struct ChangeEvent {
     /// before it existed read as `false`.
     #[serde(default)]
     pub followed_back: bool,
+    /// Who acted: `from`, or `to` when the target authorized or rejected a request or removed a follower,
+    /// or the blocker when a block ended this edge. Events written before it existed read as `None` (`from`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<i64>,
+    /// A mute's end (RFC 3339); only on `mute` events of a mute that ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// A mute's notifications flag; only on `mute` events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notifications: Option<bool>,
 }
 
 impl ChangeEvent {
-    /// The outbox row's `aggregate_id`: `from:to`.
+    /// The outbox row's `aggregate_id`: `from:to` for a follow's pair, `block:from:to`, `mute:from:to`.
     pub fn aggregate_id(&self) -> String {
-        format!("{}:{}", self.from, self.to)
+        match self.event_type.relation() {
+            Relation::Follow => format!("{}:{}", self.from, self.to),
+            other => format!("{other}:{}:{}", self.from, self.to),
+        }
+    }
+
+    /// Its [`EventId`] as its fields say (a consumer checks that `event_id` names the same change).
+    pub fn named(&self) -> EventId<'_> {
+        EventId {
+            tenant: &self.tenant,
+            relation: self.event_type.relation(),
+            from: self.from,
+            to: self.to,
+            version: self.version,
+        }
     }
 
     /// The message key: one user's actions share it, so the bus keeps them in order.
@@ -55,6 +114,6 @@ impl ChangeEvent {
 
     /// The outbox row's `payload`: the event as JSON.
     pub fn payload(&self) -> String {
-        serde_json::to_string(self).expect("an ChangeEvent always serialises")
+        serde_json::to_string(self).expect("a ChangeEvent always serialises")
     }
 }

@@ -26,7 +26,7 @@ pub fn sample_requests() -> Vec<WriteRequest> {
 pub fn sample_events() -> Vec<RelationEvent> {
     (1..=8)
         .map(|i| RelationEvent {
-            event_id: EventId { tenant: "conformance", from: i, to: i + 100, version: i }.to_string(),
+            event_id: EventId::follow("conformance", i, i + 100, i).to_string(),
             tenant: "conformance".into(),
             action: if i % 2 == 0 { Action::Unfollow } else { Action::Follow },
             follower: i,

@@ -115,16 +115,7 @@ impl From<&RelationEvent> for wire::RelationEvent {
     }
 }
 
-/// A plugin sees the change a write asks for, or an event records, as its action.
-impl From<EventType> for Action {
-    fn from(event: EventType) -> Self {
-        match event {
-            EventType::Follow => Action::Follow,
-            EventType::Unfollow => Action::Unfollow,
-        }
-    }
-}
-
+/// What a plugin's action records as an event.
 impl From<Action> for EventType {
     fn from(action: Action) -> Self {
         match action {

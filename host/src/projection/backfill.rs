@@ -73,7 +73,7 @@ fn snapshot_event(tenant: &TenantId, row: &sqlx::any::AnyRow) -> Result<Relation
     let (follower, followee, version): (i64, i64, i64) = (row.try_get(0)?, row.try_get(1)?, row.try_get(3)?);
     let active = row.try_get::<i64, _>(2)? == 1;
     Ok(RelationEvent {
-        event_id: EventId { tenant: tenant.as_str(), from: follower, to: followee, version }.to_string(),
+        event_id: EventId::follow(tenant.as_str(), follower, followee, version).to_string(),
         tenant: tenant.to_string(),
         action: if active { Action::Follow } else { Action::Unfollow },
         follower,

@@ -9,7 +9,7 @@ use strand_contract::{FOLLOWERS, FOLLOWING, FOLLOWINGS, FOLLOW_COUNTS, FOLLOW_LI
 
 use crate::cache::{member, Cache, CacheError, PageStart, Space};
 use crate::db::Database;
-use crate::graph::{self, Counts, Direction, ListedUser, Page, PageRequest, Position, TenantId, UserId};
+use crate::graph::{self, Counts, Direction, ListedUser, Listing, Page, PageRequest, Position, TenantId, UserId};
 
 /// Where reads are served from: the cache when it is complete for the tenant, else the database.
 pub struct CachedReads {
@@ -45,7 +45,7 @@ impl CachedReads {
             Ok(None) => {}
             Err(error) => tracing::warn!(%error, "cached list failed; reading the database"),
         }
-        graph::list(db, tenant, user, direction, page).await
+        graph::list(db, tenant, user, Listing::Follows(direction), page).await
     }
 
     /// The cached counts, or `None` when the tenant's counters are not complete.
@@ -107,7 +107,9 @@ impl CachedReads {
             .descending(&key, from, fetch)
             .await?
             .into_iter()
-            .filter_map(|(m, score)| Some(ListedUser { user_id: m.parse().ok()?, followed_at_ms: score as i64 }))
+            .filter_map(|(m, score)| {
+                Some(ListedUser { user_id: m.parse().ok()?, followed_at_ms: score as i64, expires_at_ms: None })
+            })
             .collect::<Vec<_>>();
         let has_more = items.len() > page.limit as usize;
         items.truncate(page.limit as usize);

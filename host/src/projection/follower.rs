@@ -1,34 +1,43 @@
-//! The host's own projection: the `follower` table, the fan side of `following`. Each event is applied
+//! The host's own projection: the `follower` table, the fan side of `following` — every state of its pairs,
+//! pending requests included (`rel_status` 2), so it equals the truth row for row. Each event is applied
 //! only when its version is newer than the row's (last writer wins by version), so a redelivered batch, a
 //! replayed partition or one pair's events out of order all leave the table equal to the truth.
 
-use super::events::{relation_event, Unprojectable};
+use super::events::{occurred_at_ms, Unprojectable};
 use crate::db::{Database, DatabaseKind};
-use crate::outbox::ChangeEvent;
-use crate::plugins::{Action, RelationEvent};
+use crate::outbox::{ChangeEvent, EventType};
 
-/// The status a follower row takes from `event`.
-fn status(event: &RelationEvent) -> i64 {
-    match event.action {
-        Action::Follow => 1,
-        Action::Unfollow => 0,
+/// The status a follower row takes from an event of its pair; `None`: not an event of a follow's pair.
+fn status(event: EventType) -> Option<i64> {
+    match event {
+        EventType::Follow => Some(1),
+        EventType::FollowRequested => Some(2),
+        EventType::Unfollow | EventType::FollowRequestWithdrawn | EventType::FollowRequestRejected => Some(0),
+        EventType::Block | EventType::Unblock | EventType::Mute | EventType::Unmute => None,
     }
 }
 
-/// Applies `events` in one transaction. `created_at` is the time of the latest follow, as in `following`.
+/// Applies `events` in one transaction. `created_at` is the time of the latest follow (or request), as in
+/// `following`.
 pub async fn apply(db: &Database, events: &[ChangeEvent]) -> Result<(), FollowerError> {
-    let rows = events.iter().map(relation_event).collect::<Result<Vec<_>, _>>()?;
+    let mut rows = Vec::with_capacity(events.len());
+    for event in events {
+        let at = occurred_at_ms(event)?;
+        if let Some(status) = status(event.event_type) {
+            rows.push((event, status, at));
+        }
+    }
     let upsert = newest_version_upsert(db.kind());
     let mut tx = db.writer().begin().await?;
-    for row in rows {
+    for (event, status, at) in rows {
         sqlx::query(&upsert)
-            .bind(&row.tenant)
-            .bind(row.followee)
-            .bind(row.follower)
-            .bind(status(&row))
-            .bind(row.version)
-            .bind(row.occurred_at_ms)
-            .bind(row.occurred_at_ms)
+            .bind(&event.tenant)
+            .bind(event.to)
+            .bind(event.from)
+            .bind(status)
+            .bind(event.version)
+            .bind(at)
+            .bind(at)
             .execute(&mut *tx)
             .await?;
     }
@@ -45,7 +54,7 @@ fn newest_version_upsert(kind: DatabaseKind) -> String {
     format!(
         "INSERT INTO follower (tenant_id, to_user_id, from_user_id, rel_status, version, created_at, updated_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?){on_conflict}\
-         created_at = CASE WHEN {newer} AND {status} = 1 THEN {created} ELSE created_at END, \
+         created_at = CASE WHEN {newer} AND {status} > 0 THEN {created} ELSE created_at END, \
          rel_status = CASE WHEN {newer} THEN {status} ELSE rel_status END, \
          updated_at = CASE WHEN {newer} THEN {updated} ELSE updated_at END, \
          version = CASE WHEN {newer} THEN {version} ELSE version END",

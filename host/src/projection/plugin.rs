@@ -245,7 +245,7 @@ impl PluginProjection {
             return Ok(Vec::new());
         }
         let batch: Vec<RelationEvent> =
-            parked.iter().map(|p| relation_event(&p.event)).collect::<Result<_, Unprojectable>>()?;
+            parked.iter().filter_map(|p| relation_event(&p.event).transpose()).collect::<Result<_, Unprojectable>>()?;
         let held = match self.within_budget(tenant, &batch).await? {
             None => {
                 self.parked.remove(&parked.iter().map(|p| p.id).collect::<Vec<_>>()).await?;
@@ -439,7 +439,7 @@ type TenantEvents<'e> = (Vec<RelationEvent>, Vec<&'e ChangeEvent>);
 fn by_tenant(events: &[ChangeEvent]) -> Result<BTreeMap<TenantId, TenantEvents<'_>>, Unprojectable> {
     let mut by_tenant: BTreeMap<TenantId, TenantEvents<'_>> = BTreeMap::new();
     for event in events {
-        let relation = relation_event(event)?;
+        let Some(relation) = relation_event(event)? else { continue };
         let tenant: TenantId = relation.tenant.parse().map_err(|e: crate::graph::InvalidTenantId| Unprojectable {
             event_id: relation.event_id.clone(),
             detail: e.to_string(),

@@ -13,7 +13,7 @@ use crate::graph::TenantId;
 use crate::ops::bounded::{KeyedRate, TenantQueue};
 use crate::ops::metrics::WRITE_REQUESTS_UNSAMPLED;
 use crate::outbox::EventType;
-use crate::plugins::WriteRequest;
+use crate::plugins::{Action, WriteRequest};
 
 /// Requests per second kept per tenant, and the burst above it.
 const PER_SECOND: f64 = 10.0;
@@ -113,11 +113,15 @@ pub async fn recent_requests(
         .iter()
         .map(|row| {
             let action: String = row.try_get(1)?;
-            let action: EventType = action.parse()?;
+            let action = match action.parse::<EventType>()? {
+                EventType::Follow => Action::Follow,
+                EventType::Unfollow => Action::Unfollow,
+                other => return Err(sqlx::Error::Decode(format!("a sampled request of type {other}").into())),
+            };
             let request = WriteRequest {
                 tenant: tenant.to_string(),
                 user: row.try_get(0)?,
-                action: action.into(),
+                action,
                 target: row.try_get(2)?,
                 now_ms: row.try_get(3)?,
             };

@@ -4,6 +4,7 @@ mod auth;
 mod database_outage;
 mod operations;
 mod reads;
+mod relations;
 mod seed;
 mod shutdown;
 mod surface;

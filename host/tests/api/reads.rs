@@ -27,10 +27,10 @@ async fn relationships_report_following_followed_by_and_mutual(backend: Backend)
     assert_eq!(
         reply.body,
         json!({"relationships": [
-            {"user_id": 2, "following": true, "followed_by": false, "mutual": false},
-            {"user_id": 3, "following": true, "followed_by": true, "mutual": true},
-            {"user_id": 4, "following": false, "followed_by": true, "mutual": false},
-            {"user_id": 5, "following": false, "followed_by": false, "mutual": false},
+            {"user_id": 2, "following": true, "followed_by": false, "mutual": false, "requested": false, "requested_by": false, "blocking": false, "blocked_by": false, "muting": false, "muting_expires_at": null, "muting_notifications": false},
+            {"user_id": 3, "following": true, "followed_by": true, "mutual": true, "requested": false, "requested_by": false, "blocking": false, "blocked_by": false, "muting": false, "muting_expires_at": null, "muting_notifications": false},
+            {"user_id": 4, "following": false, "followed_by": true, "mutual": false, "requested": false, "requested_by": false, "blocking": false, "blocked_by": false, "muting": false, "muting_expires_at": null, "muting_notifications": false},
+            {"user_id": 5, "following": false, "followed_by": false, "mutual": false, "requested": false, "requested_by": false, "blocking": false, "blocked_by": false, "muting": false, "muting_expires_at": null, "muting_notifications": false},
         ]})
     );
 }

@@ -22,13 +22,16 @@ async fn repeated_follow_and_unfollow_change_once_each(backend: Backend) {
     let server = TestServer::start(backend).await;
     let alice = server.client("acme", 1);
 
-    assert_eq!(alice.follow(2).await, json!({"user_id": 2, "following": true, "changed": true}));
-    assert_eq!(alice.follow(2).await, json!({"user_id": 2, "following": true, "changed": false}));
+    assert_eq!(alice.follow(2).await, json!({"user_id": 2, "following": true, "requested": false, "changed": true}));
+    assert_eq!(alice.follow(2).await, json!({"user_id": 2, "following": true, "requested": false, "changed": false}));
     assert_eq!(pair_row(server.database(), "acme", 1, 2).await, Some((1, 1)));
     assert_eq!(pair_events(server.database(), "acme", 1, 2).await.len(), 1);
 
-    assert_eq!(alice.unfollow(2).await, json!({"user_id": 2, "following": false, "changed": true}));
-    assert_eq!(alice.unfollow(2).await, json!({"user_id": 2, "following": false, "changed": false}));
+    assert_eq!(alice.unfollow(2).await, json!({"user_id": 2, "following": false, "requested": false, "changed": true}));
+    assert_eq!(
+        alice.unfollow(2).await,
+        json!({"user_id": 2, "following": false, "requested": false, "changed": false})
+    );
     assert_eq!(pair_row(server.database(), "acme", 1, 2).await, Some((0, 2)));
 
     let events = pair_events(server.database(), "acme", 1, 2).await;

@@ -31,12 +31,12 @@ async fn redelivered_and_reordered_events_leave_the_follower_table_equal_to_the_
         if from != to {
             let follow = (step / 7) % 3 != 1;
             let (from, to) = (UserId::try_from(from).unwrap(), UserId::try_from(to).unwrap());
-            graph::set_following(
+            graph::change(
                 &db,
                 if follow {
-                    graph::FollowCommand::follow(&tenant, from, to)
+                    graph::RelationCommand::follow(&tenant, from, to)
                 } else {
-                    graph::FollowCommand::unfollow(&tenant, from, to)
+                    graph::RelationCommand::unfollow(&tenant, from, to)
                 },
             )
             .await

@@ -41,7 +41,7 @@ async fn hostile_output_is_refused_whole_and_both_backends_end_equal() {
         let (db, tenant) = (db.clone(), tenant.clone());
         async move {
             let (from, to) = (UserId::try_from(from).unwrap(), UserId::try_from(to).unwrap());
-            graph::set_following(&db, graph::FollowCommand::follow(&tenant, from, to)).await.unwrap();
+            graph::change(&db, graph::RelationCommand::follow(&tenant, from, to)).await.unwrap();
         }
     };
     // Every hostile row of evil's between acme's ordinary follows, some before the spaces are built

@@ -11,6 +11,7 @@ mod mutual;
 mod outages;
 mod readable;
 mod reconcile;
+mod relations;
 mod shadow;
 mod worker;
 

@@ -103,7 +103,7 @@ async fn a_purged_checkpoint_stops_the_relay_and_a_reset_loses_nothing() {
         let (db, tenant) = (db.clone(), tenant.clone());
         async move {
             let (from, to) = (UserId::try_from(1).unwrap(), UserId::try_from(to).unwrap());
-            graph::set_following(&db, graph::FollowCommand::follow(&tenant, from, to)).await.unwrap();
+            graph::change(&db, graph::RelationCommand::follow(&tenant, from, to)).await.unwrap();
         }
     };
 

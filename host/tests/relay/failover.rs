@@ -79,12 +79,12 @@ async fn after_a_failover_to_the_replica_every_change_it_holds_is_published() {
         tokio::spawn(async move {
             for i in 0_i64.. {
                 let (from, to) = (UserId::try_from(user).unwrap(), UserId::try_from(100 + i % 5).unwrap());
-                match graph::set_following(
+                match graph::change(
                     &db,
                     if i % 2 == 0 {
-                        graph::FollowCommand::follow(&tenant, from, to)
+                        graph::RelationCommand::follow(&tenant, from, to)
                     } else {
-                        graph::FollowCommand::unfollow(&tenant, from, to)
+                        graph::RelationCommand::unfollow(&tenant, from, to)
                     },
                 )
                 .await
@@ -110,7 +110,7 @@ async fn after_a_failover_to_the_replica_every_change_it_holds_is_published() {
     // The new primary takes writes; the relay pointed at it publishes them too.
     for target in 200..210 {
         let (from, to) = (UserId::try_from(1).unwrap(), UserId::try_from(target).unwrap());
-        graph::set_following(&promoted, graph::FollowCommand::follow(&tenant, from, to)).await.unwrap();
+        graph::change(&promoted, graph::RelationCommand::follow(&tenant, from, to)).await.unwrap();
     }
     let expected = committed_event_ids(&promoted).await;
     let (stop, relay) = relay_on(&replica_url, kafka, &prefix).await;

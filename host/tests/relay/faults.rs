@@ -63,12 +63,12 @@ async fn storm(db: &Database, writers: i64, operations: i64, pace: Duration) -> 
             for i in 0..operations {
                 ticks.tick().await;
                 let (from, to) = (UserId::try_from(user).unwrap(), UserId::try_from(1000 + i % 7).unwrap());
-                let change = graph::set_following(
+                let change = graph::change(
                     &db,
                     if i % 3 != 2 {
-                        graph::FollowCommand::follow(&tenant, from, to)
+                        graph::RelationCommand::follow(&tenant, from, to)
                     } else {
-                        graph::FollowCommand::unfollow(&tenant, from, to)
+                        graph::RelationCommand::unfollow(&tenant, from, to)
                     },
                 )
                 .await

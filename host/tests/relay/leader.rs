@@ -50,7 +50,7 @@ async fn a_standby_relay_takes_over_when_the_leader_stops() {
         let (db, tenant) = (db.clone(), &tenant);
         async move {
             let (from, to) = (UserId::try_from(from).unwrap(), UserId::try_from(from + 1000).unwrap());
-            graph::set_following(&db, graph::FollowCommand::follow(tenant, from, to)).await.unwrap();
+            graph::change(&db, graph::RelationCommand::follow(tenant, from, to)).await.unwrap();
         }
     };
     let published = |n: usize| {

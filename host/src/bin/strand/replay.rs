@@ -144,6 +144,9 @@ fn published(change: &RelationEvent) -> serde_json::Result<OutboxRow> {
         version: change.version,
         occurred_at: rfc3339_millis(change.occurred_at_ms),
         followed_back: change.followed_back,
+        actor: None,
+        expires_at: None,
+        notifications: None,
     };
     Ok(OutboxRow {
         id: 0,

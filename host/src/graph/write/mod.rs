@@ -1,39 +1,36 @@
-//! Follow and unfollow: the pair's row and, when its state really changed, an outbox row, in one transaction.
+//! Every relation write — follow, unfollow, follow requests, removing a follower, block, mute — as one
+//! transaction: the edges it changes and, for each real change, an outbox row.
 //!
-//! A real 0↔1 change is detected under the row's lock, never from a plain affected-rows count (sqlx's
-//! MySQL driver sets CLIENT_FOUND_ROWS, so a no-op update reports one row). MariaDB/MySQL run the
-//! transaction in two round trips (`mysql.rs`); SQLite, in process, statement by statement.
-//! Deadlocks and lock time-outs are retried whole.
+//! A real change is decided from the edges read under their locks (`transaction.rs`), by rules written once
+//! for both databases (`decide.rs`), never from a plain affected-rows count (sqlx's MySQL driver sets
+//! CLIENT_FOUND_ROWS, so a no-op update reports one row). Deadlocks and lock time-outs are retried whole.
 
-mod change;
-mod mysql;
-mod sqlite;
+mod command;
+mod decide;
+pub(super) mod edge;
+mod transaction;
 
 use std::time::Duration;
 
-pub use change::{FollowChange, FollowCommand, WriteError};
+pub use command::{Act, RelationChange, RelationCommand, WriteError};
 
-use crate::db::{is_lock_conflict, Database, DatabaseKind};
+use crate::db::{is_lock_conflict, Database};
 
 /// How often a transaction that lost a lock race is tried again before the error is returned.
 const MAX_ATTEMPTS: u32 = 8;
 
-/// Carries out `command` idempotently: a follow of a pair already followed (or an unfollow of one not
-/// followed) changes nothing and writes no event.
-pub async fn set_following(db: &Database, command: FollowCommand<'_>) -> Result<FollowChange, WriteError> {
-    if command.from == command.to {
-        return Err(WriteError::SelfFollow);
+/// Carries out `command` idempotently: a follow of a pair already followed (or a block already in place)
+/// changes nothing and writes no event.
+pub async fn change(db: &Database, command: RelationCommand<'_>) -> Result<RelationChange, WriteError> {
+    if command.actor == command.subject {
+        return Err(WriteError::SelfRelation(command.act));
     }
     let mut attempt = 1;
     loop {
-        let tried = match db.kind() {
-            DatabaseKind::MySql => mysql::set_following(db, &command).await,
-            DatabaseKind::Sqlite => sqlite::set_following(db, &command).await,
-        };
-        match tried {
+        match transaction::run(db, &command).await {
             Err(WriteError::Database(e)) if attempt < MAX_ATTEMPTS && is_lock_conflict(&e) => {
-                let FollowCommand { tenant, from, to, .. } = command;
-                tracing::debug!(%tenant, %from, %to, attempt, error = %e, "write lost a lock race; retrying");
+                let RelationCommand { tenant, actor, subject, .. } = command;
+                tracing::debug!(%tenant, %actor, %subject, attempt, error = %e, "write lost a lock race; retrying");
                 tokio::time::sleep(Duration::from_millis(2u64 << attempt)).await;
                 attempt += 1;
             }

@@ -1,0 +1,133 @@
+//! What a relation write asks, what it did, or why it did not: the same for every database.
+
+use serde::Serialize;
+
+use super::edge::{Edge, Lock};
+use crate::graph::ids::{TenantId, UserId};
+use crate::util::time::now_ms;
+
+/// What the actor does to the subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    /// Follow (or request to, when the subject's approval is required).
+    Follow,
+    /// Stop following, or withdraw a pending request.
+    Unfollow,
+    /// Accept the subject's pending request: their follow begins.
+    Authorize,
+    /// Turn the subject's pending request down.
+    Reject,
+    /// End the subject's follow of the actor (a soft block).
+    RemoveFollower,
+    /// Block: ends every follow and request between the two, and refuses new ones while it holds.
+    Block,
+    Unblock,
+    /// Mute until `expires_at_ms` (or for good), with or without notifications.
+    Mute {
+        expires_at_ms: Option<i64>,
+        notifications: bool,
+    },
+    Unmute,
+}
+
+impl Act {
+    /// What it is called in messages ("a user cannot block themselves").
+    pub fn verb(self) -> &'static str {
+        match self {
+            Act::Follow => "follow",
+            Act::Unfollow => "unfollow",
+            Act::Authorize => "authorize a follow request of",
+            Act::Reject => "reject a follow request of",
+            Act::RemoveFollower => "remove as a follower",
+            Act::Block => "block",
+            Act::Unblock => "unblock",
+            Act::Mute { .. } => "mute",
+            Act::Unmute => "unmute",
+        }
+    }
+}
+
+/// One relation write by `actor` about `subject`, as the write path carries it from the API to the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelationCommand<'a> {
+    pub tenant: &'a TenantId,
+    pub actor: UserId,
+    pub subject: UserId,
+    pub act: Act,
+    /// When it happens (epoch ms): the time the edges record and lists are ordered by.
+    pub at_ms: i64,
+}
+
+impl<'a> RelationCommand<'a> {
+    /// `actor` does `act` to `subject`, now.
+    pub fn new(tenant: &'a TenantId, actor: UserId, act: Act, subject: UserId) -> Self {
+        Self { tenant, actor, subject, act, at_ms: now_ms() }
+    }
+
+    /// `from` follows `to`, now.
+    pub fn follow(tenant: &'a TenantId, from: UserId, to: UserId) -> Self {
+        Self::new(tenant, from, Act::Follow, to)
+    }
+
+    /// `from` stops following `to`, now.
+    pub fn unfollow(tenant: &'a TenantId, from: UserId, to: UserId) -> Self {
+        Self::new(tenant, from, Act::Unfollow, to)
+    }
+
+    /// The edges the decision depends on, each with how it is locked, in the order they are locked (every
+    /// transaction takes `following` rows before `blocks` rows, and of two pairs the actor's first).
+    pub(super) fn reads(&self) -> Vec<(Edge, Lock)> {
+        let (a, s) = (self.actor, self.subject);
+        match self.act {
+            Act::Follow => vec![
+                (Edge::follow(a, s), Lock::Create),
+                (Edge::follow(s, a), Lock::Shared),
+                (Edge::block(a, s), Lock::Shared),
+                (Edge::block(s, a), Lock::Shared),
+            ],
+            Act::Unfollow => vec![(Edge::follow(a, s), Lock::Exclusive), (Edge::follow(s, a), Lock::Shared)],
+            Act::Authorize | Act::Reject | Act::RemoveFollower => {
+                vec![(Edge::follow(a, s), Lock::Shared), (Edge::follow(s, a), Lock::Exclusive)]
+            }
+            Act::Block => vec![
+                (Edge::follow(a, s), Lock::Exclusive),
+                (Edge::follow(s, a), Lock::Exclusive),
+                (Edge::block(a, s), Lock::Create),
+            ],
+            Act::Unblock => vec![(Edge::block(a, s), Lock::Exclusive)],
+            Act::Mute { .. } => vec![(Edge::mute(a, s), Lock::Create)],
+            Act::Unmute => vec![(Edge::mute(a, s), Lock::Exclusive)],
+        }
+    }
+
+    /// Whether the decision needs the subject's settings (a follow: is their account private?).
+    pub(super) fn reads_subject_settings(&self) -> bool {
+        self.act == Act::Follow
+    }
+}
+
+/// What a relation write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RelationChange {
+    /// Whether the call changed anything (and so wrote events): calls are idempotent.
+    pub changed: bool,
+    /// Whether the actor follows the subject afterwards.
+    pub following: bool,
+    /// Whether a follow request of the actor's to the subject is pending afterwards.
+    pub requested: bool,
+    /// The version of the actor's follow pair with the subject afterwards (0: never related).
+    pub version: i64,
+}
+
+/// Why a write was refused or failed. Nothing is half-written in any case: the transaction rolls back.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("a user cannot {} themselves", .0.verb())]
+    SelfRelation(Act),
+    /// A block holds between the two, in either direction (which one is not said: a blocked user must not
+    /// learn it from an error).
+    #[error("a block between these users refuses this follow")]
+    Blocked,
+    #[error("the database failed: {0}")]
+    Database(#[from] sqlx::Error),
+}

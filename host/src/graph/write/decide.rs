@@ -1,0 +1,287 @@
+//! The rules of every relation write, decided once for both databases from the edges read under lock: which
+//! edges change, to what, and the event each change commits. Pure, so every rule is unit-tested here.
+//!
+//! Mastodon's semantics: a block ends the follows and pending requests both ways and refuses new ones while
+//! it holds (unblocking restores nothing); a follow of an account whose approval is required is a pending
+//! request until the account authorizes or rejects it; a requester withdraws with the ordinary unfollow.
+
+use super::command::{Act, RelationChange, RelationCommand, WriteError};
+use super::edge::{Edge, EdgeRow, ACTIVE, NONE, REQUESTED};
+use crate::outbox::{ChangeEvent, EventType};
+use crate::util::time::rfc3339_millis;
+
+/// The edges a command read (missing rows read as `NONE` at version 0) and what else its rules need.
+#[derive(Debug, Clone, Default)]
+pub struct Found {
+    pub edges: Vec<(Edge, EdgeRow)>,
+    /// Whether a follow needs the subject's approval (a private account).
+    pub approval_required: bool,
+}
+
+impl Found {
+    fn row(&self, edge: Edge) -> EdgeRow {
+        self.edges.iter().find(|(e, _)| *e == edge).map(|(_, row)| *row).unwrap_or_default()
+    }
+}
+
+/// One edge's new state and the event that records it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub edge: Edge,
+    pub row: EdgeRow,
+    pub event: ChangeEvent,
+}
+
+/// What a command does: its changes, in the order their events are published, and what the actor sees.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub changes: Vec<Change>,
+    pub outcome: RelationChange,
+}
+
+/// Decides `command` on what it `found`: `Err` when it is refused (nothing changes).
+pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, WriteError> {
+    if command.actor == command.subject {
+        return Err(WriteError::SelfRelation(command.act));
+    }
+    let mut plan = Plan { command, found, changes: Vec::new() };
+    let (a, s) = (command.actor, command.subject);
+    let (outgoing, incoming) = (Edge::follow(a, s), Edge::follow(s, a));
+    match command.act {
+        Act::Follow => {
+            if found.row(Edge::block(a, s)).holds(command.at_ms) || found.row(Edge::block(s, a)).holds(command.at_ms) {
+                return Err(WriteError::Blocked);
+            }
+            match found.row(outgoing).status {
+                ACTIVE => {}
+                // A request stays pending while approval is required; once the account no longer requires it
+                // (it turned public meanwhile), asking again is the follow.
+                REQUESTED if found.approval_required => {}
+                _ if found.approval_required => plan.set(outgoing, REQUESTED, EventType::FollowRequested),
+                _ => plan.set(outgoing, ACTIVE, EventType::Follow),
+            }
+        }
+        Act::Unfollow => match found.row(outgoing).status {
+            ACTIVE => plan.set(outgoing, NONE, EventType::Unfollow),
+            REQUESTED => plan.set(outgoing, NONE, EventType::FollowRequestWithdrawn),
+            _ => {}
+        },
+        Act::Authorize if found.row(incoming).status == REQUESTED => plan.set(incoming, ACTIVE, EventType::Follow),
+        Act::Reject if found.row(incoming).status == REQUESTED => {
+            plan.set(incoming, NONE, EventType::FollowRequestRejected)
+        }
+        Act::RemoveFollower if found.row(incoming).status == ACTIVE => plan.set(incoming, NONE, EventType::Unfollow),
+        Act::Authorize | Act::Reject | Act::RemoveFollower => {}
+        Act::Block => {
+            match found.row(outgoing).status {
+                ACTIVE => plan.set(outgoing, NONE, EventType::Unfollow),
+                REQUESTED => plan.set(outgoing, NONE, EventType::FollowRequestWithdrawn),
+                _ => {}
+            }
+            match found.row(incoming).status {
+                ACTIVE => plan.set(incoming, NONE, EventType::Unfollow),
+                REQUESTED => plan.set(incoming, NONE, EventType::FollowRequestRejected),
+                _ => {}
+            }
+            if found.row(Edge::block(a, s)).status != ACTIVE {
+                plan.set(Edge::block(a, s), ACTIVE, EventType::Block);
+            }
+        }
+        Act::Unblock if found.row(Edge::block(a, s)).status == ACTIVE => {
+            plan.set(Edge::block(a, s), NONE, EventType::Unblock)
+        }
+        Act::Unblock => {}
+        Act::Mute { expires_at_ms, notifications } => {
+            let mute = Edge::mute(a, s);
+            let current = found.row(mute);
+            let same = current.holds(command.at_ms)
+                && current.expires_at == expires_at_ms
+                && current.notifications == notifications;
+            if !same {
+                plan.set_mute(mute, current, expires_at_ms, notifications);
+            }
+        }
+        Act::Unmute if found.row(Edge::mute(a, s)).status == ACTIVE => {
+            plan.set(Edge::mute(a, s), NONE, EventType::Unmute)
+        }
+        Act::Unmute => {}
+    }
+    let after = plan.current(outgoing);
+    let outcome = RelationChange {
+        changed: !plan.changes.is_empty(),
+        following: after.status == ACTIVE,
+        requested: after.status == REQUESTED,
+        version: after.version,
+    };
+    Ok(Decision { changes: plan.changes, outcome })
+}
+
+/// The changes decided so far: each sees the ones before it (a block's second unfollow knows the first
+/// ended the reverse follow).
+struct Plan<'c, 'f> {
+    command: &'c RelationCommand<'c>,
+    found: &'f Found,
+    changes: Vec<Change>,
+}
+
+impl Plan<'_, '_> {
+    fn current(&self, edge: Edge) -> EdgeRow {
+        self.changes.iter().rev().find(|c| c.edge == edge).map_or_else(|| self.found.row(edge), |c| c.row)
+    }
+
+    /// `edge` moves to `status` (a new follow or request begins now; an ending keeps its start).
+    fn set(&mut self, edge: Edge, status: i64, event_type: EventType) {
+        let current = self.current(edge);
+        let created_at = if status == NONE { current.created_at } else { self.command.at_ms };
+        let row = EdgeRow { status, version: current.version + 1, created_at, expires_at: None, notifications: false };
+        self.push(edge, row, event_type);
+    }
+
+    fn set_mute(&mut self, edge: Edge, current: EdgeRow, expires_at: Option<i64>, notifications: bool) {
+        let at = self.command.at_ms;
+        let created_at = if current.holds(at) { current.created_at } else { at };
+        let row = EdgeRow { status: ACTIVE, version: current.version + 1, created_at, expires_at, notifications };
+        self.push(edge, row, EventType::Mute);
+    }
+
+    fn push(&mut self, edge: Edge, row: EdgeRow, event_type: EventType) {
+        let tenant = self.command.tenant.as_str();
+        let (from, to) = (edge.from.get(), edge.to.get());
+        let followed_back = edge.relation == crate::outbox::Relation::Follow
+            && self.current(Edge::follow(edge.to, edge.from)).status == ACTIVE;
+        let mut event = ChangeEvent {
+            event_id: String::new(),
+            event_type,
+            tenant: tenant.to_owned(),
+            from,
+            to,
+            version: row.version,
+            occurred_at: rfc3339_millis(self.command.at_ms),
+            followed_back,
+            actor: Some(self.command.actor.get()),
+            expires_at: None,
+            notifications: None,
+        };
+        if event_type == EventType::Mute {
+            event.expires_at = row.expires_at.map(rfc3339_millis);
+            event.notifications = Some(row.notifications);
+        }
+        event.event_id = event.named().to_string();
+        self.changes.push(Change { edge, row, event });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{TenantId, UserId};
+
+    fn user(id: i64) -> UserId {
+        id.to_string().parse().unwrap()
+    }
+
+    fn command(tenant: &TenantId, act: Act) -> RelationCommand<'_> {
+        RelationCommand { tenant, actor: user(1), subject: user(2), act, at_ms: 1_000 }
+    }
+
+    fn row(status: i64, version: i64) -> EdgeRow {
+        EdgeRow { status, version, created_at: 10, ..EdgeRow::default() }
+    }
+
+    fn events(decision: &Decision) -> Vec<(EventType, i64, i64, i64)> {
+        decision.changes.iter().map(|c| (c.event.event_type, c.event.from, c.event.to, c.event.version)).collect()
+    }
+
+    #[test]
+    fn a_follow_of_a_private_account_is_a_request_and_a_repeat_changes_nothing() {
+        let tenant: TenantId = "acme".parse().unwrap();
+        let private = Found { approval_required: true, ..Found::default() };
+        let decided = decide(&command(&tenant, Act::Follow), &private).unwrap();
+        assert_eq!(events(&decided), [(EventType::FollowRequested, 1, 2, 1)]);
+        assert_eq!(decided.outcome, RelationChange { changed: true, following: false, requested: true, version: 1 });
+        let pending =
+            Found { edges: vec![(Edge::follow(user(1), user(2)), row(REQUESTED, 1))], approval_required: true };
+        assert!(decide(&command(&tenant, Act::Follow), &pending).unwrap().changes.is_empty());
+        // The account turned public: asking again follows.
+        let public = Found { approval_required: false, ..pending };
+        assert_eq!(events(&decide(&command(&tenant, Act::Follow), &public).unwrap()), [(EventType::Follow, 1, 2, 2)]);
+    }
+
+    #[test]
+    fn a_block_either_way_refuses_a_follow_and_a_block_ends_everything_between_the_two() {
+        let tenant: TenantId = "acme".parse().unwrap();
+        for blocker in [Edge::block(user(1), user(2)), Edge::block(user(2), user(1))] {
+            let found = Found { edges: vec![(blocker, row(ACTIVE, 1))], ..Found::default() };
+            assert!(matches!(decide(&command(&tenant, Act::Follow), &found), Err(WriteError::Blocked)));
+        }
+        let found = Found {
+            edges: vec![
+                (Edge::follow(user(1), user(2)), row(ACTIVE, 3)),
+                (Edge::follow(user(2), user(1)), row(REQUESTED, 5)),
+            ],
+            ..Found::default()
+        };
+        let decided = decide(&command(&tenant, Act::Block), &found).unwrap();
+        assert_eq!(
+            events(&decided),
+            [(EventType::Unfollow, 1, 2, 4), (EventType::FollowRequestRejected, 2, 1, 6), (EventType::Block, 1, 2, 1)]
+        );
+        assert!(decided.changes.iter().all(|c| c.event.actor == Some(1)));
+        assert_eq!(decided.changes[2].event.event_id, "acme:block:1:2:1");
+        // Blocking again changes nothing; unblocking restores nothing.
+        let blocked = Found { edges: vec![(Edge::block(user(1), user(2)), row(ACTIVE, 1))], ..Found::default() };
+        assert!(decide(&command(&tenant, Act::Block), &blocked).unwrap().changes.is_empty());
+        assert_eq!(
+            events(&decide(&command(&tenant, Act::Unblock), &blocked).unwrap()),
+            [(EventType::Unblock, 1, 2, 2)]
+        );
+    }
+
+    #[test]
+    fn the_target_acts_on_the_incoming_edge_and_the_event_names_it() {
+        let tenant: TenantId = "acme".parse().unwrap();
+        let requested = Found { edges: vec![(Edge::follow(user(2), user(1)), row(REQUESTED, 1))], ..Found::default() };
+        let authorized = decide(&command(&tenant, Act::Authorize), &requested).unwrap();
+        assert_eq!(events(&authorized), [(EventType::Follow, 2, 1, 2)]);
+        assert_eq!(authorized.changes[0].event.actor, Some(1));
+        assert_eq!(authorized.changes[0].row.created_at, 1_000, "the follow begins when authorized");
+        assert_eq!(
+            events(&decide(&command(&tenant, Act::Reject), &requested).unwrap()),
+            [(EventType::FollowRequestRejected, 2, 1, 2)]
+        );
+        assert!(decide(&command(&tenant, Act::RemoveFollower), &requested).unwrap().changes.is_empty());
+        let follower = Found {
+            edges: vec![
+                (Edge::follow(user(2), user(1)), row(ACTIVE, 4)),
+                (Edge::follow(user(1), user(2)), row(ACTIVE, 1)),
+            ],
+            ..Found::default()
+        };
+        let removed = decide(&command(&tenant, Act::RemoveFollower), &follower).unwrap();
+        assert_eq!(events(&removed), [(EventType::Unfollow, 2, 1, 5)]);
+        assert!(removed.changes[0].event.followed_back);
+        assert!(decide(&command(&tenant, Act::Authorize), &follower).unwrap().changes.is_empty());
+    }
+
+    #[test]
+    fn a_mute_changes_when_its_end_or_flag_does_and_an_expired_one_is_new() {
+        let tenant: TenantId = "acme".parse().unwrap();
+        let mute = |expires_at_ms, notifications| command(&tenant, Act::Mute { expires_at_ms, notifications });
+        let first = decide(&mute(Some(5_000), true), &Found::default()).unwrap();
+        assert_eq!(events(&first), [(EventType::Mute, 1, 2, 1)]);
+        assert_eq!(first.changes[0].event.event_id, "acme:mute:1:2:1");
+        assert_eq!(first.changes[0].event.notifications, Some(true));
+        let held = Found { edges: vec![(Edge::mute(user(1), user(2)), first.changes[0].row)], ..Found::default() };
+        assert!(decide(&mute(Some(5_000), true), &held).unwrap().changes.is_empty());
+        assert_eq!(decide(&mute(None, true), &held).unwrap().changes[0].row.created_at, 1_000);
+        let expired = Found {
+            edges: vec![(Edge::mute(user(1), user(2)), EdgeRow { expires_at: Some(500), ..row(ACTIVE, 1) })],
+            ..Found::default()
+        };
+        assert_eq!(decide(&mute(Some(500), false), &expired).unwrap().changes.len(), 1);
+        assert!(matches!(
+            decide(&RelationCommand { subject: user(1), ..mute(None, false) }, &Found::default()),
+            Err(WriteError::SelfRelation(_))
+        ));
+    }
+}

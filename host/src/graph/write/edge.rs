@@ -1,0 +1,137 @@
+//! An edge of the graph as the write transaction reads and writes it: one row of `following`, `blocks` or
+//! `mutes`, named by its table and pair, and the SQL that reads it under a lock or writes its new state.
+//!
+//! The statements are rendered with literal values (integers, and a tenant id that was checked to hold only
+//! `[A-Za-z0-9._-]` when it was parsed), so several run in one round trip over the text protocol; nothing a
+//! caller sent is ever parsed as SQL.
+
+use crate::db::DatabaseKind;
+use crate::graph::{TenantId, UserId};
+use crate::outbox::Relation;
+
+/// `rel_status` of an edge that does not hold (also a pair never related).
+pub const NONE: i64 = 0;
+/// `rel_status` of an edge that holds: a follow, a block, a mute.
+pub const ACTIVE: i64 = 1;
+/// `rel_status` of a pending follow request (`following` only).
+pub const REQUESTED: i64 = 2;
+
+/// One directed edge: `from` follows, blocks or mutes `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edge {
+    pub relation: Relation,
+    pub from: UserId,
+    pub to: UserId,
+}
+
+impl Edge {
+    pub fn follow(from: UserId, to: UserId) -> Self {
+        Self { relation: Relation::Follow, from, to }
+    }
+    pub fn block(from: UserId, to: UserId) -> Self {
+        Self { relation: Relation::Block, from, to }
+    }
+    pub fn mute(from: UserId, to: UserId) -> Self {
+        Self { relation: Relation::Mute, from, to }
+    }
+
+    fn table(self) -> &'static str {
+        match self.relation {
+            Relation::Follow => "following",
+            Relation::Block => "blocks",
+            Relation::Mute => "mutes",
+        }
+    }
+
+    fn key(self, tenant: &TenantId) -> String {
+        format!("tenant_id = '{tenant}' AND from_user_id = {} AND to_user_id = {}", self.from, self.to)
+    }
+}
+
+/// An edge's row as the transaction found it (`NONE` at version 0 when there is no row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EdgeRow {
+    pub status: i64,
+    pub version: i64,
+    /// When it last began (a follow's time orders lists; a request's, the requests).
+    pub created_at: i64,
+    /// A mute's end (epoch ms); `None`: never.
+    pub expires_at: Option<i64>,
+    /// A mute's notifications flag.
+    pub notifications: bool,
+}
+
+impl EdgeRow {
+    /// Whether the edge holds at `now_ms` (a mute past its end does not).
+    pub fn holds(&self, now_ms: i64) -> bool {
+        self.status == ACTIVE && self.expires_at.is_none_or(|end| end > now_ms)
+    }
+}
+
+/// How a read takes the edge's row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// Exclusive, creating the row first (at `NONE`, version 0) when missing: concurrent writers of the edge
+    /// then queue on its lock instead of deadlocking on a shared-to-exclusive upgrade of a gap lock.
+    Create,
+    /// Exclusive: the transaction may change it if it exists.
+    Exclusive,
+    /// Shared, held to commit: the decision depends on it, so nobody may change it meanwhile.
+    Shared,
+}
+
+/// The statements reading `edge` (as result row `label`) under `lock`; every read returns the same six
+/// columns: label, status, version, created_at, expires_at, notifications.
+pub fn read(kind: DatabaseKind, tenant: &TenantId, label: usize, edge: Edge, lock: Lock) -> String {
+    let (table, key) = (edge.table(), edge.key(tenant));
+    let mut sql = String::new();
+    if lock == Lock::Create && kind.has_row_locks() {
+        sql.push_str(&insert(kind, tenant, edge, &EdgeRow::default(), 0, "rel_status = rel_status"));
+        sql.push(';');
+    }
+    let mute_columns = if edge.relation == Relation::Mute { "expires_at, notifications" } else { "NULL, 0" };
+    let lock_clause = kind.row_lock(lock == Lock::Shared);
+    sql.push_str(&format!(
+        "SELECT {label}, rel_status, version, created_at, {mute_columns} FROM {table} WHERE {key}{lock_clause};"
+    ));
+    sql
+}
+
+/// The statement reading `user`'s privacy (as result row `label`, in the edges' six columns), shared-locked.
+pub fn read_private(kind: DatabaseKind, tenant: &TenantId, label: usize, user: UserId) -> String {
+    format!(
+        "SELECT {label}, private, 0, 0, NULL, 0 FROM account_settings WHERE tenant_id = '{tenant}' AND user_id = {user}{};",
+        kind.row_lock(true)
+    )
+}
+
+/// The statement that gives `edge` the state `row` at `now_ms`, creating it if missing.
+pub fn write(kind: DatabaseKind, tenant: &TenantId, edge: Edge, row: &EdgeRow, now_ms: i64) -> String {
+    let mut assignments =
+        ["rel_status", "version", "created_at", "updated_at"].map(|c| format!("{c} = {}", kind.inserted(c))).join(", ");
+    if edge.relation == Relation::Mute {
+        assignments.push_str(&format!(
+            ", expires_at = {}, notifications = {}",
+            kind.inserted("expires_at"),
+            kind.inserted("notifications")
+        ));
+    }
+    format!("{};", insert(kind, tenant, edge, row, now_ms, &assignments))
+}
+
+fn insert(kind: DatabaseKind, tenant: &TenantId, edge: Edge, row: &EdgeRow, now_ms: i64, assignments: &str) -> String {
+    let (mut columns, mut values) = (
+        "tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at".to_owned(),
+        format!(
+            "'{tenant}', {}, {}, {}, {}, {}, {now_ms}",
+            edge.from, edge.to, row.status, row.version, row.created_at
+        ),
+    );
+    if edge.relation == Relation::Mute {
+        columns.push_str(", expires_at, notifications");
+        let expires = row.expires_at.map_or_else(|| "NULL".to_owned(), |end| end.to_string());
+        values.push_str(&format!(", {expires}, {}", i64::from(row.notifications)));
+    }
+    let key = ["tenant_id", "from_user_id", "to_user_id"];
+    format!("INSERT INTO {} ({columns}) VALUES ({values}){}{assignments}", edge.table(), kind.on_conflict_update(&key))
+}

@@ -1,0 +1,99 @@
+//! A relation write in two round trips on either database, with the same statements: the first opens the
+//! transaction and reads every edge the decision depends on under its lock (creating the edges it may
+//! create, so concurrent writers of one edge queue on its exclusive lock instead of deadlocking on an
+//! upgrade) and the subject's settings; `decide.rs` makes the decision in between; the second writes the
+//! changed edges with one outbox row each, and commits — or only commits (or rolls back, when refused).
+//!
+//! Several statements in one round trip means the text protocol, so values are written into the SQL as
+//! literals (`edge.rs`; the payload as a hex literal). The transaction is opened by hand, so the connection
+//! is closed (the server then rolls back) rather than returned to the pool unless it finished: a failed or
+//! cancelled write leaves no open transaction, and no lock, behind. SQLite runs the same statements on its
+//! one writer connection, which excludes every other writer, so its reads need no lock clauses.
+
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, Executor, Row};
+
+use super::command::{RelationChange, RelationCommand, WriteError};
+use super::decide::{decide, Found};
+use super::edge::{self, EdgeRow};
+use crate::db::Database;
+use crate::outbox::AGGREGATE_TYPE;
+
+pub(super) async fn run(db: &Database, command: &RelationCommand<'_>) -> Result<RelationChange, WriteError> {
+    let (kind, tenant) = (db.kind(), command.tenant);
+    let reads = command.reads();
+    let mut first = String::from("BEGIN;");
+    for (label, (edge, lock)) in reads.iter().enumerate() {
+        first.push_str(&edge::read(kind, tenant, label, *edge, *lock));
+    }
+    let settings = reads.len();
+    if command.reads_subject_settings() {
+        first.push_str(&edge::read_private(kind, tenant, settings, command.subject));
+    }
+    let mut conn = HandOpened { conn: db.writer().acquire().await?, finished: false };
+    let mut found = Found::default();
+    for row in conn.conn.fetch_all(first.as_str()).await? {
+        let label = usize::try_from(row.try_get::<i64, _>(0)?).unwrap_or(usize::MAX);
+        if label == settings {
+            found.approval_required = row.try_get::<i64, _>(1)? == 1;
+        } else if let Some((edge, _)) = reads.get(label) {
+            let row = EdgeRow {
+                status: row.try_get(1)?,
+                version: row.try_get(2)?,
+                created_at: row.try_get(3)?,
+                expires_at: row.try_get(4)?,
+                notifications: row.try_get::<i64, _>(5)? == 1,
+            };
+            found.edges.push((*edge, row));
+        }
+    }
+    let decision = match decide(command, &found) {
+        Ok(decision) => decision,
+        Err(refused) => {
+            conn.finish("ROLLBACK").await?;
+            return Err(refused);
+        }
+    };
+    let mut second = String::new();
+    for change in &decision.changes {
+        second.push_str(&edge::write(kind, tenant, change.edge, &change.row, command.at_ms));
+        let event = &change.event;
+        second.push_str(&format!(
+            "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
+             VALUES ('{tenant}', '{AGGREGATE_TYPE}', '{}', '{}', '{}', {}, {});",
+            event.aggregate_id(),
+            event.event_type.as_str(),
+            event.key(),
+            kind.text_literal(&hex::encode(event.payload())),
+            command.at_ms,
+        ));
+    }
+    second.push_str("COMMIT");
+    conn.finish(&second).await?;
+    Ok(decision.outcome)
+}
+
+/// A pooled connection in a transaction opened by hand: closed rather than returned to the pool unless it
+/// finished.
+struct HandOpened {
+    conn: PoolConnection<Any>,
+    finished: bool,
+}
+
+impl HandOpened {
+    /// Runs `statements`, the last of which ends the transaction, in one round trip. A failing statement
+    /// stops the rest, the COMMIT included.
+    async fn finish(&mut self, statements: &str) -> Result<(), sqlx::Error> {
+        self.conn.execute(statements).await?;
+        self.finished = true;
+        Ok(())
+    }
+}
+
+impl Drop for HandOpened {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.conn.close_on_drop();
+        }
+    }
+}
