@@ -51,7 +51,7 @@ impl PluginRuntime {
             Err(e) => return refused(e),
         };
         let (result, log) = self
-            .run(limits, tenant, requests.len(), async |store| match built {
+            .run(limits, tenant, plugin.kind(), requests.len(), async |store| match built {
                 Built::Current(pre) => {
                     let requests: Vec<wire::WriteRequest> = requests.iter().map(Into::into).collect();
                     pre.instantiate_async(&mut *store)
@@ -89,7 +89,7 @@ impl PluginRuntime {
             Err(e) => return refused(e),
         };
         let (result, log) = self
-            .run(limits, tenant, events.len(), async |store| match built {
+            .run(limits, tenant, plugin.kind(), events.len(), async |store| match built {
                 Built::Current(pre) => {
                     let events: Vec<wire::OutboxEvent> = events.iter().map(Into::into).collect();
                     pre.instantiate_async(&mut *store)
@@ -130,7 +130,7 @@ impl PluginRuntime {
             Err(e) => return refused(e),
         };
         let (result, log) = self
-            .run(limits, tenant, events.len(), async |store| match built {
+            .run(limits, tenant, plugin.kind(), events.len(), async |store| match built {
                 Built::Current(pre) => {
                     let events: Vec<wire::RelationEvent> = events.iter().map(Into::into).collect();
                     pre.instantiate_async(&mut *store)

@@ -11,6 +11,7 @@ use super::super::bindings::{Level, LogHost};
 use super::super::error::PluginError;
 use super::super::logs::{CallLog, LogLine};
 use super::super::wasi;
+use super::super::PluginKind;
 use super::{CallCost, PluginLimits, PluginRuntime};
 
 /// Per-call store data: the limiter, the call's log lines and an empty WASI. Plugins get no other host
@@ -52,11 +53,12 @@ impl PluginRuntime {
         &self,
         limits: PluginLimits,
         tenant: &str,
+        kind: PluginKind,
         inputs: usize,
         call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<R>,
     ) -> (Result<(R, CallCost), PluginError>, CallLog) {
         let limits = self.for_batch(limits, inputs);
-        let _admitted = match self.admission.enter(tenant, limits.deadline).await {
+        let _admitted = match self.admission.enter(tenant, kind, limits.deadline).await {
             Ok(admitted) => admitted,
             Err(refused) => return (Err(refused), CallLog::default()),
         };
