@@ -7,8 +7,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
-const BUNDLED: [&str; 6] =
-    ["default-rate-limit", "default-router", "follow-lists", "follow-counts", "top-followers", "mutual-follows"];
+const BUNDLED: [&str; 8] = [
+    "default-rate-limit",
+    "default-router",
+    "follow-lists",
+    "follow-counts",
+    "top-followers",
+    "mutual-follows",
+    "default-relation-policy",
+    "following-cap",
+];
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));

@@ -24,6 +24,7 @@ pub mod outbox;
 pub mod plugins;
 pub mod projection;
 pub mod ratelimit;
+pub mod relation_policy;
 pub mod relay;
 pub mod tenancy;
 pub mod util;

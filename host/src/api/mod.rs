@@ -41,6 +41,7 @@ use crate::ops::observability;
 use crate::plugins::PluginRegistry;
 use crate::projection::CachedReads;
 use crate::ratelimit::RateLimiting;
+use crate::relation_policy::RelationPolicies;
 use crate::tenancy::settings::TenantSettings;
 
 /// What every handler shares.
@@ -49,6 +50,7 @@ pub struct AppState {
     pub db: Database,
     pub auth: Arc<Authenticator>,
     pub rate_limiting: Arc<RateLimiting>,
+    pub relation_policies: Arc<RelationPolicies>,
     pub plugins: Arc<PluginRegistry>,
     pub tenants: Arc<TenantSettings>,
     /// Counts and lists from the projections when complete, else the database.

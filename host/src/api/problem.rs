@@ -39,14 +39,14 @@ pub struct Problem {
 #[derive(Debug)]
 pub struct ApiError {
     status: StatusCode,
-    code: &'static str,
+    code: Cow<'static, str>,
     detail: String,
     retry_after: Option<std::time::Duration>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
-        Self { status, code, detail: detail.into(), retry_after: None }
+        Self { status, code: Cow::Borrowed(code), detail: detail.into(), retry_after: None }
     }
 
     /// Over a rate limit: 429, with `Retry-After` (whole seconds, rounded up) when known.
@@ -138,8 +138,8 @@ impl ApiError {
         Self::new(StatusCode::FORBIDDEN, "forbidden", detail)
     }
 
-    pub fn code(&self) -> &'static str {
-        self.code
+    pub fn code(&self) -> &str {
+        &self.code
     }
 }
 
@@ -153,6 +153,15 @@ impl From<WriteError> for ApiError {
                 Self::new(StatusCode::UNPROCESSABLE_ENTITY, "self_relation", error.to_string())
             }
             WriteError::Blocked => Self::new(StatusCode::FORBIDDEN, "blocked", error.to_string()),
+            // The policy's own code, in its namespace: it can never pass for one of the host's.
+            WriteError::Refused { code, reason } => {
+                Self { code: Cow::Owned(format!("policy.{code}")), ..Self::new(StatusCode::FORBIDDEN, "", reason) }
+            }
+            WriteError::PolicyUnavailable => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "relation_policy_unavailable",
+                "the relation policy is failing and this tenant fails closed; retry later",
+            ),
             WriteError::Database(e) => Self::database(&e),
         }
     }
@@ -195,7 +204,7 @@ impl IntoResponse for ApiError {
             problem_type: format!("urn:strand:problem:{}", self.code),
             title: Cow::Borrowed(self.status.canonical_reason().unwrap_or("Error")),
             status: self.status.as_u16(),
-            code: Cow::Borrowed(self.code),
+            code: self.code,
             detail: self.detail,
         };
         let mut response = (self.status, axum::Json(problem)).into_response();

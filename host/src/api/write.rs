@@ -1,5 +1,6 @@
 //! The write every relation route shares (v1 and seed): refuse acting on oneself, ask the rate limiter (for
-//! follows and unfollows, the writes its policy knows), then commit.
+//! follows and unfollows, the writes its policy knows), then commit — a follow under the tenant's relation
+//! policy.
 
 use axum::http::StatusCode;
 
@@ -46,5 +47,10 @@ pub async fn write_relation(
             }
         }
     }
-    Ok(graph::change(&state.db, RelationCommand::new(&caller.tenant, caller.user, act, target)).await?)
+    let command = RelationCommand::new(&caller.tenant, caller.user, act, target);
+    if act != Act::Follow {
+        return Ok(graph::change(&state.db, command).await?);
+    }
+    let policy = state.relation_policies.for_follow(&caller.tenant, caller.user, target, caller.pinned_version).await;
+    Ok(graph::change_under(&state.db, command, &policy).await?)
 }

@@ -25,6 +25,7 @@ use crate::ops::retention::Retention;
 use crate::ops::tasks::Tasks;
 use crate::projection::{CachedReads, Projections};
 use crate::ratelimit::{RateLimiting, TokenBuckets};
+use crate::relation_policy::RelationPolicies;
 
 /// A bound, ready-to-serve Strand.
 pub struct Server {
@@ -59,13 +60,17 @@ impl Server {
         let tasks = Tasks::default();
         let kafka = resources.kafka.clone();
         let readiness = Readiness::new(db.clone(), cache.clone(), kafka.as_ref(), tasks.clone())?;
+        let reads = Arc::new(CachedReads::new(cache.clone()));
+        let relation_policies =
+            Arc::new(RelationPolicies::new(plugins.clone(), tenants.clone(), reads.clone(), db.clone()));
         let state = AppState {
             db: db.clone(),
             auth,
             rate_limiting: rate_limiting.clone(),
+            relation_policies,
             plugins: plugins.clone(),
             tenants: tenants.clone(),
-            reads: Arc::new(CachedReads::new(cache.clone())),
+            reads,
             cache: cache.clone(),
             readiness: Arc::new(readiness),
             lag: Arc::new(LagProbe::new(db.clone(), resources.topology.clone(), kafka)),

@@ -13,4 +13,7 @@ pub use read::{
     PageRequest, Position, Relationship,
 };
 pub use settings::{settings, update_settings, Settings};
-pub use write::{change, Act, RelationChange, RelationCommand, WriteError};
+pub use write::{
+    change, change_under, Act, Admit, FollowContext, FollowPolicy, PrivateNeedsApproval, RelationChange,
+    RelationCommand, WriteError,
+};

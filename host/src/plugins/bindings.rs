@@ -1,7 +1,9 @@
-//! Host bindings generated from `wit/`: the current package (`strand:plugin@0.2.0`, `wit/strand.wit`) and
-//! the one before it (`wit/0.1.0/`), whose components keep running (`compat.rs` converts between them).
-//! Within each package the `types` (and `log`) interfaces are generated once, with the rate-limiter world,
-//! and shared by the other two, so an `Effect` is one Rust type everywhere.
+//! Host bindings generated from `wit/`: the current package (`strand:plugin@0.3.0`, `wit/strand.wit`) and
+//! the ones before it (`wit/0.2.0/`, `wit/0.1.0/`), whose components keep running. Within each package the
+//! `types` (and `log`) interfaces are generated once, with the rate-limiter world, and shared by the other
+//! worlds, so an `Effect` is one Rust type everywhere. 0.3.0's `types` is 0.2.0's word for word, so 0.2.0's
+//! worlds use the same Rust types (the component model checks them by structure) and need no conversion;
+//! only 0.2.0's `log` import is its own (`compat.rs` answers it as today's); 0.1.0's records convert.
 
 pub mod rate_limiter {
     wasmtime::component::bindgen!({
@@ -36,6 +38,57 @@ pub mod projector {
             "strand:plugin/log": super::rate_limiter::strand::plugin::log,
         },
     });
+}
+
+pub mod relation_policy {
+    wasmtime::component::bindgen!({
+        world: "relation-policy",
+        path: "../wit/strand.wit",
+        exports: { default: async },
+        with: {
+            "strand:plugin/types": super::rate_limiter::strand::plugin::types,
+            "strand:plugin/log": super::rate_limiter::strand::plugin::log,
+        },
+        additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
+    });
+}
+
+/// `strand:plugin@0.2.0`: the same worlds but the relation policy; its `types` are today's Rust types.
+pub mod v0_2 {
+    pub mod rate_limiter {
+        wasmtime::component::bindgen!({
+            world: "rate-limiter",
+            path: "../wit/0.2.0/strand.wit",
+            exports: { default: async },
+            with: { "strand:plugin/types": crate::plugins::bindings::rate_limiter::strand::plugin::types },
+        });
+    }
+
+    pub mod router {
+        wasmtime::component::bindgen!({
+            world: "router",
+            path: "../wit/0.2.0/strand.wit",
+            exports: { default: async },
+            with: {
+                "strand:plugin/types": crate::plugins::bindings::rate_limiter::strand::plugin::types,
+                "strand:plugin/log": super::rate_limiter::strand::plugin::log,
+            },
+        });
+    }
+
+    pub mod projector {
+        wasmtime::component::bindgen!({
+            world: "projector",
+            path: "../wit/0.2.0/strand.wit",
+            exports: { default: async },
+            with: {
+                "strand:plugin/types": crate::plugins::bindings::rate_limiter::strand::plugin::types,
+                "strand:plugin/log": super::rate_limiter::strand::plugin::log,
+            },
+        });
+    }
+
+    pub use rate_limiter::strand::plugin::log::{add_to_linker as add_log_to_linker, Host as LogHost};
 }
 
 /// `strand:plugin@0.1.0`: worlds exporting bare functions, inputs carrying their tenant (and event id).
@@ -76,7 +129,10 @@ pub use rate_limiter::strand::plugin::types::{
     ZsetMemberWhile,
 };
 
-/// The inputs as the 0.2.0 worlds receive them (the host's own carry more: see `inputs.rs`).
+pub use relation_policy::strand::plugin::relations::{Admission, Refusal};
+
+/// The inputs as the 0.2.0 and 0.3.0 worlds receive them (the host's own carry more: see `inputs.rs`).
 pub mod wire {
     pub use super::rate_limiter::strand::plugin::types::{OutboxEvent, RelationEvent, WriteRequest};
+    pub use super::relation_policy::strand::plugin::relations::FollowAttempt;
 }

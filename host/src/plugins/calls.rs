@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use super::bindings::{v0_1, wire, Decision, Destination, Effect, Key};
+use super::bindings::{v0_1, wire, Admission, Decision, Destination, Effect, Key};
 use super::error::PluginError;
-use super::inputs::{batch_tenant, Input, RelationEvent, WriteRequest};
+use super::inputs::{batch_tenant, FollowAttempt, Input, RelationEvent, WriteRequest};
 use super::logs::CallLog;
 use super::runtime::{Built, CallCost, Called, PluginLimits, PluginRuntime, PreparedPlugin};
 use crate::outbox::OutboxRow;
@@ -54,11 +54,13 @@ impl PluginRuntime {
             .run(limits, tenant, plugin.kind(), requests.len(), async |store| match built {
                 Built::Current(pre) => {
                     let requests: Vec<wire::WriteRequest> = requests.iter().map(Into::into).collect();
-                    pre.instantiate_async(&mut *store)
-                        .await?
-                        .strand_plugin_policy()
-                        .call_decide(&mut *store, tenant, &requests)
-                        .await
+                    let instance = pre.instantiate_async(&mut *store).await?;
+                    instance.strand_plugin_policy().call_decide(&mut *store, tenant, &requests).await
+                }
+                Built::V0_2(pre) => {
+                    let requests: Vec<wire::WriteRequest> = requests.iter().map(Into::into).collect();
+                    let instance = pre.instantiate_async(&mut *store).await?;
+                    instance.strand_plugin_policy().call_decide(&mut *store, tenant, &requests).await
                 }
                 Built::V0_1(pre) => {
                     let requests: Vec<v0_1::WriteRequest> = requests.iter().map(Into::into).collect();
@@ -92,11 +94,13 @@ impl PluginRuntime {
             .run(limits, tenant, plugin.kind(), events.len(), async |store| match built {
                 Built::Current(pre) => {
                     let events: Vec<wire::OutboxEvent> = events.iter().map(Into::into).collect();
-                    pre.instantiate_async(&mut *store)
-                        .await?
-                        .strand_plugin_routing()
-                        .call_route(&mut *store, tenant, &events)
-                        .await
+                    let instance = pre.instantiate_async(&mut *store).await?;
+                    instance.strand_plugin_routing().call_route(&mut *store, tenant, &events).await
+                }
+                Built::V0_2(pre) => {
+                    let events: Vec<wire::OutboxEvent> = events.iter().map(Into::into).collect();
+                    let instance = pre.instantiate_async(&mut *store).await?;
+                    instance.strand_plugin_routing().call_route(&mut *store, tenant, &events).await
                 }
                 Built::V0_1(pre) => {
                     let events: Vec<v0_1::OutboxEvent> = events.iter().map(Into::into).collect();
@@ -133,11 +137,13 @@ impl PluginRuntime {
             .run(limits, tenant, plugin.kind(), events.len(), async |store| match built {
                 Built::Current(pre) => {
                     let events: Vec<wire::RelationEvent> = events.iter().map(Into::into).collect();
-                    pre.instantiate_async(&mut *store)
-                        .await?
-                        .strand_plugin_projection()
-                        .call_project(&mut *store, tenant, &events)
-                        .await
+                    let instance = pre.instantiate_async(&mut *store).await?;
+                    instance.strand_plugin_projection().call_project(&mut *store, tenant, &events).await
+                }
+                Built::V0_2(pre) => {
+                    let events: Vec<wire::RelationEvent> = events.iter().map(Into::into).collect();
+                    let instance = pre.instantiate_async(&mut *store).await?;
+                    instance.strand_plugin_projection().call_project(&mut *store, tenant, &events).await
                 }
                 Built::V0_1(pre) => {
                     let events: Vec<v0_1::RelationEvent> = events.iter().map(Into::into).collect();
@@ -154,6 +160,54 @@ impl PluginRuntime {
         });
         Called::from_call(result, log, events)
     }
+}
+
+impl PluginRuntime {
+    /// The relation policy's admission for each follow attempt (one tenant's), within the version's `limits`.
+    pub async fn admit(
+        &self,
+        plugin: &PreparedPlugin,
+        limits: PluginLimits,
+        attempts: &[FollowAttempt],
+    ) -> Called<Vec<Admission>> {
+        let PreparedPlugin::RelationPolicy(pre) = plugin else { return refused(mismatch(plugin, "relation-policy")) };
+        let tenant = match batch_tenant(attempts) {
+            Ok(tenant) => tenant,
+            Err(e) => return refused(e),
+        };
+        let (result, log) = self
+            .run(limits, tenant, plugin.kind(), attempts.len(), async |store| {
+                let attempts: Vec<wire::FollowAttempt> = attempts.iter().map(Into::into).collect();
+                let instance = pre.instantiate_async(&mut *store).await?;
+                instance.strand_plugin_admission_policy().call_admit(&mut *store, tenant, &attempts).await
+            })
+            .await;
+        let result = result.and_then(|(admissions, cost)| {
+            check_count(admissions.len(), attempts.len())?;
+            admissions.iter().try_for_each(check_admission)?;
+            Ok((admissions, cost))
+        });
+        Called::from_call(result, log, attempts)
+    }
+}
+
+/// Longest reason a refusal may give (it reaches the client as the problem's detail).
+pub const MAX_REFUSAL_REASON: usize = 500;
+
+/// A refusal's code becomes part of the problem's `code` (`policy.{code}`): the narrow alphabet of names;
+/// its reason, plain text of a bounded length.
+fn check_admission(admission: &Admission) -> Result<(), PluginError> {
+    let Admission::Refuse(refusal) = admission else { return Ok(()) };
+    let code_ok = !refusal.code.is_empty()
+        && refusal.code.len() <= 64
+        && refusal.code.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if !code_ok {
+        return Err(invalid(format!("refusal code {:?}: 1 to 64 of a-z, 0-9, _", refusal.code)));
+    }
+    if refusal.reason.len() > MAX_REFUSAL_REASON || refusal.reason.chars().any(char::is_control) {
+        return Err(invalid(format!("a refusal reason of {} bytes, or with control characters", refusal.reason.len())));
+    }
+    Ok(())
 }
 
 /// A call the host refused to make.

@@ -4,7 +4,7 @@
 
 use super::bindings::Action;
 use super::error::PluginError;
-use super::inputs::{RelationEvent, WriteRequest};
+use super::inputs::{FollowAttempt, RelationEvent, WriteRequest};
 use super::runtime::{CallCost, PluginLimits, PluginRuntime, PreparedPlugin};
 use crate::outbox::OutboxRow;
 use crate::outbox::{EventId, EventType};
@@ -34,6 +34,23 @@ pub fn sample_events() -> Vec<RelationEvent> {
             version: i,
             occurred_at_ms: 1_700_000_000_000 + i,
             followed_back: i % 3 == 0,
+        })
+        .collect()
+}
+
+/// Follow attempts covering private and public targets, followers with few and many follows.
+pub fn sample_attempts() -> Vec<FollowAttempt> {
+    (1..=8)
+        .map(|i| FollowAttempt {
+            tenant: "conformance".into(),
+            follower: i,
+            target: i + 100,
+            followed_back: i % 3 == 0,
+            target_private: i % 2 == 0,
+            follower_followings: i * 1_500,
+            follower_followers: i * 1_000,
+            target_followers: i * 10,
+            now_ms: 1_700_000_000_000 + i,
         })
         .collect()
 }
@@ -74,6 +91,7 @@ pub async fn check(
             PreparedPlugin::RateLimiter(_) => runtime.decide(plugin, limits, &sample_requests()).await.result?.1,
             PreparedPlugin::Router(_) => runtime.route(plugin, limits, &sample_outbox_events()).await.result?.1,
             PreparedPlugin::Projector(_) => runtime.project(plugin, limits, &sample_events()).await.result?.1,
+            PreparedPlugin::RelationPolicy(_) => runtime.admit(plugin, limits, &sample_attempts()).await.result?.1,
         })
     };
     match run().await {

@@ -21,6 +21,20 @@ pub struct WriteRequest {
     pub now_ms: i64,
 }
 
+/// A follow about to be written, for the relation policy (what `wit/strand.wit` says of each field).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FollowAttempt {
+    pub tenant: String,
+    pub follower: i64,
+    pub target: i64,
+    pub followed_back: bool,
+    pub target_private: bool,
+    pub follower_followings: i64,
+    pub follower_followers: i64,
+    pub target_followers: i64,
+    pub now_ms: i64,
+}
+
 /// A relation change, for projectors.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RelationEvent {
@@ -50,6 +64,15 @@ impl Input for WriteRequest {
     }
     fn id(&self) -> String {
         format!("{}->{}", self.user, self.target)
+    }
+}
+
+impl Input for FollowAttempt {
+    fn tenant(&self) -> &str {
+        &self.tenant
+    }
+    fn id(&self) -> String {
+        format!("{}->{}", self.follower, self.target)
     }
 }
 
@@ -86,6 +109,21 @@ pub fn batch_tenant<I: Input>(inputs: &[I]) -> Result<&str, PluginError> {
 impl From<&WriteRequest> for wire::WriteRequest {
     fn from(r: &WriteRequest) -> Self {
         Self { user: r.user, action: r.action, target: r.target, now_ms: r.now_ms }
+    }
+}
+
+impl From<&FollowAttempt> for wire::FollowAttempt {
+    fn from(a: &FollowAttempt) -> Self {
+        Self {
+            follower: a.follower,
+            target: a.target,
+            followed_back: a.followed_back,
+            target_private: a.target_private,
+            follower_followings: a.follower_followings,
+            follower_followers: a.follower_followers,
+            target_followers: a.target_followers,
+            now_ms: a.now_ms,
+        }
     }
 }
 

@@ -1,7 +1,8 @@
-//! WebAssembly plugins: the rate-limit policy, the event router and projectors, per tenant, hot-swapped.
+//! WebAssembly plugins: the rate-limit policy, the event router, projectors and the relation policy, per
+//! tenant, hot-swapped.
 //!
 //! `runtime` owns the engine and the sandbox, `inputs` what a call hands a plugin, `calls` the typed calls
-//! (both WIT versions, `compat` converting 0.1.0's records) and output checks, `logs` what plugins say,
+//! (every WIT version, `compat` converting 0.1.0's records) and output checks, `logs` what plugins say,
 //! `conformance` the sample run every upload must pass, `registry` the deployed versions (database) and the
 //! atomic swap.
 
@@ -22,13 +23,13 @@ mod slot;
 mod wasi;
 
 pub use bindings::{
-    Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, Level, ZsetEntry,
-    ZsetMemberWhile,
+    Action, Admission, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, Level, Refusal,
+    ZsetEntry, ZsetMemberWhile,
 };
 pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFECTS, MAX_TTL, RESERVED_HEADERS};
-pub use conformance::{sample_events, sample_outbox_events, sample_requests};
+pub use conformance::{sample_attempts, sample_events, sample_outbox_events, sample_requests};
 pub use error::PluginError;
-pub use inputs::{Input, RelationEvent, WriteRequest};
+pub use inputs::{FollowAttempt, Input, RelationEvent, WriteRequest};
 pub use logs::{LogLine, LogSource, PluginLogs, MAX_LINES_PER_CALL, MAX_LINE_BYTES};
 pub use observed::{count_invalid_output, observed};
 pub use policy::{project_with_retries, route_by_default, route_or_default, ProjectionFailed, RetryPolicy, Routed};
@@ -45,18 +46,19 @@ pub use runtime::{
 pub use slot::{PluginSlot, SlotError, SINGLETON_NAME};
 
 crate::str_enum! {
-    /// The three things a plugin can be, one WIT world each; named as the world in `wit/`, also in URLs,
+    /// The four things a plugin can be, one WIT world each; named as the world in `wit/`, also in URLs,
     /// the CLI and the `plugins` table.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub enum PluginKind("plugin kind") {
         RateLimiter = "rate-limiter",
         Router = "router",
         Projector = "projector",
+        RelationPolicy = "relation-policy",
     }
 }
 
 impl PluginKind {
-    /// Rate limiters and routers: one per tenant. Projectors: as many as the tenant deploys, each named.
+    /// Rate limiters, routers and relation policies: one per tenant. Projectors: as many as the tenant deploys, each named.
     pub fn is_singleton(self) -> bool {
         self != PluginKind::Projector
     }
@@ -67,6 +69,7 @@ impl PluginKind {
 pub enum Singleton {
     RateLimiter,
     Router,
+    RelationPolicy,
 }
 
 impl Singleton {
@@ -74,6 +77,7 @@ impl Singleton {
         match self {
             Singleton::RateLimiter => PluginKind::RateLimiter,
             Singleton::Router => PluginKind::Router,
+            Singleton::RelationPolicy => PluginKind::RelationPolicy,
         }
     }
 }
@@ -88,7 +92,7 @@ pub struct BundledPlugin {
 }
 
 /// The bundled plugins, built from `plugins/` for `wasm32-wasip2` by `host/build.rs`.
-pub const BUNDLED: [BundledPlugin; 5] = [
+pub const BUNDLED: [BundledPlugin; 6] = [
     BundledPlugin {
         kind: PluginKind::RateLimiter,
         name: slot::SINGLETON_NAME,
@@ -119,14 +123,28 @@ pub const BUNDLED: [BundledPlugin; 5] = [
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/top_followers.wasm")),
         readable: &[(Shape::SortedSet, "top")],
     },
+    BundledPlugin {
+        kind: PluginKind::RelationPolicy,
+        name: slot::SINGLETON_NAME,
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/default_relation_policy.wasm")),
+        readable: &[],
+    },
 ];
 
 /// Example plugins built with the bundled ones but run by no tenant until it deploys one (with the
 /// `readable` declaration shown). The tests deploy them through the admin API; for a deployment
 /// `cargo build --release --target wasm32-wasip2 -p mutual-follows` builds the same component.
-pub const EXAMPLES: [BundledPlugin; 1] = [BundledPlugin {
-    kind: PluginKind::Projector,
-    name: "mutual-follows",
-    wasm: include_bytes!(concat!(env!("OUT_DIR"), "/mutual_follows.wasm")),
-    readable: &[(Shape::SortedSet, "friends")],
-}];
+pub const EXAMPLES: [BundledPlugin; 2] = [
+    BundledPlugin {
+        kind: PluginKind::Projector,
+        name: "mutual-follows",
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/mutual_follows.wasm")),
+        readable: &[(Shape::SortedSet, "friends")],
+    },
+    BundledPlugin {
+        kind: PluginKind::RelationPolicy,
+        name: "following-cap",
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/following_cap.wasm")),
+        readable: &[],
+    },
+];

@@ -4,6 +4,7 @@ mod hot_swap;
 mod logs;
 mod policies;
 mod rate_limits;
+mod relation_policy;
 mod replay;
 mod rollout;
 mod sandbox;

@@ -1,5 +1,5 @@
-//! Components built against `strand:plugin@0.1.0` (before the host spoke 0.2.0) keep running: deployed
-//! through the admin API they decide, route and project like the same plugins built against 0.2.0.
+//! Components built against `strand:plugin@0.1.0` and `0.2.0` (before the host spoke 0.3.0) keep running:
+//! deployed through the admin API they decide, route and project like the same plugins built today.
 
 use std::time::Duration;
 
@@ -11,36 +11,52 @@ use super::deploy;
 const OLD_RATE_LIMIT: &[u8] = include_bytes!("../fixtures/wit-0.1.0/default_rate_limit.wasm");
 const OLD_ROUTER: &[u8] = include_bytes!("../fixtures/wit-0.1.0/default_router.wasm");
 const OLD_FOLLOW_COUNTS: &[u8] = include_bytes!("../fixtures/wit-0.1.0/follow_counts.wasm");
+const V0_2_RATE_LIMIT: &[u8] = include_bytes!("../fixtures/wit-0.2.0/default_rate_limit.wasm");
+const V0_2_ROUTER: &[u8] = include_bytes!("../fixtures/wit-0.2.0/default_router.wasm");
+const V0_2_FOLLOW_COUNTS: &[u8] = include_bytes!("../fixtures/wit-0.2.0/follow_counts.wasm");
 
 #[tokio::test]
-async fn a_0_1_0_projector_projects_what_its_0_2_0_build_does() {
+async fn older_projectors_project_what_their_0_3_0_build_does() {
     let runtime = PluginRuntime::new(Default::default(), None).unwrap();
     let current = BUNDLED.iter().find(|b| b.name == "follow-counts").unwrap().wasm;
-    let [old, new] = [OLD_FOLLOW_COUNTS, current].map(|wasm| runtime.prepare(PluginKind::Projector, wasm).unwrap());
-    assert_eq!((old.wit_version(), new.wit_version()), ("0.1.0", "0.2.0"));
+    let [v0_1, v0_2, new] = [OLD_FOLLOW_COUNTS, V0_2_FOLLOW_COUNTS, current]
+        .map(|wasm| runtime.prepare(PluginKind::Projector, wasm).unwrap());
+    assert_eq!((v0_1.wit_version(), v0_2.wit_version(), new.wit_version()), ("0.1.0", "0.2.0", "0.3.0"));
     let events = sample_events();
-    let old = runtime.project(&old, runtime.limits(), &events).await.result.unwrap().0;
-    let new = runtime.project(&new, runtime.limits(), &events).await.result.unwrap().0;
-    assert_eq!(old, new);
+    let project = async |plugin| runtime.project(&plugin, runtime.limits(), &events).await.result.unwrap().0;
+    let new = project(new).await;
+    assert_eq!(project(v0_1).await, new);
+    assert_eq!(project(v0_2).await, new);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn plugins_built_against_0_1_0_deploy_and_run_on_this_host() {
+    older_plugins_deploy_and_run("legacy", [OLD_RATE_LIMIT, OLD_ROUTER, OLD_FOLLOW_COUNTS]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn plugins_built_against_0_2_0_deploy_and_run_on_this_host() {
+    older_plugins_deploy_and_run("previous", [V0_2_RATE_LIMIT, V0_2_ROUTER, V0_2_FOLLOW_COUNTS]).await;
+}
+
+/// Deploys a rate limiter, a router and a follow-counts projector of an older package for `tenant`: follows
+/// pass the limiter, and their events reach the projector through the router.
+async fn older_plugins_deploy_and_run(tenant: &str, [limiter, router, counts]: [&[u8]; 3]) {
     let server = TestServer::start_pipeline(Backend::Sqlite, None).await;
-    for (kind, name, wasm) in [("rate-limiter", "default", OLD_RATE_LIMIT), ("router", "default", OLD_ROUTER)] {
-        let reply = deploy(&server, "legacy", kind, name, wasm.to_vec()).await;
+    for (kind, name, wasm) in [("rate-limiter", "default", limiter), ("router", "default", router)] {
+        let reply = deploy(&server, tenant, kind, name, wasm.to_vec()).await;
         assert_eq!(reply.status, 200, "{kind}: {reply:?}");
     }
-    let path = "/admin/v1/tenants/legacy/plugins/projector/old-counts?readable=counter:followers";
-    let reply = server.admin().upload(reqwest::Method::PUT, path, OLD_FOLLOW_COUNTS.to_vec()).await;
+    let path = format!("/admin/v1/tenants/{tenant}/plugins/projector/old-counts?readable=counter:followers");
+    let reply = server.admin().upload(reqwest::Method::PUT, &path, counts.to_vec()).await;
     assert_eq!(reply.status, 200, "{reply:?}");
 
     for user in 1..=5 {
-        let followed = server.client("legacy", user).put("/v1/me/following/9").await;
-        assert_eq!(followed.status, 200, "the 0.1.0 rate limiter lets follows through: {followed:?}");
+        let followed = server.client(tenant, user).put("/v1/me/following/9").await;
+        assert_eq!(followed.status, 200, "the older rate limiter lets follows through: {followed:?}");
     }
-    let reader = server.client("legacy", 1);
-    wait_until("the 0.1.0 router's events reach the 0.1.0 projector", Duration::from_secs(60), || async {
+    let reader = server.client(tenant, 1);
+    wait_until("the older router's events reach the older projector", Duration::from_secs(60), || async {
         reader.get("/v1/projections/old-counts/followers/9").await.body["value"] == 5
     })
     .await;

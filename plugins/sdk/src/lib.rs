@@ -1,7 +1,7 @@
 //! The Strand plugin SDK.
 //!
-//! A plugin is a plain Rust type implementing one of [`RateLimiter`], [`Router`] or [`Projector`] for a
-//! single input; the matching `export_*!` macro turns it into the WASM component export for a whole batch.
+//! A plugin is a plain Rust type implementing one of [`RateLimiter`], [`Router`], [`Projector`] or
+//! [`RelationPolicy`] for a single input; the matching `export_*!` macro turns it into the WASM component export for a whole batch.
 //! Because the traits take and return ordinary values, a plugin's logic is unit-tested natively with
 //! `cargo test`; `cargo build --target wasm32-wasip2 --release` builds the component the host loads.
 //!
@@ -42,8 +42,8 @@ pub mod bindings {
             world: "router",
             path: "../../wit/strand.wit",
             with: {
-                "strand:plugin/types@0.2.0": super::rate_limiter::strand::plugin::types,
-                "strand:plugin/log@0.2.0": super::rate_limiter::strand::plugin::log,
+                "strand:plugin/types@0.3.0": super::rate_limiter::strand::plugin::types,
+                "strand:plugin/log@0.3.0": super::rate_limiter::strand::plugin::log,
             },
             pub_export_macro: true,
             export_macro_name: "export_router_world",
@@ -55,12 +55,26 @@ pub mod bindings {
             world: "projector",
             path: "../../wit/strand.wit",
             with: {
-                "strand:plugin/types@0.2.0": super::rate_limiter::strand::plugin::types,
-                "strand:plugin/log@0.2.0": super::rate_limiter::strand::plugin::log,
+                "strand:plugin/types@0.3.0": super::rate_limiter::strand::plugin::types,
+                "strand:plugin/log@0.3.0": super::rate_limiter::strand::plugin::log,
             },
             pub_export_macro: true,
             export_macro_name: "export_projector_world",
             default_bindings_module: "strand_plugin_sdk::bindings::projector",
+        });
+    }
+    pub mod relation_policy {
+        wit_bindgen::generate!({
+            world: "relation-policy",
+            path: "../../wit/strand.wit",
+            with: {
+                "strand:plugin/types@0.3.0": super::rate_limiter::strand::plugin::types,
+                "strand:plugin/log@0.3.0": super::rate_limiter::strand::plugin::log,
+            },
+            additional_derives: [PartialEq],
+            pub_export_macro: true,
+            export_macro_name: "export_relation_policy_world",
+            default_bindings_module: "strand_plugin_sdk::bindings::relation_policy",
         });
     }
 }
@@ -69,6 +83,14 @@ pub use bindings::rate_limiter::strand::plugin::types::{
     Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, Level, OutboxEvent,
     RelationEvent, WriteRequest, ZsetEntry, ZsetMemberWhile,
 };
+
+pub use bindings::relation_policy::strand::plugin::relations::{Admission, FollowAttempt, Refusal};
+
+/// A relation policy: whether a follow begins, waits for the target's approval, or is refused (blocks are
+/// the host's, before the policy is asked).
+pub trait RelationPolicy {
+    fn admit(attempt: &FollowAttempt) -> Admission;
+}
 
 /// A rate-limit policy: which bucket a write request charges, or allow / deny outright.
 pub trait RateLimiter {
@@ -151,5 +173,28 @@ macro_rules! export_projector {
         }
         #[cfg(target_arch = "wasm32")]
         $crate::bindings::projector::export_projector_world!(__StrandProjector);
+    };
+}
+
+/// Exports a [`RelationPolicy`] as the component's `relation-policy` world.
+#[macro_export]
+macro_rules! export_relation_policy {
+    ($policy:ty) => {
+        // Only the component exports the world: a native build (unit tests, a cdylib) exports nothing.
+        #[cfg(target_arch = "wasm32")]
+        struct __StrandRelationPolicy;
+        #[cfg(target_arch = "wasm32")]
+        impl $crate::bindings::relation_policy::exports::strand::plugin::admission_policy::Guest
+            for __StrandRelationPolicy
+        {
+            fn admit(
+                _tenant: ::std::string::String,
+                attempts: ::std::vec::Vec<$crate::FollowAttempt>,
+            ) -> ::std::vec::Vec<$crate::Admission> {
+                $crate::each(attempts, <$policy as $crate::RelationPolicy>::admit)
+            }
+        }
+        #[cfg(target_arch = "wasm32")]
+        $crate::bindings::relation_policy::export_relation_policy_world!(__StrandRelationPolicy);
     };
 }

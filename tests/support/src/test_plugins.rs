@@ -6,8 +6,15 @@ use std::sync::OnceLock;
 
 use anyhow::{bail, Context};
 
-const TEST_PLUGINS: [&str; 6] =
-    ["deny-all", "hostile-limiter", "broken-limiter", "fanout-router", "hostile-projector", "big-limiter"];
+const TEST_PLUGINS: [&str; 7] = [
+    "deny-all",
+    "hostile-limiter",
+    "broken-limiter",
+    "fanout-router",
+    "hostile-projector",
+    "big-limiter",
+    "trapping-relation-policy",
+];
 
 static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
 

@@ -15,8 +15,8 @@ use strand::bus::Topology;
 use strand::config::Config;
 use strand::plugins::logs::{level_name, LogEntry, LogPage};
 use strand::plugins::{
-    sample_events, sample_outbox_events, sample_requests, CallCost, Called, PluginKind, PluginRuntime, PreparedPlugin,
-    MAX_LINES_PER_CALL,
+    sample_attempts, sample_events, sample_outbox_events, sample_requests, CallCost, Called, PluginKind, PluginRuntime,
+    PreparedPlugin, MAX_LINES_PER_CALL,
 };
 use strand::plugins::{LogLine, PluginVersion};
 use strand::projection::progress::BackfillState;
@@ -330,6 +330,9 @@ async fn test(config: &Config, kind: PluginKind, input: Option<&Path>, wasm: &Pa
             report(runtime.route(&plugin, limits, &inputs(input, sample_outbox_events)?).await)
         }
         PreparedPlugin::Projector(_) => report(runtime.project(&plugin, limits, &inputs(input, sample_events)?).await),
+        PreparedPlugin::RelationPolicy(_) => {
+            report(runtime.admit(&plugin, limits, &inputs(input, sample_attempts)?).await)
+        }
     }
 }
 

@@ -59,6 +59,12 @@ pub async fn replay(
     last: u32,
     candidate: &[u8],
 ) -> anyhow::Result<()> {
+    if kind == PluginKind::RelationPolicy {
+        anyhow::bail!(
+            "follow attempts are not sampled yet, so a relation policy has nothing to replay; \
+             `strand plugin test --kind relation-policy` runs it on the samples or on your own attempts (--input)"
+        );
+    }
     let tenant: TenantId = tenant.parse()?;
     let db = Database::open(&config.database_url, 2).await.context("opening the database")?;
     let runtime = Arc::new(PluginRuntime::bounded(config.plugin_limits(), config.plugin_maxima(), None)?);

@@ -18,6 +18,7 @@ const CONTRACT_LIB: &str = include_str!("../../../../plugins/contract/src/lib.rs
 const RATE_LIMITER: &str = include_str!("../../../../plugins/default-rate-limit/src/lib.rs");
 const ROUTER: &str = include_str!("../../../../plugins/default-router/src/lib.rs");
 const PROJECTOR: &str = include_str!("../../../../plugins/follow-counts/src/lib.rs");
+const RELATION_POLICY: &str = include_str!("../../../../plugins/following-cap/src/lib.rs");
 /// The JavaScript and Python examples, each a whole project.
 const JS_RATE_LIMITER: [(&str, &str); 6] = [
     ("package.json", include_str!("../../../../plugins/js-rate-limit/package.json")),
@@ -101,6 +102,7 @@ fn new_rust_project(parent: &Path, name: &str, kind: PluginKind) -> anyhow::Resu
         PluginKind::RateLimiter => RATE_LIMITER,
         PluginKind::Router => ROUTER,
         PluginKind::Projector => PROJECTOR,
+        PluginKind::RelationPolicy => RELATION_POLICY,
     };
     let files = [
         ("Cargo.toml", project_manifest(name)),

@@ -106,6 +106,56 @@ impl<'a> RelationCommand<'a> {
     }
 }
 
+/// What a follow's relation policy decides (blocks are the host's, before it is asked).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Admit {
+    /// The follow begins.
+    #[default]
+    Allow,
+    /// The follow is a pending request until the target authorizes it.
+    RequireApproval,
+    /// Refused: the policy's code and reason reach the client.
+    Refuse { code: String, reason: String },
+}
+
+/// A follow as its transaction found it, for its relation policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowContext {
+    pub follower: UserId,
+    pub target: UserId,
+    /// Whether the target follows the follower.
+    pub followed_back: bool,
+    /// Whether the target's account is private.
+    pub target_private: bool,
+}
+
+/// Decides whether a follow begins, waits for approval or is refused, given what its transaction read
+/// under lock; asked between the transaction's two round trips, only when the follow would change the pair.
+pub trait FollowPolicy: Sync {
+    fn admit(&self, follow: FollowContext) -> impl std::future::Future<Output = Result<Admit, WriteError>> + Send;
+}
+
+/// Mastodon's rule, the host's own (and the bundled `default-relation-policy`'s): a private account's follows
+/// wait for its approval, every other follow begins.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PrivateNeedsApproval;
+
+impl PrivateNeedsApproval {
+    pub fn admit_now(follow: FollowContext) -> Admit {
+        if follow.target_private {
+            Admit::RequireApproval
+        } else {
+            Admit::Allow
+        }
+    }
+}
+
+impl FollowPolicy for PrivateNeedsApproval {
+    async fn admit(&self, follow: FollowContext) -> Result<Admit, WriteError> {
+        Ok(Self::admit_now(follow))
+    }
+}
+
 /// What a relation write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct RelationChange {
@@ -128,6 +178,12 @@ pub enum WriteError {
     /// learn it from an error).
     #[error("a block between these users refuses this follow")]
     Blocked,
+    /// The tenant's relation policy refused the follow: `code` is the policy's own.
+    #[error("{reason}")]
+    Refused { code: String, reason: String },
+    /// The tenant's relation policy could not decide and the tenant fails closed.
+    #[error("the relation policy failed and this tenant fails closed")]
+    PolicyUnavailable,
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
 }

@@ -5,7 +5,7 @@
 //! it holds (unblocking restores nothing); a follow of an account whose approval is required is a pending
 //! request until the account authorizes or rejects it; a requester withdraws with the ordinary unfollow.
 
-use super::command::{Act, RelationChange, RelationCommand, WriteError};
+use super::command::{Act, Admit, RelationChange, RelationCommand, WriteError};
 use super::edge::{Edge, EdgeRow, ACTIVE, NONE, REQUESTED};
 use crate::outbox::{ChangeEvent, EventType};
 use crate::util::time::rfc3339_millis;
@@ -14,8 +14,10 @@ use crate::util::time::rfc3339_millis;
 #[derive(Debug, Clone, Default)]
 pub struct Found {
     pub edges: Vec<(Edge, EdgeRow)>,
-    /// Whether a follow needs the subject's approval (a private account).
-    pub approval_required: bool,
+    /// Whether the subject's account is private.
+    pub subject_private: bool,
+    /// A follow's relation policy's answer, when [`needs_admission`] asked it.
+    pub admission: Admit,
 }
 
 impl Found {
@@ -39,6 +41,18 @@ pub struct Decision {
     pub outcome: RelationChange,
 }
 
+/// Whether `command` is a follow that would change its pair (no block, not followed already): only then is
+/// its relation policy asked.
+pub fn needs_admission(command: &RelationCommand<'_>, found: &Found) -> bool {
+    let (a, s) = (command.actor, command.subject);
+    command.act == Act::Follow && !blocked(command, found) && found.row(Edge::follow(a, s)).status != ACTIVE
+}
+
+fn blocked(command: &RelationCommand<'_>, found: &Found) -> bool {
+    let (a, s, at) = (command.actor, command.subject, command.at_ms);
+    found.row(Edge::block(a, s)).holds(at) || found.row(Edge::block(s, a)).holds(at)
+}
+
 /// Decides `command` on what it `found`: `Err` when it is refused (nothing changes).
 pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, WriteError> {
     if command.actor == command.subject {
@@ -49,16 +63,19 @@ pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, 
     let (outgoing, incoming) = (Edge::follow(a, s), Edge::follow(s, a));
     match command.act {
         Act::Follow => {
-            if found.row(Edge::block(a, s)).holds(command.at_ms) || found.row(Edge::block(s, a)).holds(command.at_ms) {
+            if blocked(command, found) {
                 return Err(WriteError::Blocked);
             }
-            match found.row(outgoing).status {
-                ACTIVE => {}
+            match (found.row(outgoing).status, &found.admission) {
+                (ACTIVE, _) => {}
+                (_, Admit::Refuse { code, reason }) => {
+                    return Err(WriteError::Refused { code: code.clone(), reason: reason.clone() })
+                }
                 // A request stays pending while approval is required; once the account no longer requires it
                 // (it turned public meanwhile), asking again is the follow.
-                REQUESTED if found.approval_required => {}
-                _ if found.approval_required => plan.set(outgoing, REQUESTED, EventType::FollowRequested),
-                _ => plan.set(outgoing, ACTIVE, EventType::Follow),
+                (REQUESTED, Admit::RequireApproval) => {}
+                (_, Admit::RequireApproval) => plan.set(outgoing, REQUESTED, EventType::FollowRequested),
+                (_, Admit::Allow) => plan.set(outgoing, ACTIVE, EventType::Follow),
             }
         }
         Act::Unfollow => match found.row(outgoing).status {
@@ -195,16 +212,23 @@ mod tests {
     #[test]
     fn a_follow_of_a_private_account_is_a_request_and_a_repeat_changes_nothing() {
         let tenant: TenantId = "acme".parse().unwrap();
-        let private = Found { approval_required: true, ..Found::default() };
+        let private = Found { admission: Admit::RequireApproval, ..Found::default() };
         let decided = decide(&command(&tenant, Act::Follow), &private).unwrap();
         assert_eq!(events(&decided), [(EventType::FollowRequested, 1, 2, 1)]);
         assert_eq!(decided.outcome, RelationChange { changed: true, following: false, requested: true, version: 1 });
-        let pending =
-            Found { edges: vec![(Edge::follow(user(1), user(2)), row(REQUESTED, 1))], approval_required: true };
+        let pending = Found {
+            edges: vec![(Edge::follow(user(1), user(2)), row(REQUESTED, 1))],
+            admission: Admit::RequireApproval,
+            ..Found::default()
+        };
         assert!(decide(&command(&tenant, Act::Follow), &pending).unwrap().changes.is_empty());
         // The account turned public: asking again follows.
-        let public = Found { approval_required: false, ..pending };
+        let public = Found { admission: Admit::Allow, ..pending.clone() };
         assert_eq!(events(&decide(&command(&tenant, Act::Follow), &public).unwrap()), [(EventType::Follow, 1, 2, 2)]);
+        let refused = Found { admission: Admit::Refuse { code: "cap".into(), reason: "too many".into() }, ..pending };
+        assert!(
+            matches!(decide(&command(&tenant, Act::Follow), &refused), Err(WriteError::Refused { code, .. }) if code == "cap")
+        );
     }
 
     #[test]

@@ -12,22 +12,33 @@ mod transaction;
 
 use std::time::Duration;
 
-pub use command::{Act, RelationChange, RelationCommand, WriteError};
+pub use command::{
+    Act, Admit, FollowContext, FollowPolicy, PrivateNeedsApproval, RelationChange, RelationCommand, WriteError,
+};
 
 use crate::db::{is_lock_conflict, Database};
 
 /// How often a transaction that lost a lock race is tried again before the error is returned.
 const MAX_ATTEMPTS: u32 = 8;
 
-/// Carries out `command` idempotently: a follow of a pair already followed (or a block already in place)
-/// changes nothing and writes no event.
+/// Carries out `command` idempotently under the host's own relation policy ([`PrivateNeedsApproval`]): a
+/// follow of a pair already followed (or a block already in place) changes nothing and writes no event.
 pub async fn change(db: &Database, command: RelationCommand<'_>) -> Result<RelationChange, WriteError> {
+    change_under(db, command, &PrivateNeedsApproval).await
+}
+
+/// [`change`], a follow decided by `policy` (a tenant's relation policy plugin).
+pub async fn change_under(
+    db: &Database,
+    command: RelationCommand<'_>,
+    policy: &impl FollowPolicy,
+) -> Result<RelationChange, WriteError> {
     if command.actor == command.subject {
         return Err(WriteError::SelfRelation(command.act));
     }
     let mut attempt = 1;
     loop {
-        match transaction::run(db, &command).await {
+        match transaction::run(db, &command, policy).await {
             Err(WriteError::Database(e)) if attempt < MAX_ATTEMPTS && is_lock_conflict(&e) => {
                 let RelationCommand { tenant, actor, subject, .. } = command;
                 tracing::debug!(%tenant, %actor, %subject, attempt, error = %e, "write lost a lock race; retrying");

@@ -13,13 +13,18 @@
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, Executor, Row};
 
-use super::command::{RelationChange, RelationCommand, WriteError};
-use super::decide::{decide, Found};
+use super::command::{FollowContext, FollowPolicy, RelationChange, RelationCommand, WriteError};
+use super::decide::{decide, needs_admission, Found};
+use super::edge::Edge;
 use super::edge::{self, EdgeRow};
 use crate::db::Database;
 use crate::outbox::AGGREGATE_TYPE;
 
-pub(super) async fn run(db: &Database, command: &RelationCommand<'_>) -> Result<RelationChange, WriteError> {
+pub(super) async fn run(
+    db: &Database,
+    command: &RelationCommand<'_>,
+    policy: &impl FollowPolicy,
+) -> Result<RelationChange, WriteError> {
     let (kind, tenant) = (db.kind(), command.tenant);
     let reads = command.reads();
     let mut first = String::from("BEGIN;");
@@ -35,7 +40,7 @@ pub(super) async fn run(db: &Database, command: &RelationCommand<'_>) -> Result<
     for row in conn.conn.fetch_all(first.as_str()).await? {
         let label = usize::try_from(row.try_get::<i64, _>(0)?).unwrap_or(usize::MAX);
         if label == settings {
-            found.approval_required = row.try_get::<i64, _>(1)? == 1;
+            found.subject_private = row.try_get::<i64, _>(1)? == 1;
         } else if let Some((edge, _)) = reads.get(label) {
             let row = EdgeRow {
                 status: row.try_get(1)?,
@@ -46,6 +51,26 @@ pub(super) async fn run(db: &Database, command: &RelationCommand<'_>) -> Result<
             };
             found.edges.push((*edge, row));
         }
+    }
+    if needs_admission(command, &found) {
+        let (follower, target) = (command.actor, command.subject);
+        let follow = FollowContext {
+            follower,
+            target,
+            followed_back: found
+                .edges
+                .iter()
+                .any(|(e, row)| *e == Edge::follow(target, follower) && row.status == edge::ACTIVE),
+            target_private: found.subject_private,
+        };
+        // The pair's row stays locked meanwhile: the policy decides on the state the change is made on.
+        found.admission = match policy.admit(follow).await {
+            Ok(admission) => admission,
+            Err(failed) => {
+                conn.finish("ROLLBACK").await?;
+                return Err(failed);
+            }
+        };
     }
     let decision = match decide(command, &found) {
         Ok(decision) => decision,

@@ -83,6 +83,7 @@ pub struct PluginRegistry {
     /// The bundled rate limiter and router, found at load: a tenant without its own always has these.
     default_rate_limiter: Arc<ActivePlugin>,
     default_router: Arc<ActivePlugin>,
+    default_relation_policy: Arc<ActivePlugin>,
     deployed: ArcSwap<Deployed>,
     candidates: ArcSwap<HashMap<PluginSlot, Candidate>>,
     health: RolloutHealth,
@@ -136,14 +137,18 @@ impl PluginRegistry {
             let found = bundled.iter().find(|b| b.kind == kind && b.name == SINGLETON_NAME).cloned();
             found.ok_or_else(|| PluginError::host("loading the bundled plugins", format!("no bundled {kind}")))
         };
-        let (default_rate_limiter, default_router) =
-            (bundled_singleton(PluginKind::RateLimiter)?, bundled_singleton(PluginKind::Router)?);
+        let (default_rate_limiter, default_router, default_relation_policy) = (
+            bundled_singleton(PluginKind::RateLimiter)?,
+            bundled_singleton(PluginKind::Router)?,
+            bundled_singleton(PluginKind::RelationPolicy)?,
+        );
         let registry = Self {
             runtime,
             db,
             bundled,
             default_rate_limiter,
             default_router,
+            default_relation_policy,
             deployed: ArcSwap::from_pointee(Deployed::new()),
             candidates: ArcSwap::from_pointee(HashMap::new()),
             health: RolloutHealth::new(policy),
@@ -237,6 +242,7 @@ impl PluginRegistry {
         let stable = self.deployed.load().get(&slot).cloned().unwrap_or_else(|| match kind {
             Singleton::RateLimiter => self.default_rate_limiter.clone(),
             Singleton::Router => self.default_router.clone(),
+            Singleton::RelationPolicy => self.default_relation_policy.clone(),
         });
         let candidates = self.candidates.load();
         let Some(canary) = candidates.get(&slot) else {
@@ -246,6 +252,12 @@ impl PluginRegistry {
         let by_canary = pinned == Some(canary.plugin.version) || traffic_share(tenant.as_str(), key) < percent;
         let plugin = if by_canary { canary.plugin.clone() } else { stable };
         Chosen { plugin, rollout: Some(canary.plugin.version), by_canary }
+    }
+
+    /// Whether `tenant` has a `kind` of its own deployed or rolling out (else the bundled one serves it).
+    pub fn has_own(&self, tenant: &TenantId, kind: Singleton) -> bool {
+        let slot = PluginSlot { tenant: tenant.clone(), kind: kind.kind(), name: SINGLETON_NAME.to_owned() };
+        self.deployed.load().contains_key(&slot) || self.candidates.load().contains_key(&slot)
     }
 
     /// `slot`'s stored `version`, compiled.

@@ -27,7 +27,8 @@ use self::admission::Admission;
 pub use self::limits::{CallCost, LimitRefused, PluginLimits, RequestedLimits, DEFAULT_TENANT_SHARE, INPUTS_PER_LIMIT};
 pub use self::prepared::{Built, PreparedPlugin};
 pub use self::sandbox::{Called, PluginState};
-use super::bindings::{add_log_to_linker, v0_1};
+use super::bindings::relation_policy::RelationPolicyPre;
+use super::bindings::{add_log_to_linker, v0_1, v0_2};
 use super::bindings::{projector::ProjectorPre, rate_limiter::RateLimiterPre, router::RouterPre};
 use super::error::PluginError;
 use super::PluginKind;
@@ -180,28 +181,45 @@ impl PluginRuntime {
         let mut linker = Linker::<PluginState>::new(&self.engine);
         add_log_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)
             .map_err(|e| PluginError::host("linking the log import", e))?;
+        v0_2::add_log_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)
+            .map_err(|e| PluginError::host("linking the 0.2.0 log import", e))?;
         // Also satisfies newer or older 0.2.x imports (semver); an import of anything else is refused here.
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| PluginError::host("linking WASI", e))?;
         let instance_pre = linker
             .instantiate_pre(&component)
             .map_err(|e| PluginError::WrongWorld { kind, detail: format!("{e:#}") })?;
-        // A component exports today's interface or 0.1.0's bare function; the error names today's world.
         let wrong_world = |e: wasmtime::Error| PluginError::WrongWorld { kind, detail: format!("{e:#}") };
-        Ok(match kind {
-            PluginKind::RateLimiter => PreparedPlugin::RateLimiter(match RateLimiterPre::new(instance_pre.clone()) {
-                Ok(pre) => Built::Current(pre),
-                Err(e) => {
-                    Built::V0_1(v0_1::rate_limiter::RateLimiterPre::new(instance_pre).map_err(|_| wrong_world(e))?)
+        // Today's package first, then the older ones; the error names today's world.
+        macro_rules! built {
+            ($current:expr, $v0_2:expr, $v0_1:expr) => {
+                match $current(instance_pre.clone()) {
+                    Ok(pre) => Built::Current(pre),
+                    Err(e) => match $v0_2(instance_pre.clone()) {
+                        Ok(pre) => Built::V0_2(pre),
+                        Err(_) => Built::V0_1($v0_1(instance_pre).map_err(|_| wrong_world(e))?),
+                    },
                 }
-            }),
-            PluginKind::Router => PreparedPlugin::Router(match RouterPre::new(instance_pre.clone()) {
-                Ok(pre) => Built::Current(pre),
-                Err(e) => Built::V0_1(v0_1::router::RouterPre::new(instance_pre).map_err(|_| wrong_world(e))?),
-            }),
-            PluginKind::Projector => PreparedPlugin::Projector(match ProjectorPre::new(instance_pre.clone()) {
-                Ok(pre) => Built::Current(pre),
-                Err(e) => Built::V0_1(v0_1::projector::ProjectorPre::new(instance_pre).map_err(|_| wrong_world(e))?),
-            }),
+            };
+        }
+        Ok(match kind {
+            PluginKind::RateLimiter => PreparedPlugin::RateLimiter(built!(
+                RateLimiterPre::new,
+                v0_2::rate_limiter::RateLimiterPre::new,
+                v0_1::rate_limiter::RateLimiterPre::new
+            )),
+            PluginKind::Router => PreparedPlugin::Router(built!(
+                RouterPre::new,
+                v0_2::router::RouterPre::new,
+                v0_1::router::RouterPre::new
+            )),
+            PluginKind::Projector => PreparedPlugin::Projector(built!(
+                ProjectorPre::new,
+                v0_2::projector::ProjectorPre::new,
+                v0_1::projector::ProjectorPre::new
+            )),
+            PluginKind::RelationPolicy => {
+                PreparedPlugin::RelationPolicy(RelationPolicyPre::new(instance_pre).map_err(wrong_world)?)
+            }
         })
     }
 }

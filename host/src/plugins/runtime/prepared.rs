@@ -1,32 +1,50 @@
 //! A component compiled and type-checked against its kind's world — of the current package or the one
 //! before —, ready to instantiate per call.
 
-use super::super::bindings::v0_1;
+use super::super::bindings::relation_policy::RelationPolicyPre;
 use super::super::bindings::{projector::ProjectorPre, rate_limiter::RateLimiterPre, router::RouterPre};
+use super::super::bindings::{v0_1, v0_2};
 use super::super::PluginKind;
 use super::PluginState;
 
 /// A component checked against its kind's world, ready to instantiate.
 #[derive(Clone)]
 pub enum PreparedPlugin {
-    RateLimiter(Built<RateLimiterPre<PluginState>, v0_1::rate_limiter::RateLimiterPre<PluginState>>),
-    Router(Built<RouterPre<PluginState>, v0_1::router::RouterPre<PluginState>>),
-    Projector(Built<ProjectorPre<PluginState>, v0_1::projector::ProjectorPre<PluginState>>),
+    RateLimiter(
+        Built<
+            RateLimiterPre<PluginState>,
+            v0_2::rate_limiter::RateLimiterPre<PluginState>,
+            v0_1::rate_limiter::RateLimiterPre<PluginState>,
+        >,
+    ),
+    Router(Built<RouterPre<PluginState>, v0_2::router::RouterPre<PluginState>, v0_1::router::RouterPre<PluginState>>),
+    Projector(
+        Built<
+            ProjectorPre<PluginState>,
+            v0_2::projector::ProjectorPre<PluginState>,
+            v0_1::projector::ProjectorPre<PluginState>,
+        >,
+    ),
+    /// New in 0.3.0: no older package has it.
+    RelationPolicy(RelationPolicyPre<PluginState>),
 }
 
-/// Which package a component was built against: the host runs both.
+/// Which package a component was built against: the host runs all three.
 #[derive(Clone)]
-pub enum Built<Current, V0_1> {
-    /// `strand:plugin@0.2.0`.
+pub enum Built<Current, V0_2, V0_1> {
+    /// `strand:plugin@0.3.0`.
     Current(Current),
+    /// `strand:plugin@0.2.0`, as deployed before 0.3.0 (the same records; its own package name).
+    V0_2(V0_2),
     /// `strand:plugin@0.1.0`, as deployed before 0.2.0.
     V0_1(V0_1),
 }
 
-impl<C, O> Built<C, O> {
+impl<C, T, O> Built<C, T, O> {
     fn wit(&self) -> &'static str {
         match self {
-            Built::Current(_) => "0.2.0",
+            Built::Current(_) => "0.3.0",
+            Built::V0_2(_) => "0.2.0",
             Built::V0_1(_) => "0.1.0",
         }
     }
@@ -38,6 +56,7 @@ impl PreparedPlugin {
             PreparedPlugin::RateLimiter(_) => PluginKind::RateLimiter,
             PreparedPlugin::Router(_) => PluginKind::Router,
             PreparedPlugin::Projector(_) => PluginKind::Projector,
+            PreparedPlugin::RelationPolicy(_) => PluginKind::RelationPolicy,
         }
     }
 
@@ -47,6 +66,7 @@ impl PreparedPlugin {
             PreparedPlugin::RateLimiter(built) => built.wit(),
             PreparedPlugin::Router(built) => built.wit(),
             PreparedPlugin::Projector(built) => built.wit(),
+            PreparedPlugin::RelationPolicy(_) => "0.3.0",
         }
     }
 }

@@ -7,7 +7,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::super::bindings::{Level, LogHost};
+use super::super::bindings::{v0_2, Level, LogHost};
 use super::super::error::PluginError;
 use super::super::logs::{CallLog, LogLine};
 use super::super::wasi;
@@ -32,6 +32,13 @@ impl WasiView for PluginState {
 impl LogHost for PluginState {
     fn log(&mut self, level: Level, input: Option<u32>, message: String) {
         self.log.push(level, input, message);
+    }
+}
+
+/// A 0.2.0 component's `log` import: the same records, answered as today's.
+impl v0_2::LogHost for PluginState {
+    fn log(&mut self, level: Level, input: Option<u32>, message: String) {
+        LogHost::log(self, level, input, message);
     }
 }
 
