@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
-const BUNDLED: [&str; 8] = [
+const BUNDLED: [&str; 9] = [
     "default-rate-limit",
     "default-router",
     "follow-lists",
@@ -16,6 +16,7 @@ const BUNDLED: [&str; 8] = [
     "mutual-follows",
     "default-relation-policy",
     "following-cap",
+    "relation-signals",
 ];
 
 fn main() {

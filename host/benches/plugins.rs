@@ -32,12 +32,15 @@ fn events(n: usize) -> Vec<RelationEvent> {
         .map(|i| RelationEvent {
             event_id: format!("bench:{i}:{}:1", i + 1),
             tenant: "bench".into(),
-            action: if i % 3 == 0 { Action::Unfollow } else { Action::Follow },
+            kind: if i % 3 == 0 { Action::Unfollow } else { Action::Follow }.into(),
             follower: i,
             followee: i + 1,
             version: 1,
             occurred_at_ms: 1_700_000_000_000 + i,
             followed_back: i % 2 == 0,
+            actor: None,
+            expires_at_ms: None,
+            notifications: false,
         })
         .collect()
 }
@@ -46,9 +49,9 @@ fn native_events(n: usize) -> Vec<strand_plugin_sdk::RelationEvent> {
     events(n)
         .into_iter()
         .map(|e| strand_plugin_sdk::RelationEvent {
-            action: match e.action {
-                Action::Follow => strand_plugin_sdk::Action::Follow,
-                Action::Unfollow => strand_plugin_sdk::Action::Unfollow,
+            action: match e.action() {
+                Some(Action::Follow) => strand_plugin_sdk::Action::Follow,
+                _ => strand_plugin_sdk::Action::Unfollow,
             },
             follower: e.follower,
             followee: e.followee,
@@ -158,7 +161,7 @@ async fn print_other_languages(events: &[RelationEvent]) {
         .map(|e| WriteRequest {
             tenant: e.tenant.clone(),
             user: e.follower,
-            action: e.action,
+            action: e.action().unwrap_or(Action::Follow),
             target: e.followee,
             now_ms: 0,
         })

@@ -22,6 +22,7 @@ use crate::ops::health::Readiness;
 use crate::ops::lag::LagProbe;
 use crate::ops::observability;
 use crate::ops::retention::Retention;
+use crate::ops::sample::{InputSample, Sampled};
 use crate::ops::tasks::Tasks;
 use crate::projection::{CachedReads, Projections};
 use crate::ratelimit::{RateLimiting, TokenBuckets};
@@ -35,6 +36,7 @@ pub struct Server {
     router: Router,
     resources: Resources,
     rate_limiting: Arc<RateLimiting>,
+    relation_policies: Arc<RelationPolicies>,
     refresh_every: Duration,
     retention: Retention,
     plugin_cache_dir: Option<std::path::PathBuf>,
@@ -67,7 +69,7 @@ impl Server {
             db: db.clone(),
             auth,
             rate_limiting: rate_limiting.clone(),
-            relation_policies,
+            relation_policies: relation_policies.clone(),
             plugins: plugins.clone(),
             tenants: tenants.clone(),
             reads,
@@ -96,6 +98,7 @@ impl Server {
             router: api::router(state),
             resources,
             rate_limiting,
+            relation_policies,
             refresh_every: config.refresh_every(),
             retention: config.retention(),
             plugin_cache_dir: config.plugin_cache_dir.clone(),
@@ -120,7 +123,8 @@ impl Server {
         let db = self.resources.db.clone();
         tracing::info!(addr = %self.local_addr()?, database = ?db.kind(), "strand is serving");
         supervise_companions(&self.tasks, &self.resources, self.refresh_every);
-        supervise_request_sample(&self.tasks, self.rate_limiting, db.clone());
+        supervise_sample(&self.tasks, "request-sample", self.rate_limiting, |r| r.sample(), db.clone());
+        supervise_sample(&self.tasks, "attempt-sample", self.relation_policies, |r| r.sample(), db.clone());
         supervise_retention(&self.tasks, self.retention, db.clone(), self.plugin_cache_dir);
         if let Some(relay) = self.relay {
             // Down, it is restarted; the API keeps serving meanwhile (rows wait in the outbox).
@@ -141,15 +145,21 @@ impl Server {
     }
 }
 
-/// Writes the sampled write requests into the database (`strand plugin test --replay` of a rate limiter), as
-/// a supervised task.
-fn supervise_request_sample(tasks: &Tasks, rate_limiting: Arc<RateLimiting>, db: Database) {
-    tasks.spawn("request-sample", move |stop: CancellationToken| {
-        let (rate_limiting, db) = (rate_limiting.clone(), db.clone());
+/// Writes the inputs `owner` samples (`sample` of it) into the database, for `strand plugin test --replay`,
+/// as a supervised task.
+fn supervise_sample<O: Send + Sync + 'static, T: Sampled>(
+    tasks: &Tasks,
+    name: &'static str,
+    owner: Arc<O>,
+    sample: fn(&O) -> &InputSample<T>,
+    db: Database,
+) {
+    tasks.spawn(name, move |stop: CancellationToken| {
+        let (owner, db) = (owner.clone(), db.clone());
         async move {
             tokio::select! {
                 () = stop.cancelled() => Ok(()),
-                () = rate_limiting.sample().write(&db) => anyhow::bail!("the request sample writer ended"),
+                () = sample(&owner).write(&db) => anyhow::bail!("the {name} writer ended"),
             }
         }
     });

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::quota::{COUNTER_BYTES, MEMBER_BYTES};
+use super::space::pair_field;
 use super::{home_shard, member, shard, Applied, DataKind, Exceeded, Quota, Space, MARKER_TTL};
 use crate::plugins::{Effect, Key, RelationEvent, ZsetEntry};
 
@@ -12,11 +13,11 @@ use crate::plugins::{Effect, Key, RelationEvent, ZsetEntry};
 /// 2^52, a counter plus a batch's checked adds stays exact, so both backends refuse the same batch.
 pub const COUNTER_LIMIT: i64 = 1 << 52;
 
-/// Whether an event's effects may apply: not those of a backfill's unfollow, which only raises its pair's
-/// floors — in every shard its effects name, so that a bus event the snapshot covers is skipped wherever it
-/// would land.
+/// Whether an event's effects may apply: not those of a backfill's ended edge (an unfollow, an unblock…),
+/// which only raises its pair's floors — in every shard its effects name, so that a bus event the snapshot
+/// covers is skipped wherever it would land.
 fn applies(event: &RelationEvent, snapshot: bool) -> bool {
-    !(snapshot && event.action == crate::plugins::Action::Unfollow)
+    !(snapshot && event.ends_edge())
 }
 
 /// An event's effects in the order both backends apply them: memberships that follow a counter last, so
@@ -217,7 +218,7 @@ impl Batch<'_> {
         push(operands, space.marker_key(shard, event));
         push(operands, space.versions_key(shard, event));
         push(operands, space.floors_key(shard, event));
-        push(operands, event.followee);
+        push(operands, pair_field(event));
         push(operands, event.version);
         push(operands, index);
         push(operands, u8::from(applies(event, self.snapshot)));

@@ -2,6 +2,7 @@
 //! `{tenant:plugin@version#shard}:{c|z|v}.space:id:…` — and of its bookkeeping, so a plugin names only its
 //! own data, and data of one kind never meets another.
 
+use crate::outbox::Relation;
 use crate::plugins::{Key, RelationEvent};
 
 /// Where a descending page of a sorted set starts.
@@ -203,4 +204,14 @@ impl<'a> Space<'a> {
 /// A sorted-set member, fixed-width so that equal scores order by user id exactly as the database does.
 pub fn member(id: i64) -> String {
     format!("{id:020}")
+}
+
+/// An edge's field in its owner's versions and floors: the followee for the follow edge (as before
+/// other edges existed), `b{id}` and `m{id}` for a block and a mute, whose versions are their own.
+pub(super) fn pair_field(event: &RelationEvent) -> String {
+    match event.relation() {
+        Relation::Follow => event.followee.to_string(),
+        Relation::Block => format!("b{}", event.followee),
+        Relation::Mute => format!("m{}", event.followee),
+    }
 }

@@ -66,6 +66,15 @@ impl DatabaseKind {
         }
     }
 
+    /// One statement returning the rows of every `SELECT` of `parts`, each with its own lock clause (MySQL
+    /// takes a clause per parenthesized part; SQLite allows no parentheses there, and has no clauses).
+    pub fn union_all(self, parts: &[String]) -> String {
+        match self {
+            DatabaseKind::MySql => parts.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" UNION ALL "),
+            DatabaseKind::Sqlite => parts.join(" UNION ALL "),
+        }
+    }
+
     /// Whether concurrent writers queue on row locks (SQLite's one writer connection excludes the others).
     pub fn has_row_locks(self) -> bool {
         self == DatabaseKind::MySql

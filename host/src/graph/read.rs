@@ -159,7 +159,9 @@ pub async fn list(
 }
 
 /// The users `me` follows who follow `user`: each of `me`'s follows probed by its primary key, so the work
-/// is bounded by how many `me` follows, never by `user`'s followers (a celebrity's million).
+/// is bounded by how many `me` follows, never by `user`'s followers (a celebrity's million). One pass finds
+/// them all (at most as many as `me` follows), which gives the total and the page at once: counting and
+/// paging in the database would probe every follow twice.
 pub async fn known_followers(
     db: &Database,
     tenant: &TenantId,
@@ -168,24 +170,30 @@ pub async fn known_followers(
     page: PageRequest,
 ) -> Result<KnownFollowers, sqlx::Error> {
     let joined = db.kind().join_in_order("following f", "following g");
-    let from = format!(
-        "FROM {joined} ON g.tenant_id = f.tenant_id AND g.from_user_id = f.to_user_id AND g.to_user_id = ? \
-         AND g.rel_status = {ACTIVE} WHERE f.tenant_id = ? AND f.from_user_id = ? AND f.rel_status = {ACTIVE}"
+    let sql = format!(
+        "SELECT f.to_user_id, f.created_at FROM {joined} ON g.tenant_id = f.tenant_id AND g.from_user_id = f.to_user_id \
+         AND g.to_user_id = ? AND g.rel_status = {ACTIVE} WHERE f.tenant_id = ? AND f.from_user_id = ? \
+         AND f.rel_status = {ACTIVE}"
     );
-    let total: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) {from}"))
-        .bind(user.get())
-        .bind(tenant.as_str())
-        .bind(me.get())
-        .fetch_one(db.reader())
-        .await?;
-    let paged = PagedQuery::new(
-        format!("SELECT f.to_user_id, f.created_at, NULL {from}"),
-        "f.created_at",
-        "f.to_user_id",
-        page,
-    );
-    let query = sqlx::query(&paged.sql).bind(user.get()).bind(tenant.as_str()).bind(me.get());
-    Ok(KnownFollowers { page: paged.read(db, query).await?, total })
+    let rows = sqlx::query(&sql).bind(user.get()).bind(tenant.as_str()).bind(me.get()).fetch_all(db.reader()).await?;
+    let mut known = rows
+        .iter()
+        .map(|row| Ok(ListedUser { user_id: row.try_get(0)?, followed_at_ms: row.try_get(1)?, expires_at_ms: None }))
+        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+    // List order, newest first by (time, user), as every list's keyset pages go.
+    known.sort_unstable_by_key(|u| std::cmp::Reverse((u.followed_at_ms, u.user_id)));
+    let total = known.len() as i64;
+    let start = match page.position {
+        Position::Start => 0,
+        Position::After { followed_at_ms, user_id } => {
+            known.partition_point(|u| (u.followed_at_ms, u.user_id) >= (followed_at_ms, user_id))
+        }
+        Position::Offset(offset) => usize::try_from(offset).unwrap_or(usize::MAX).min(known.len()),
+    };
+    let limit = page.limit as usize;
+    let has_more = known.len() - start > limit;
+    let items = known.into_iter().skip(start).take(limit).collect();
+    Ok(KnownFollowers { page: Page { items, has_more }, total })
 }
 
 /// A page of a query selecting (listed user, time, a mute's end), newest first by `(time, listed)`: its SQL

@@ -44,6 +44,11 @@ pub const WRITE_REQUESTS_UNSAMPLED: Metric = counter(
     "Decided write requests not kept for replay (the sample's rate or queue was full), by tenant.",
 );
 
+pub const FOLLOW_ATTEMPTS_UNSAMPLED: Metric = counter(
+    "strand_follow_attempts_unsampled_total",
+    "Follow attempts a relation policy decided, not kept for replay (the sample's rate or queue was full), by tenant.",
+);
+
 // The relay.
 pub const RELAY_PUBLISHED: Metric = counter("strand_relay_published_total", "Outbox rows published, by tenant.");
 pub const RELAY_LAG_SECONDS: Metric =
@@ -120,6 +125,7 @@ pub const ALL: &[Metric] = &[
     HTTP_PANICS,
     RATE_LIMIT_DECISIONS,
     WRITE_REQUESTS_UNSAMPLED,
+    FOLLOW_ATTEMPTS_UNSAMPLED,
     RELAY_PUBLISHED,
     RELAY_LAG_SECONDS,
     RELAY_PARKED_ROWS,

@@ -8,4 +8,5 @@ pub mod lag;
 pub mod metrics;
 pub mod observability;
 pub mod retention;
+pub mod sample;
 pub mod tasks;

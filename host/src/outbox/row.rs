@@ -4,6 +4,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
+use super::ChangeEvent;
+
 /// A committed outbox row, as the relay reads it and hands it to the tenant's router.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutboxRow {
@@ -21,6 +23,19 @@ pub struct OutboxRow {
 pub const OUTBOX_COLUMNS: &str = "id, tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload";
 
 impl OutboxRow {
+    /// The row the write of `event` commits, as row `id`.
+    pub fn published(id: i64, event: &ChangeEvent) -> Self {
+        Self {
+            id,
+            tenant: event.tenant.clone(),
+            aggregate_type: super::AGGREGATE_TYPE.to_owned(),
+            aggregate_id: event.aggregate_id(),
+            event_type: event.event_type.as_str().to_owned(),
+            key: event.key(),
+            payload: event.payload(),
+        }
+    }
+
     /// A row selected with [`OUTBOX_COLUMNS`].
     pub fn from_row(row: &AnyRow) -> Result<Self, sqlx::Error> {
         Ok(Self {

@@ -53,6 +53,19 @@ pub mod relation_policy {
     });
 }
 
+pub mod relation_projector {
+    wasmtime::component::bindgen!({
+        world: "relation-projector",
+        path: "../wit/strand.wit",
+        exports: { default: async },
+        with: {
+            "strand:plugin/types": super::rate_limiter::strand::plugin::types,
+            "strand:plugin/log": super::rate_limiter::strand::plugin::log,
+            "strand:plugin/relations": super::relation_policy::strand::plugin::relations,
+        },
+    });
+}
+
 /// `strand:plugin@0.2.0`: the same worlds but the relation policy; its `types` are today's Rust types.
 pub mod v0_2 {
     pub mod rate_limiter {
@@ -129,10 +142,10 @@ pub use rate_limiter::strand::plugin::types::{
     ZsetMemberWhile,
 };
 
-pub use relation_policy::strand::plugin::relations::{Admission, Refusal};
+pub use relation_policy::strand::plugin::relations::{Admission, Refusal, RelationKind};
 
 /// The inputs as the 0.2.0 and 0.3.0 worlds receive them (the host's own carry more: see `inputs.rs`).
 pub mod wire {
     pub use super::rate_limiter::strand::plugin::types::{OutboxEvent, RelationEvent, WriteRequest};
-    pub use super::relation_policy::strand::plugin::relations::FollowAttempt;
+    pub use super::relation_policy::strand::plugin::relations::{FollowAttempt, RelationChange};
 }

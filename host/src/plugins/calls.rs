@@ -10,6 +10,7 @@ use super::error::PluginError;
 use super::inputs::{batch_tenant, FollowAttempt, Input, RelationEvent, WriteRequest};
 use super::logs::CallLog;
 use super::runtime::{Built, CallCost, Called, PluginLimits, PluginRuntime, PreparedPlugin};
+use super::PluginKind;
 use crate::outbox::OutboxRow;
 
 /// Most destinations one event may be routed to.
@@ -121,33 +122,50 @@ impl PluginRuntime {
         Called::from_call(result, log, events)
     }
 
-    /// The projector's effects for each event (one tenant's).
+    /// The projector's effects for each event (one tenant's): a projector that receives follows only is
+    /// never handed another kind ([`PreparedPlugin::receives`]).
     pub async fn project(
         &self,
         plugin: &PreparedPlugin,
         limits: PluginLimits,
         events: &[RelationEvent],
     ) -> Called<Vec<Vec<Effect>>> {
-        let PreparedPlugin::Projector(built) = plugin else { return refused(mismatch(plugin, "projector")) };
+        if plugin.kind() != PluginKind::Projector {
+            return refused(mismatch(plugin, "projector"));
+        }
         let tenant = match batch_tenant(events) {
             Ok(tenant) => tenant,
             Err(e) => return refused(e),
         };
+        if let Some(event) = events.iter().find(|e| !plugin.receives(e)) {
+            let detail = format!("handed a {:?} event to a projector built for follows only", event.kind);
+            return refused(PluginError::host("calling the plugin", detail));
+        }
+        let follows = || events.iter().filter_map(Option::<wire::RelationEvent>::from).collect::<Vec<_>>();
         let (result, log) = self
-            .run(limits, tenant, plugin.kind(), events.len(), async |store| match built {
-                Built::Current(pre) => {
-                    let events: Vec<wire::RelationEvent> = events.iter().map(Into::into).collect();
+            .run(limits, tenant, plugin.kind(), events.len(), async |store| match plugin {
+                PreparedPlugin::RelationProjector(pre) => {
+                    let changes: Vec<wire::RelationChange> = events.iter().map(Into::into).collect();
                     let instance = pre.instantiate_async(&mut *store).await?;
-                    instance.strand_plugin_projection().call_project(&mut *store, tenant, &events).await
+                    instance
+                        .strand_plugin_relation_projection()
+                        .call_project_changes(&mut *store, tenant, &changes)
+                        .await
                 }
-                Built::V0_2(pre) => {
-                    let events: Vec<wire::RelationEvent> = events.iter().map(Into::into).collect();
+                PreparedPlugin::Projector(Built::Current(pre)) => {
                     let instance = pre.instantiate_async(&mut *store).await?;
-                    instance.strand_plugin_projection().call_project(&mut *store, tenant, &events).await
+                    instance.strand_plugin_projection().call_project(&mut *store, tenant, &follows()).await
                 }
-                Built::V0_1(pre) => {
-                    let events: Vec<v0_1::RelationEvent> = events.iter().map(Into::into).collect();
+                PreparedPlugin::Projector(Built::V0_2(pre)) => {
+                    let instance = pre.instantiate_async(&mut *store).await?;
+                    instance.strand_plugin_projection().call_project(&mut *store, tenant, &follows()).await
+                }
+                PreparedPlugin::Projector(Built::V0_1(pre)) => {
+                    let events: Vec<v0_1::RelationEvent> = events.iter().filter_map(Into::into).collect();
                     Ok(converted(pre.instantiate_async(&mut *store).await?.call_project(&mut *store, &events).await?))
+                }
+                PreparedPlugin::RateLimiter(_) | PreparedPlugin::Router(_) | PreparedPlugin::RelationPolicy(_) => {
+                    Err(wasmtime::format_err!("called a {} plugin as a projector", plugin.kind()))
                 }
             })
             .await;

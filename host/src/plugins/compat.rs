@@ -33,17 +33,17 @@ impl From<&OutboxRow> for old::OutboxEvent {
     }
 }
 
-impl From<&RelationEvent> for old::RelationEvent {
+impl From<&RelationEvent> for Option<old::RelationEvent> {
     fn from(e: &RelationEvent) -> Self {
-        Self {
+        Some(old::RelationEvent {
             event_id: e.event_id.clone(),
             tenant: e.tenant.clone(),
-            action: action(e.action),
+            action: action(e.action()?),
             follower: e.follower,
             followee: e.followee,
             version: e.version,
             occurred_at_ms: e.occurred_at_ms,
-        }
+        })
     }
 }
 

@@ -6,8 +6,7 @@ use super::bindings::Action;
 use super::error::PluginError;
 use super::inputs::{FollowAttempt, RelationEvent, WriteRequest};
 use super::runtime::{CallCost, PluginLimits, PluginRuntime, PreparedPlugin};
-use crate::outbox::OutboxRow;
-use crate::outbox::{EventId, EventType};
+use crate::outbox::{ChangeEvent, EventId, EventType, OutboxRow};
 
 /// Write requests covering both actions and several users.
 pub fn sample_requests() -> Vec<WriteRequest> {
@@ -22,20 +21,43 @@ pub fn sample_requests() -> Vec<WriteRequest> {
         .collect()
 }
 
-/// Relation events covering follow, unfollow and re-follow of pairs.
+/// Relation events covering follow, unfollow and re-follow of pairs, then one of each other kind (which only
+/// a relation projector receives: see [`PreparedPlugin::receives`]).
 pub fn sample_events() -> Vec<RelationEvent> {
-    (1..=8)
-        .map(|i| RelationEvent {
-            event_id: EventId::follow("conformance", i, i + 100, i).to_string(),
-            tenant: "conformance".into(),
-            action: if i % 2 == 0 { Action::Unfollow } else { Action::Follow },
-            follower: i,
-            followee: i + 100,
-            version: i,
-            occurred_at_ms: 1_700_000_000_000 + i,
-            followed_back: i % 3 == 0,
+    let follows = (1..=8).map(|i| (if i % 2 == 0 { EventType::Unfollow } else { EventType::Follow }, i));
+    let others = [
+        EventType::FollowRequested,
+        EventType::FollowRequestWithdrawn,
+        EventType::FollowRequestRejected,
+        EventType::Block,
+        EventType::Unblock,
+        EventType::Mute,
+        EventType::Unmute,
+    ];
+    follows
+        .chain(others.into_iter().zip(9..))
+        .map(|(event_type, i)| {
+            let relation = event_type.relation();
+            RelationEvent {
+                event_id: EventId { tenant: "conformance", relation, from: i, to: i + 100, version: i }.to_string(),
+                tenant: "conformance".into(),
+                kind: event_type.into(),
+                follower: i,
+                followee: i + 100,
+                version: i,
+                occurred_at_ms: 1_700_000_000_000 + i,
+                followed_back: i % 3 == 0,
+                actor: (event_type == EventType::FollowRequestRejected).then_some(i + 100),
+                expires_at_ms: (event_type == EventType::Mute).then_some(1_700_086_400_000),
+                notifications: event_type == EventType::Mute,
+            }
         })
         .collect()
+}
+
+/// [`sample_events`] that `plugin` receives.
+pub fn sample_events_for(plugin: &PreparedPlugin) -> Vec<RelationEvent> {
+    sample_events().into_iter().filter(|event| plugin.receives(event)).collect()
 }
 
 /// Follow attempts covering private and public targets, followers with few and many follows.
@@ -55,27 +77,9 @@ pub fn sample_attempts() -> Vec<FollowAttempt> {
         .collect()
 }
 
-/// Outbox rows as the relay hands them to the router.
+/// Outbox rows as the relay hands them to the router (every kind: routers see them all).
 pub fn sample_outbox_events() -> Vec<OutboxRow> {
-    sample_events()
-        .into_iter()
-        .enumerate()
-        .map(|(i, e)| {
-            let event_type = EventType::from(e.action).as_str();
-            OutboxRow {
-                id: i as i64 + 1,
-                tenant: e.tenant.clone(),
-                aggregate_type: "following".into(),
-                aggregate_id: format!("{}:{}", e.follower, e.followee),
-                event_type: event_type.into(),
-                key: format!("{}:{}", e.tenant, e.follower),
-                payload: format!(
-                    r#"{{"event_id":"{}","type":"{event_type}","tenant":"{}","from":{},"to":{},"version":{},"occurred_at":"2023-11-14T22:13:20.000Z","followed_back":{}}}"#,
-                    e.event_id, e.tenant, e.follower, e.followee, e.version, e.followed_back
-                ),
-            }
-        })
-        .collect()
+    sample_events().iter().zip(1..).map(|(e, id)| OutboxRow::published(id, &ChangeEvent::from(e))).collect()
 }
 
 /// Runs `plugin` on its kind's samples, within the `limits` it is being deployed with. A timeout is tried
@@ -90,7 +94,9 @@ pub async fn check(
         Ok(match plugin {
             PreparedPlugin::RateLimiter(_) => runtime.decide(plugin, limits, &sample_requests()).await.result?.1,
             PreparedPlugin::Router(_) => runtime.route(plugin, limits, &sample_outbox_events()).await.result?.1,
-            PreparedPlugin::Projector(_) => runtime.project(plugin, limits, &sample_events()).await.result?.1,
+            PreparedPlugin::Projector(_) | PreparedPlugin::RelationProjector(_) => {
+                runtime.project(plugin, limits, &sample_events_for(plugin)).await.result?.1
+            }
             PreparedPlugin::RelationPolicy(_) => runtime.admit(plugin, limits, &sample_attempts()).await.result?.1,
         })
     };

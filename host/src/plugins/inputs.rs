@@ -5,9 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::bindings::{wire, Action};
+use super::bindings::{wire, Action, RelationKind};
 use super::error::PluginError;
-use crate::outbox::{EventType, OutboxRow};
+use crate::outbox::{ChangeEvent, EventType, OutboxRow, Relation};
+use crate::util::time::rfc3339_millis;
 
 /// A follow or unfollow about to be written, for the rate-limit policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,20 +36,60 @@ pub struct FollowAttempt {
     pub now_ms: i64,
 }
 
-/// A relation change, for projectors.
+/// A relation change, for projectors: every kind for a relation projector, follows beginning and ending
+/// for the others ([`RelationEvent::action`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RelationEvent {
-    /// `tenant:follower:followee:version`: the cache dedupes by it.
+    /// [`crate::outbox::EventId`]: the cache dedupes by it.
     pub event_id: String,
     pub tenant: String,
-    pub action: Action,
+    /// What the change did (inputs written before 0.3.0 call it `action`).
+    #[serde(alias = "action")]
+    pub kind: RelationKind,
+    /// The edge's owner: the follower (or requester), the blocker, the muter.
     pub follower: i64,
+    /// Whom the edge points at: the followee, the blocked, the muted.
     pub followee: i64,
     pub version: i64,
     pub occurred_at_ms: i64,
     /// Whether the followee followed the follower at commit time (absent in events written before 0.2.0).
     #[serde(default)]
     pub followed_back: bool,
+    /// Who acted, when not `follower` (see `wit/strand.wit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<i64>,
+    /// A mute's end, epoch ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<i64>,
+    /// A mute's notifications flag.
+    #[serde(default)]
+    pub notifications: bool,
+}
+
+impl RelationEvent {
+    /// A follow beginning or ending, as projectors that see only those receive it; `None` for the other
+    /// kinds.
+    pub fn action(&self) -> Option<Action> {
+        match self.kind {
+            RelationKind::Follow => Some(Action::Follow),
+            RelationKind::Unfollow => Some(Action::Unfollow),
+            _ => None,
+        }
+    }
+
+    /// The edge it changes (each has its own versions).
+    pub fn relation(&self) -> Relation {
+        EventType::from(self.kind).relation()
+    }
+
+    /// Whether it leaves its edge without a relation (a follow or request ended, a block or mute lifted): in
+    /// a backfill, such a pair's snapshot only raises its floors.
+    pub fn ends_edge(&self) -> bool {
+        !matches!(
+            self.kind,
+            RelationKind::Follow | RelationKind::FollowRequested | RelationKind::Block | RelationKind::Mute
+        )
+    }
 }
 
 /// One of the three inputs: what every batch shares and how a log line names one of them.
@@ -140,15 +181,50 @@ impl From<&OutboxRow> for wire::OutboxEvent {
     }
 }
 
-impl From<&RelationEvent> for wire::RelationEvent {
+impl From<&RelationEvent> for Option<wire::RelationEvent> {
     fn from(e: &RelationEvent) -> Self {
-        Self {
-            action: e.action,
+        Some(wire::RelationEvent {
+            action: e.action()?,
             follower: e.follower,
             followee: e.followee,
             version: e.version,
             occurred_at_ms: e.occurred_at_ms,
             followed_back: e.followed_back,
+        })
+    }
+}
+
+impl From<&RelationEvent> for wire::RelationChange {
+    fn from(e: &RelationEvent) -> Self {
+        Self {
+            kind: e.kind,
+            from: e.follower,
+            to: e.followee,
+            actor: e.actor.unwrap_or(e.follower),
+            version: e.version,
+            occurred_at_ms: e.occurred_at_ms,
+            followed_back: e.followed_back,
+            expires_at_ms: e.expires_at_ms,
+            notifications: e.notifications,
+        }
+    }
+}
+
+/// The bus event a relation event was made from (`projection::relation_event`'s inverse).
+impl From<&RelationEvent> for ChangeEvent {
+    fn from(e: &RelationEvent) -> Self {
+        ChangeEvent {
+            event_id: e.event_id.clone(),
+            event_type: e.kind.into(),
+            tenant: e.tenant.clone(),
+            from: e.follower,
+            to: e.followee,
+            version: e.version,
+            occurred_at: rfc3339_millis(e.occurred_at_ms),
+            followed_back: e.followed_back,
+            actor: e.actor,
+            expires_at: e.expires_at_ms.map(rfc3339_millis),
+            notifications: (e.kind == RelationKind::Mute).then_some(e.notifications),
         }
     }
 }
@@ -159,6 +235,62 @@ impl From<Action> for EventType {
         match action {
             Action::Follow => EventType::Follow,
             Action::Unfollow => EventType::Unfollow,
+        }
+    }
+}
+
+/// A follow's beginning or end as a relation kind.
+impl From<Action> for RelationKind {
+    fn from(action: Action) -> Self {
+        match action {
+            Action::Follow => RelationKind::Follow,
+            Action::Unfollow => RelationKind::Unfollow,
+        }
+    }
+}
+
+/// The outbox's name of each kind, one to one.
+impl From<RelationKind> for EventType {
+    fn from(kind: RelationKind) -> Self {
+        match kind {
+            RelationKind::Follow => EventType::Follow,
+            RelationKind::Unfollow => EventType::Unfollow,
+            RelationKind::FollowRequested => EventType::FollowRequested,
+            RelationKind::FollowRequestWithdrawn => EventType::FollowRequestWithdrawn,
+            RelationKind::FollowRequestRejected => EventType::FollowRequestRejected,
+            RelationKind::Block => EventType::Block,
+            RelationKind::Unblock => EventType::Unblock,
+            RelationKind::Mute => EventType::Mute,
+            RelationKind::Unmute => EventType::Unmute,
+        }
+    }
+}
+
+impl From<EventType> for RelationKind {
+    fn from(event_type: EventType) -> Self {
+        let kinds = [
+            RelationKind::Follow,
+            RelationKind::Unfollow,
+            RelationKind::FollowRequested,
+            RelationKind::FollowRequestWithdrawn,
+            RelationKind::FollowRequestRejected,
+            RelationKind::Block,
+            RelationKind::Unblock,
+            RelationKind::Mute,
+            RelationKind::Unmute,
+        ];
+        kinds.into_iter().find(|&kind| EventType::from(kind) == event_type).expect("every event type has its kind")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_event_type_is_one_kind_and_back() {
+        for &event_type in EventType::ALL {
+            assert_eq!(EventType::from(RelationKind::from(event_type)), event_type);
         }
     }
 }

@@ -24,10 +24,10 @@ mod wasi;
 
 pub use bindings::{
     Action, Admission, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, Level, Refusal,
-    ZsetEntry, ZsetMemberWhile,
+    RelationKind, ZsetEntry, ZsetMemberWhile,
 };
 pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFECTS, MAX_TTL, RESERVED_HEADERS};
-pub use conformance::{sample_attempts, sample_events, sample_outbox_events, sample_requests};
+pub use conformance::{sample_attempts, sample_events, sample_events_for, sample_outbox_events, sample_requests};
 pub use error::PluginError;
 pub use inputs::{FollowAttempt, Input, RelationEvent, WriteRequest};
 pub use logs::{LogLine, LogSource, PluginLogs, MAX_LINES_PER_CALL, MAX_LINE_BYTES};
@@ -134,7 +134,7 @@ pub const BUNDLED: [BundledPlugin; 6] = [
 /// Example plugins built with the bundled ones but run by no tenant until it deploys one (with the
 /// `readable` declaration shown). The tests deploy them through the admin API; for a deployment
 /// `cargo build --release --target wasm32-wasip2 -p mutual-follows` builds the same component.
-pub const EXAMPLES: [BundledPlugin; 2] = [
+pub const EXAMPLES: [BundledPlugin; 3] = [
     BundledPlugin {
         kind: PluginKind::Projector,
         name: "mutual-follows",
@@ -146,5 +146,11 @@ pub const EXAMPLES: [BundledPlugin; 2] = [
         name: "following-cap",
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/following_cap.wasm")),
         readable: &[],
+    },
+    BundledPlugin {
+        kind: PluginKind::Projector,
+        name: "relation-signals",
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/relation_signals.wasm")),
+        readable: &[(Shape::SortedSet, "requests"), (Shape::Counter, "blocked_by")],
     },
 ];

@@ -73,7 +73,7 @@ async fn fill(
     let space = projection.space(tenant, plugin.version);
     record(0, 0, BackfillState::Backfilling).await?;
     projection.cache().clear(space).await?;
-    let mut snapshot = Snapshot::start(projection.db(), tenant).await?;
+    let mut snapshot = Snapshot::start(projection.db(), tenant, plugin.prepared.receives_every_kind()).await?;
     let mut replayed = 0;
     loop {
         let pairs = snapshot.next_page().await?;

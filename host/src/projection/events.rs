@@ -1,13 +1,12 @@
-//! What projections receive: an outbox event decoded from the bus, checked and turned into the
-//! `relation-event` projector plugins see. Projectors built against `strand:plugin@0.2.0` or earlier see
-//! follows begin and end only (blocks, mutes and requests end or begin follows through ordinary `follow` and
-//! `unfollow` events, so they stay exact).
+//! What projections receive: an outbox event decoded from the bus, checked and turned into the relation
+//! event the host hands projector plugins. Relation projectors (`strand:plugin@0.3.0`) receive every kind;
+//! the others see follows begin and end only (blocks, mutes and requests end or begin follows through
+//! ordinary `follow` and `unfollow` events, so they stay exact) and are not called for the rest.
 
 use chrono::DateTime;
 
 use crate::outbox::ChangeEvent;
-use crate::outbox::EventType;
-use crate::plugins::{Action, RelationEvent};
+use crate::plugins::RelationEvent;
 
 /// Why an event cannot be projected (a poison event: retrying will not help).
 #[derive(Debug, thiserror::Error)]
@@ -19,40 +18,45 @@ pub struct Unprojectable {
 
 /// When `event` happened (epoch ms), once it is checked: its id must name its own change.
 pub fn occurred_at_ms(event: &ChangeEvent) -> Result<i64, Unprojectable> {
-    let poison = |detail: String| Unprojectable { event_id: event.event_id.clone(), detail };
     let named = event.named();
     if named.to_string() != event.event_id {
-        return Err(poison(format!("its id does not name its own change ({named})")));
+        return Err(poison(event, format!("its id does not name its own change ({named})")));
     }
-    Ok(DateTime::parse_from_rfc3339(&event.occurred_at)
-        .map_err(|e| poison(format!("occurred_at {:?}: {e}", event.occurred_at)))?
-        .timestamp_millis())
+    epoch_ms(event, "occurred_at", &event.occurred_at)
 }
 
-/// The projector's view of `event`; `None` for an event projectors do not receive (not a follow's beginning
-/// or end).
-pub fn relation_event(event: &ChangeEvent) -> Result<Option<RelationEvent>, Unprojectable> {
-    let occurred_at_ms = occurred_at_ms(event)?;
-    let action = match event.event_type {
-        EventType::Follow => Action::Follow,
-        EventType::Unfollow => Action::Unfollow,
-        _ => return Ok(None),
-    };
-    Ok(Some(RelationEvent {
+/// The projectors' view of `event`.
+pub fn relation_event(event: &ChangeEvent) -> Result<RelationEvent, Unprojectable> {
+    Ok(RelationEvent {
         event_id: event.event_id.clone(),
         tenant: event.tenant.clone(),
-        action,
+        kind: event.event_type.into(),
         follower: event.from,
         followee: event.to,
         version: event.version,
-        occurred_at_ms,
+        occurred_at_ms: occurred_at_ms(event)?,
         followed_back: event.followed_back,
-    }))
+        actor: event.actor,
+        expires_at_ms: event.expires_at.as_deref().map(|at| epoch_ms(event, "expires_at", at)).transpose()?,
+        notifications: event.notifications.unwrap_or(false),
+    })
+}
+
+/// `event`'s RFC 3339 `field` in epoch milliseconds.
+fn epoch_ms(event: &ChangeEvent, field: &str, text: &str) -> Result<i64, Unprojectable> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|at| at.timestamp_millis())
+        .map_err(|e| poison(event, format!("{field} {text:?}: {e}")))
+}
+
+fn poison(event: &ChangeEvent, detail: String) -> Unprojectable {
+    Unprojectable { event_id: event.event_id.clone(), detail }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outbox::EventType;
 
     #[test]
     fn an_event_whose_id_names_another_change_is_poison() {
@@ -69,12 +73,12 @@ mod tests {
             expires_at: None,
             notifications: None,
         };
-        assert_eq!(relation_event(&event).unwrap().unwrap().event_id, "acme:1:2:3");
+        assert_eq!(relation_event(&event).unwrap().event_id, "acme:1:2:3");
         let replayed_as_another = ChangeEvent { version: 4, ..event.clone() };
         assert!(relation_event(&replayed_as_another).unwrap_err().detail.contains("acme:1:2:4"));
         let a_block_named_as_a_follow = ChangeEvent { event_type: EventType::Block, ..event.clone() };
         assert!(relation_event(&a_block_named_as_a_follow).unwrap_err().detail.contains("acme:block:1:2:3"));
         let a_request = ChangeEvent { event_type: EventType::FollowRequested, ..event };
-        assert_eq!(relation_event(&a_request).unwrap(), None);
+        assert_eq!(relation_event(&a_request).unwrap().action(), None);
     }
 }

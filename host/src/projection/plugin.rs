@@ -10,6 +10,7 @@
 //! truth first, like the active version's): its failures never hold the active version back — the events
 //! it cannot take are left out of its space and count towards its automatic rollback.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -245,7 +246,7 @@ impl PluginProjection {
             return Ok(Vec::new());
         }
         let batch: Vec<RelationEvent> =
-            parked.iter().filter_map(|p| relation_event(&p.event).transpose()).collect::<Result<_, Unprojectable>>()?;
+            parked.iter().map(|p| relation_event(&p.event)).collect::<Result<_, Unprojectable>>()?;
         let held = match self.within_budget(tenant, &batch).await? {
             None => {
                 self.parked.remove(&parked.iter().map(|p| p.id).collect::<Vec<_>>()).await?;
@@ -398,9 +399,16 @@ impl PluginProjection {
         batch: &[RelationEvent],
         builds: Builds,
     ) -> Result<(), PluginProjectionError> {
-        let mut effects = self.projector.effects(tenant, &plugin, role, batch).await?;
+        let mut received = received_by(&plugin, batch);
+        if received.is_empty() {
+            return Ok(());
+        }
+        let mut effects = self.projector.effects(tenant, &plugin, role, &received).await?;
         let mut refreshed = false;
-        while self.projector.apply_whole(tenant, (&plugin, role), batch, &effects, Gate::Built(&plugin.sha256)).await?
+        while self
+            .projector
+            .apply_whole(tenant, (&plugin, role), &received, &effects, Gate::Built(&plugin.sha256))
+            .await?
             == Applied::Refused
         {
             if !refreshed {
@@ -410,7 +418,8 @@ impl PluginProjection {
                     None => return Ok(()),
                     Some(now) if now.sha256 != plugin.sha256 => {
                         plugin = now;
-                        effects = self.projector.effects(tenant, &plugin, role, batch).await?;
+                        received = received_by(&plugin, batch);
+                        effects = self.projector.effects(tenant, &plugin, role, &received).await?;
                         continue;
                     }
                     Some(_) => {}
@@ -432,6 +441,16 @@ impl PluginProjection {
     }
 }
 
+/// The events of `batch` that `plugin` is called for (a projector of follows is not called for the other
+/// kinds, and its space keeps no trace of them).
+fn received_by<'b>(plugin: &ActivePlugin, batch: &'b [RelationEvent]) -> Cow<'b, [RelationEvent]> {
+    if batch.iter().all(|event| plugin.prepared.receives(event)) {
+        Cow::Borrowed(batch)
+    } else {
+        Cow::Owned(batch.iter().filter(|event| plugin.prepared.receives(event)).cloned().collect())
+    }
+}
+
 /// One tenant's events of a batch, in bus order: as projectors see them, and as they came.
 type TenantEvents<'e> = (Vec<RelationEvent>, Vec<&'e ChangeEvent>);
 
@@ -439,7 +458,7 @@ type TenantEvents<'e> = (Vec<RelationEvent>, Vec<&'e ChangeEvent>);
 fn by_tenant(events: &[ChangeEvent]) -> Result<BTreeMap<TenantId, TenantEvents<'_>>, Unprojectable> {
     let mut by_tenant: BTreeMap<TenantId, TenantEvents<'_>> = BTreeMap::new();
     for event in events {
-        let Some(relation) = relation_event(event)? else { continue };
+        let relation = relation_event(event)?;
         let tenant: TenantId = relation.tenant.parse().map_err(|e: crate::graph::InvalidTenantId| Unprojectable {
             event_id: relation.event_id.clone(),
             detail: e.to_string(),

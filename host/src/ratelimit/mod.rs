@@ -11,7 +11,7 @@ mod sample;
 
 pub use self::redis::RedisBuckets;
 pub use local::LocalBuckets;
-pub use sample::{recent_requests, RequestSample};
+pub use sample::{recent_requests, RequestSample, SampledRequest};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -130,7 +130,7 @@ impl RateLimiting {
             now_ms: crate::util::time::now_ms(),
         };
         let verdict = self.verdict(intent, request.clone()).await;
-        self.sample.offer(&request, &verdict);
+        self.sample.offer(&request.tenant, || SampledRequest { request: request.clone(), verdict: verdict.name() });
         let labels = [("tenant", tenant.to_string()), ("decision", verdict.name().to_owned())];
         metrics::counter!(RATE_LIMIT_DECISIONS.name, &labels).increment(1);
         verdict

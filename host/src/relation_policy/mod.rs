@@ -7,6 +7,8 @@
 //! takes the tenant's failure mode, the rate limiter's: failing open, the host's rule decides; failing
 //! closed, the follow is refused as unavailable (503).
 
+mod sample;
+
 use std::sync::Arc;
 
 use crate::db::Database;
@@ -15,12 +17,15 @@ use crate::plugins::{observed, Admission, Chosen, FollowAttempt, PluginError, Pl
 use crate::projection::CachedReads;
 use crate::tenancy::settings::{FailureMode, TenantSettings};
 
+pub use self::sample::{recent_attempts, AttemptSample, SampledAttempt};
+
 /// Every tenant's relation policy.
 pub struct RelationPolicies {
     registry: Arc<PluginRegistry>,
     tenants: Arc<TenantSettings>,
     reads: Arc<CachedReads>,
     db: Database,
+    sample: AttemptSample,
 }
 
 /// The policy one follow runs under.
@@ -47,7 +52,12 @@ impl RelationPolicies {
         reads: Arc<CachedReads>,
         db: Database,
     ) -> Self {
-        Self { registry, tenants, reads, db }
+        Self { registry, tenants, reads, db, sample: AttemptSample::default() }
+    }
+
+    /// The decided attempts this node samples for replay; its writer runs as a task of the server.
+    pub fn sample(&self) -> &AttemptSample {
+        &self.sample
     }
 
     /// The policy `follower`'s follow of `target` in `tenant` runs under; `pinned`: a candidate version the
@@ -103,6 +113,13 @@ impl RelationPolicies {
                 let decided =
                     observed(self.registry.logs(), tenant.as_str(), plugin, call).await.map(|mut a| a.remove(0));
                 self.registry.record_outcome(tenant, Singleton::RelationPolicy, chosen, decided.as_ref().err()).await;
+                let answer = match &decided {
+                    Ok(Admission::Allow) => "allow",
+                    Ok(Admission::RequireApproval) => "require_approval",
+                    Ok(Admission::Refuse(_)) => "refuse",
+                    Err(_) => "failed",
+                };
+                self.sample.offer(tenant.as_str(), || SampledAttempt { attempt, answer });
                 decided
             }
             Err(detail) => Err(PluginError::host("reading the follow counts", detail.clone())),

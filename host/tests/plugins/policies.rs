@@ -6,7 +6,7 @@ use std::time::Duration;
 use strand::db::Database;
 use strand::outbox::OutboxRow;
 use strand::plugins::{
-    project_with_retries, route_or_default, sample_events, sample_outbox_events, PluginKind, PluginRegistry,
+    project_with_retries, route_or_default, sample_events_for, sample_outbox_events, PluginKind, PluginRegistry,
     PluginRuntime, PluginSlot, RetryPolicy, Staged,
 };
 use strand_test_support::{test_plugin, Backend};
@@ -55,10 +55,11 @@ async fn a_failing_projector_is_retried_then_reported_for_dead_lettering() {
         registry.projectors(&tenant).into_iter().find(|p| p.name == "hostile").expect("the deployed projector");
     let policy = RetryPolicy { attempts: 3, first_backoff: Duration::from_millis(1) };
 
-    let fine = project_with_retries(&registry, projector.clone(), Arc::new(sample_events()), policy).await.unwrap();
-    assert_eq!(fine.len(), sample_events().len());
+    let events = sample_events_for(&projector.prepared);
+    let fine = project_with_retries(&registry, projector.clone(), Arc::new(events.clone()), policy).await.unwrap();
+    assert_eq!(fine.len(), events.len());
 
-    let mut poison = sample_events();
+    let mut poison = events;
     poison[3].follower = 666;
     let failed = project_with_retries(&registry, projector, Arc::new(poison), policy).await.unwrap_err();
     assert_eq!((failed.name.as_str(), failed.version, failed.attempts), ("hostile", 1, 3));

@@ -1,6 +1,6 @@
 //! `strand plugin test --replay`: a candidate beside the active version on the tenant's recent real
-//! changes (a rate limiter: its sampled requests, refused ones too), printing the inputs where they differ
-//! and what both cost.
+//! changes (a rate limiter: its sampled requests, refused ones too; a relation policy: its sampled follow
+//! attempts), printing the inputs where they differ and what both cost.
 
 use std::time::Duration;
 
@@ -48,7 +48,7 @@ async fn a_candidate_is_replayed_beside_the_active_version_on_the_tenants_recent
     assert!(summary["candidate"]["fuel"].as_u64().is_some_and(|f| f > 0), "{summary}");
 
     // A policy denying everything, beside the bundled one: every recent request would have been refused.
-    wait_for_samples(&server, 7).await;
+    wait_for_samples(&server, "write_request_samples", 7).await;
     let (different, summary) =
         replay(&server, &["--kind", "rate-limiter", "--last", "4"], &test_plugin("deny-all")).await;
     assert_eq!((summary["inputs"].as_u64(), summary["different"].as_u64()), (Some(4), Some(4)), "{summary}");
@@ -65,7 +65,7 @@ async fn a_candidate_is_replayed_beside_the_active_version_on_the_tenants_recent
     for target in [11, 12] {
         assert_eq!(server.client("replayed", 3).put(&format!("/v1/me/following/{target}")).await.status, 429);
     }
-    wait_for_samples(&server, 9).await;
+    wait_for_samples(&server, "write_request_samples", 9).await;
     let bundled_policy = bundled("rate-limiter", "default");
     let (different, summary) = replay(&server, &["--kind", "rate-limiter", "--last", "2"], &bundled_policy).await;
     assert_eq!(summary["answered"], serde_json::json!({"limited": 2}), "{summary}");
@@ -79,15 +79,35 @@ async fn a_candidate_is_replayed_beside_the_active_version_on_the_tenants_recent
     assert!(different.is_empty(), "{different:?}");
 }
 
-/// Waits until the server's sampler has written `requests` of the tenant's requests.
-async fn wait_for_samples(server: &TestServer, requests: i64) {
-    strand_test_support::wait_until("the requests are sampled", Duration::from_secs(20), || async {
-        let sampled: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM write_request_samples WHERE tenant_id = 'replayed'")
-                .fetch_one(server.database().reader())
-                .await
-                .unwrap();
-        sampled >= requests
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relation_policy_is_replayed_on_the_follow_attempts_its_tenant_made() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    let cap = strand::plugins::EXAMPLES.iter().find(|e| e.name == "following-cap").unwrap();
+    assert_eq!(deploy(&server, "replayed", "relation-policy", "default", cap.wasm.to_vec()).await.status, 200);
+    let private = serde_json::json!({"private": true});
+    let made_private = server.client("replayed", 3).send_json(reqwest::Method::PUT, "/v1/me/settings", &private).await;
+    assert_eq!(made_private.status, 200, "{made_private:?}");
+    for (follower, target) in [(1, 2), (1, 3), (4, 5)] {
+        assert_eq!(server.client("replayed", follower).put(&format!("/v1/me/following/{target}")).await.status, 200);
+    }
+    wait_for_samples(&server, "follow_attempt_samples", 3).await;
+
+    // A candidate that allows every follow: only the follow of the private account is answered otherwise.
+    let allows_all = test_plugin("trapping-relation-policy");
+    let (different, summary) = replay(&server, &["--kind", "relation-policy"], &allows_all).await;
+    assert_eq!((summary["inputs"].as_u64(), summary["different"].as_u64()), (Some(3), Some(1)), "{summary}");
+    assert_eq!(summary["answered"], serde_json::json!({"allow": 2, "require_approval": 1}), "{summary}");
+    let changed = &different[0];
+    assert_eq!((changed["input"]["follower"].as_i64(), changed["input"]["target"].as_i64()), (Some(1), Some(3)));
+    assert_eq!((changed["active"].clone(), changed["candidate"].clone()), ("RequireApproval".into(), "Allow".into()));
+}
+
+/// Waits until the server's sampler has written `inputs` of the tenant's inputs into `table`.
+async fn wait_for_samples(server: &TestServer, table: &str, inputs: i64) {
+    let sql = format!("SELECT COUNT(*) FROM {table} WHERE tenant_id = 'replayed'");
+    strand_test_support::wait_until("the inputs are sampled", Duration::from_secs(20), || async {
+        let sampled: i64 = sqlx::query_scalar(&sql).fetch_one(server.database().reader()).await.unwrap();
+        sampled >= inputs
     })
     .await;
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use strand::plugins::{sample_events, PluginKind, PluginRuntime, BUNDLED};
+use strand::plugins::{sample_events, PluginKind, PluginRuntime, RelationKind, BUNDLED, EXAMPLES};
 use strand_test_support::{wait_until, Backend, TestServer};
 
 use super::deploy;
@@ -22,11 +22,39 @@ async fn older_projectors_project_what_their_0_3_0_build_does() {
     let [v0_1, v0_2, new] = [OLD_FOLLOW_COUNTS, V0_2_FOLLOW_COUNTS, current]
         .map(|wasm| runtime.prepare(PluginKind::Projector, wasm).unwrap());
     assert_eq!((v0_1.wit_version(), v0_2.wit_version(), new.wit_version()), ("0.1.0", "0.2.0", "0.3.0"));
-    let events = sample_events();
+    let events: Vec<_> = sample_events().into_iter().filter(|e| e.action().is_some()).collect();
     let project = async |plugin| runtime.project(&plugin, runtime.limits(), &events).await.result.unwrap().0;
     let new = project(new).await;
     assert_eq!(project(v0_1).await, new);
     assert_eq!(project(v0_2).await, new);
+}
+
+#[tokio::test]
+async fn a_relation_projector_receives_every_kind_and_a_projector_of_follows_none_but_follows() {
+    let runtime = PluginRuntime::new(Default::default(), None).unwrap();
+    let signals = EXAMPLES.iter().find(|e| e.name == "relation-signals").unwrap().wasm;
+    let signals = runtime.prepare(PluginKind::Projector, signals).unwrap();
+    assert!(signals.receives_every_kind() && signals.wit_version() == "0.3.0");
+    let events = sample_events();
+    let effects = runtime.project(&signals, runtime.limits(), &events).await.result.unwrap().0;
+    let kinds_with_effects: Vec<RelationKind> =
+        events.iter().zip(&effects).filter(|(_, effects)| !effects.is_empty()).map(|(e, _)| e.kind).collect();
+    assert_eq!(
+        kinds_with_effects,
+        [
+            RelationKind::FollowRequested,
+            RelationKind::FollowRequestWithdrawn,
+            RelationKind::FollowRequestRejected,
+            RelationKind::Block,
+            RelationKind::Unblock
+        ]
+    );
+
+    let counts = BUNDLED.iter().find(|b| b.name == "follow-counts").unwrap().wasm;
+    let counts = runtime.prepare(PluginKind::Projector, counts).unwrap();
+    let refused = runtime.project(&counts, runtime.limits(), &events).await.result.unwrap_err();
+    let cause = std::error::Error::source(&refused).map(ToString::to_string).unwrap_or_default();
+    assert!(cause.contains("follows only"), "{refused}: {cause}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -116,12 +116,15 @@ async fn a_batch_that_would_take_a_counter_out_of_range_changes_nothing() {
         let event = |follower: i64| RelationEvent {
             event_id: format!("{tenant}:{follower}:1:1"),
             tenant: tenant.clone(),
-            action: strand::plugins::Action::Follow,
+            kind: strand::plugins::RelationKind::Follow,
             follower,
             followee: 1,
             version: 1,
             occurred_at_ms: 1,
             followed_back: false,
+            actor: None,
+            expires_at_ms: None,
+            notifications: false,
         };
         let near = [vec![Effect::CounterAdd((key("n"), COUNTER_LIMIT - 1))]];
         assert_eq!(cache.apply(space, &[event(1)], &near, Gate::Built("v")).await.unwrap(), Applied::Events(1));

@@ -1,8 +1,10 @@
 //! A storm of every relation — follows, unfollows, blocks, unblocks, requests to private accounts,
 //! authorizations, rejections, withdrawals, follower removals, mutes — through the whole pipeline, then a
 //! replay of the whole bus: the truth never holds a follow between a blocked pair, and the follower table,
-//! the cached counts and lists and the `mutual-follows` example (a 0.2.0 projector deployed mid-storm) equal
-//! the truth. On SQLite with the in-process cache, and on MariaDB with Redis and with a Redis Cluster.
+//! the cached counts and lists, the `mutual-follows` example (a 0.2.0 projector deployed mid-storm: follows
+//! only) and the `relation-signals` example (a 0.3.0 relation projector deployed mid-storm: every kind, its
+//! space built from every edge of the truth) equal the truth. On SQLite with the in-process cache, and on
+//! MariaDB with Redis and with a Redis Cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -78,10 +80,18 @@ async fn storm_and_replay(backend: Backend, redis_url: Option<String>, prefix: &
     let (deployed, ()) =
         tokio::join!(admin.upload(Method::PUT, &path, example.wasm.to_vec()), storm(&server, &tenant, 1));
     assert_eq!(deployed.status, 200, "{deployed:?}");
-    storm(&server, &tenant, 2).await;
+    // A relation projector (0.3.0), deployed mid-storm: built from follows, requests and blocks, then fed all.
+    let signals = EXAMPLES.iter().find(|e| e.name == "relation-signals").unwrap();
+    let path = format!(
+        "/admin/v1/tenants/{tenant}/plugins/projector/relation-signals?readable=sorted-set:requests,counter:blocked_by"
+    );
+    let (deployed, ()) =
+        tokio::join!(admin.upload(Method::PUT, &path, signals.wasm.to_vec()), storm(&server, &tenant, 2));
+    assert_eq!(deployed.status, 200, "{deployed:?}");
+    storm(&server, &tenant, 3).await;
     let truth = Truth::read(&server, &tenant).await;
     assert!(
-        truth.blocks.len() > 2 && truth.follows.len() > 5 && truth.requests > 0,
+        truth.blocks.len() > 2 && truth.follows.len() > 5 && !truth.requests.is_empty(),
         "a storm worth checking: {truth:?}"
     );
     for &(a, b) in &truth.blocks {
@@ -103,7 +113,8 @@ async fn storm_and_replay(backend: Backend, redis_url: Option<String>, prefix: &
 struct Truth {
     follows: BTreeSet<(i64, i64)>,
     blocks: BTreeSet<(i64, i64)>,
-    requests: usize,
+    /// Pending follow requests (requester, target).
+    requests: BTreeSet<(i64, i64)>,
     /// Every row of `following`: (from, to) → (status, version).
     rows: BTreeMap<(i64, i64), (i64, i64)>,
 }
@@ -120,7 +131,7 @@ impl Truth {
             .map(|r| (r.get(0), r.get(1)))
             .collect();
         let follows = rows.iter().filter(|(_, (status, _))| *status == 1).map(|(pair, _)| *pair).collect();
-        let requests = rows.values().filter(|(status, _)| *status == 2).count();
+        let requests = rows.iter().filter(|(_, (status, _))| *status == 2).map(|(pair, _)| *pair).collect();
         Self { follows, blocks, requests, rows }
     }
 
@@ -150,8 +161,8 @@ async fn served_ids(client: &ApiClient, path: &str) -> Option<BTreeSet<i64>> {
     Some(items.iter().filter_map(|i| i["user_id"].as_i64().or_else(|| i["member"].as_i64())).collect())
 }
 
-/// Waits until the follower table, the served counts and lists, and the friends of `mutual-follows` equal
-/// `truth`.
+/// Waits until the follower table, the served counts and lists, the friends of `mutual-follows` and the
+/// pending requests and blocked-by counts of `relation-signals` equal `truth`.
 async fn converged(server: &TestServer, tenant: &str, truth: &Truth) {
     wait_until("the follower table equals the truth row for row", Duration::from_secs(60), || async {
         rows(server, tenant, "follower").await == truth.rows
@@ -170,6 +181,15 @@ async fn converged(server: &TestServer, tenant: &str, truth: &Truth) {
                 || served_ids(&client, &format!("/v1/users/{user}/followers?limit=100")).await != Some(followers)
                 || served_ids(&client, &format!("/v1/projections/mutual-follows/friends/{user}?limit=100")).await
                     != Some(truth.friends(user))
+            {
+                return false;
+            }
+            let requesters: BTreeSet<i64> = truth.requests.iter().filter(|p| p.1 == user).map(|p| p.0).collect();
+            let blocked_by = truth.blocks.iter().filter(|p| p.1 == user).count();
+            let signals = client.get(&format!("/v1/projections/relation-signals/blocked_by/{user}")).await.body;
+            if served_ids(&client, &format!("/v1/projections/relation-signals/requests/{user}?limit=100")).await
+                != Some(requesters)
+                || signals["value"] != blocked_by
             {
                 return false;
             }

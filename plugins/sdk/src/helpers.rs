@@ -1,7 +1,8 @@
 //! Constructors and accessors that make the generated WIT types pleasant to use.
 
 use crate::{
-    Action, Bucket, CappedZsetAdd, Decision, Effect, GuardedZsetAdd, Key, RelationEvent, ZsetEntry, ZsetMemberWhile,
+    Action, Bucket, CappedZsetAdd, Decision, Effect, GuardedZsetAdd, Key, RelationChange, RelationEvent, RelationKind,
+    ZsetEntry, ZsetMemberWhile,
 };
 
 impl Key {
@@ -67,6 +68,23 @@ impl RelationEvent {
         match self.action {
             Action::Follow => 1,
             Action::Unfollow => -1,
+        }
+    }
+}
+
+impl RelationChange {
+    /// A change at version 1 by `from`, for plugin unit tests.
+    pub fn sample(kind: RelationKind, from: i64, to: i64, occurred_at_ms: i64) -> Self {
+        RelationChange {
+            kind,
+            from,
+            to,
+            actor: from,
+            version: 1,
+            occurred_at_ms,
+            followed_back: false,
+            expires_at_ms: None,
+            notifications: false,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The Strand plugin SDK.
 //!
-//! A plugin is a plain Rust type implementing one of [`RateLimiter`], [`Router`], [`Projector`] or
-//! [`RelationPolicy`] for a single input; the matching `export_*!` macro turns it into the WASM component export for a whole batch.
+//! A plugin is a plain Rust type implementing one of [`RateLimiter`], [`Router`], [`Projector`],
+//! [`RelationProjector`] or [`RelationPolicy`] for a single input; the matching `export_*!` macro turns it into the WASM component export for a whole batch.
 //! Because the traits take and return ordinary values, a plugin's logic is unit-tested natively with
 //! `cargo test`; `cargo build --target wasm32-wasip2 --release` builds the component the host loads.
 //!
@@ -63,6 +63,20 @@ pub mod bindings {
             default_bindings_module: "strand_plugin_sdk::bindings::projector",
         });
     }
+    pub mod relation_projector {
+        wit_bindgen::generate!({
+            world: "relation-projector",
+            path: "../../wit/strand.wit",
+            with: {
+                "strand:plugin/types@0.3.0": super::rate_limiter::strand::plugin::types,
+                "strand:plugin/log@0.3.0": super::rate_limiter::strand::plugin::log,
+                "strand:plugin/relations@0.3.0": super::relation_policy::strand::plugin::relations,
+            },
+            pub_export_macro: true,
+            export_macro_name: "export_relation_projector_world",
+            default_bindings_module: "strand_plugin_sdk::bindings::relation_projector",
+        });
+    }
     pub mod relation_policy {
         wit_bindgen::generate!({
             world: "relation-policy",
@@ -84,7 +98,9 @@ pub use bindings::rate_limiter::strand::plugin::types::{
     RelationEvent, WriteRequest, ZsetEntry, ZsetMemberWhile,
 };
 
-pub use bindings::relation_policy::strand::plugin::relations::{Admission, FollowAttempt, Refusal};
+pub use bindings::relation_policy::strand::plugin::relations::{
+    Admission, FollowAttempt, Refusal, RelationChange, RelationKind,
+};
 
 /// A relation policy: whether a follow begins, waits for the target's approval, or is refused (blocks are
 /// the host's, before the policy is asked).
@@ -105,6 +121,12 @@ pub trait Router {
 /// A projector: the effects of one relation event on the plugin's derived data.
 pub trait Projector {
     fn project(event: &RelationEvent) -> Vec<Effect>;
+}
+
+/// A relation projector: the effects of any relation change (blocks, mutes, requests, follows, with who
+/// acted) on the plugin's derived data. Deployed and read as a projector.
+pub trait RelationProjector {
+    fn project(change: &RelationChange) -> Vec<Effect>;
 }
 
 /// Calls `decide` for each input in turn, with [`log`] lines naming the input being handled.
@@ -173,6 +195,29 @@ macro_rules! export_projector {
         }
         #[cfg(target_arch = "wasm32")]
         $crate::bindings::projector::export_projector_world!(__StrandProjector);
+    };
+}
+
+/// Exports a [`RelationProjector`] as the component's `relation-projector` world.
+#[macro_export]
+macro_rules! export_relation_projector {
+    ($projector:ty) => {
+        // Only the component exports the world: a native build (unit tests, a cdylib) exports nothing.
+        #[cfg(target_arch = "wasm32")]
+        struct __StrandRelationProjector;
+        #[cfg(target_arch = "wasm32")]
+        impl $crate::bindings::relation_projector::exports::strand::plugin::relation_projection::Guest
+            for __StrandRelationProjector
+        {
+            fn project_changes(
+                _tenant: ::std::string::String,
+                changes: ::std::vec::Vec<$crate::RelationChange>,
+            ) -> ::std::vec::Vec<::std::vec::Vec<$crate::Effect>> {
+                $crate::each(changes, <$projector as $crate::RelationProjector>::project)
+            }
+        }
+        #[cfg(target_arch = "wasm32")]
+        $crate::bindings::relation_projector::export_relation_projector_world!(__StrandRelationProjector);
     };
 }
 

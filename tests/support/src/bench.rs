@@ -21,6 +21,16 @@ impl Measurement {
         self.latencies[((self.latencies.len() - 1) as f64 * q) as usize]
     }
 
+    /// This and `other` as one measurement: their operations, their times added, their latencies together
+    /// (phases run in turns and summed, so neither gains from running first or last).
+    pub fn and(mut self, other: Measurement) -> Measurement {
+        self.count += other.count;
+        self.elapsed += other.elapsed;
+        self.latencies.extend(other.latencies);
+        self.latencies.sort();
+        self
+    }
+
     /// One line: `label`, operations per second (as `unit`/s), p50 and p99.
     pub fn print(&self, label: &str, unit: &str) {
         println!(

@@ -15,8 +15,8 @@ use strand::bus::Topology;
 use strand::config::Config;
 use strand::plugins::logs::{level_name, LogEntry, LogPage};
 use strand::plugins::{
-    sample_attempts, sample_events, sample_outbox_events, sample_requests, CallCost, Called, PluginKind, PluginRuntime,
-    PreparedPlugin, MAX_LINES_PER_CALL,
+    sample_attempts, sample_events_for, sample_outbox_events, sample_requests, CallCost, Called, PluginKind,
+    PluginRuntime, PreparedPlugin, MAX_LINES_PER_CALL,
 };
 use strand::plugins::{LogLine, PluginVersion};
 use strand::projection::progress::BackfillState;
@@ -329,7 +329,9 @@ async fn test(config: &Config, kind: PluginKind, input: Option<&Path>, wasm: &Pa
         PreparedPlugin::Router(_) => {
             report(runtime.route(&plugin, limits, &inputs(input, sample_outbox_events)?).await)
         }
-        PreparedPlugin::Projector(_) => report(runtime.project(&plugin, limits, &inputs(input, sample_events)?).await),
+        PreparedPlugin::Projector(_) | PreparedPlugin::RelationProjector(_) => {
+            report(runtime.project(&plugin, limits, &inputs(input, || sample_events_for(&plugin))?).await)
+        }
         PreparedPlugin::RelationPolicy(_) => {
             report(runtime.admit(&plugin, limits, &inputs(input, sample_attempts)?).await)
         }
@@ -349,7 +351,10 @@ fn report<R: Serialize>(called: Called<R>) -> anyhow::Result<()> {
     print_report(&serde_json::to_value(output)?, &cost)
 }
 
-fn inputs<T: DeserializeOwned + Serialize>(file: Option<&Path>, samples: fn() -> Vec<T>) -> anyhow::Result<Vec<T>> {
+fn inputs<T: DeserializeOwned + Serialize>(
+    file: Option<&Path>,
+    samples: impl FnOnce() -> Vec<T>,
+) -> anyhow::Result<Vec<T>> {
     match file {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;

@@ -2,8 +2,9 @@
 //! bundled one), on the tenant's real recent inputs, before it is deployed — Shopify's `function replay`.
 //! A projector's and a router's inputs are the pairs the tenant changed last, read from the truth (as
 //! relation events, and as the outbox events their writes published); a rate limiter's are the tenant's
-//! sampled write requests, refused ones too (`write_request_samples`, which the API nodes keep). Prints,
-//! per input whose outputs differ, both outputs; then what both cost.
+//! sampled write requests, refused ones too (`write_request_samples`, which the API nodes keep), and a
+//! relation policy's its sampled follow attempts (`follow_attempt_samples`). Prints, per input whose outputs
+//! differ, both outputs; then what both cost.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,20 +14,20 @@ use serde::Serialize;
 use strand::config::Config;
 use strand::db::Database;
 use strand::graph::TenantId;
-use strand::outbox::{ChangeEvent, EventType, OutboxRow};
+use strand::outbox::{ChangeEvent, OutboxRow};
 use strand::plugins::{
-    CallCost, Called, PluginKind, PluginRegistry, PluginRuntime, PreparedPlugin, RelationEvent, WriteRequest,
+    CallCost, Called, FollowAttempt, PluginKind, PluginRegistry, PluginRuntime, PreparedPlugin, WriteRequest,
     INPUTS_PER_LIMIT,
 };
 use strand::projection::recent_changes;
 use strand::ratelimit::recent_requests;
-use strand::util::time::rfc3339_millis;
+use strand::relation_policy::recent_attempts;
 
 /// What a replay found.
 #[derive(Serialize)]
 struct Summary {
     inputs: usize,
-    /// A rate limiter's inputs by what the host answered them when they were made.
+    /// A rate limiter's or relation policy's inputs by what the host answered them when they were made.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     answered: BTreeMap<String, usize>,
     different: usize,
@@ -59,12 +60,6 @@ pub async fn replay(
     last: u32,
     candidate: &[u8],
 ) -> anyhow::Result<()> {
-    if kind == PluginKind::RelationPolicy {
-        anyhow::bail!(
-            "follow attempts are not sampled yet, so a relation policy has nothing to replay; \
-             `strand plugin test --kind relation-policy` runs it on the samples or on your own attempts (--input)"
-        );
-    }
     let tenant: TenantId = tenant.parse()?;
     let db = Database::open(&config.database_url, 2).await.context("opening the database")?;
     let runtime = Arc::new(PluginRuntime::bounded(config.plugin_limits(), config.plugin_maxima(), None)?);
@@ -81,14 +76,15 @@ pub async fn replay(
         candidate: Cost::default(),
     };
     if kind == PluginKind::RateLimiter {
-        let sampled = recent_requests(&db, &tenant, last).await?;
-        for (_, verdict) in &sampled {
-            *summary.answered.entry(verdict.clone()).or_default() += 1;
-        }
-        let requests: Vec<WriteRequest> = sampled.into_iter().map(|(request, _)| request).collect();
-        summary.inputs = requests.len();
+        let requests: Vec<WriteRequest> = answered(recent_requests(&db, &tenant, last).await?, &mut summary);
         for batch in requests.chunks(INPUTS_PER_LIMIT) {
             let run = async |p: &PreparedPlugin| runtime.decide(p, runtime.limits(), batch).await;
+            compare(batch, run(&active.prepared).await, run(&candidate).await, &mut summary)?;
+        }
+    } else if kind == PluginKind::RelationPolicy {
+        let attempts: Vec<FollowAttempt> = answered(recent_attempts(&db, &tenant, last).await?, &mut summary);
+        for batch in attempts.chunks(INPUTS_PER_LIMIT) {
+            let run = async |p: &PreparedPlugin| runtime.admit(p, runtime.limits(), batch).await;
             compare(batch, run(&active.prepared).await, run(&candidate).await, &mut summary)?;
         }
     } else {
@@ -99,7 +95,8 @@ pub async fn replay(
                 let run = async |p: &PreparedPlugin| runtime.project(p, runtime.limits(), batch).await;
                 compare(batch, run(&active.prepared).await, run(&candidate).await, &mut summary)?;
             } else {
-                let events = batch.iter().map(published).collect::<Result<Vec<OutboxRow>, _>>()?;
+                let events: Vec<OutboxRow> =
+                    batch.iter().map(|change| OutboxRow::published(0, &ChangeEvent::from(change))).collect();
                 let run = async |p: &PreparedPlugin| runtime.route(p, runtime.limits(), &events).await;
                 compare(&events, run(&active.prepared).await, run(&candidate).await, &mut summary)?;
             }
@@ -108,6 +105,18 @@ pub async fn replay(
     println!("{}", serde_json::to_string_pretty(&summary)?);
     db.close().await;
     Ok(())
+}
+
+/// The sampled inputs, counted in `summary` by what the host answered them when they were made.
+fn answered<I>(sampled: Vec<(I, String)>, summary: &mut Summary) -> Vec<I> {
+    summary.inputs = sampled.len();
+    sampled
+        .into_iter()
+        .map(|(input, answer)| {
+            *summary.answered.entry(answer).or_default() += 1;
+            input
+        })
+        .collect()
 }
 
 /// Prints each input whose outputs differ (a failed call's output is its error) and adds up the costs.
@@ -136,31 +145,4 @@ fn compare<I: Serialize, O: Serialize>(
         }
     }
     Ok(())
-}
-
-/// The outbox event the change's write published.
-fn published(change: &RelationEvent) -> serde_json::Result<OutboxRow> {
-    let event_type = EventType::from(change.action);
-    let payload = ChangeEvent {
-        event_id: change.event_id.clone(),
-        event_type,
-        tenant: change.tenant.clone(),
-        from: change.follower,
-        to: change.followee,
-        version: change.version,
-        occurred_at: rfc3339_millis(change.occurred_at_ms),
-        followed_back: change.followed_back,
-        actor: None,
-        expires_at: None,
-        notifications: None,
-    };
-    Ok(OutboxRow {
-        id: 0,
-        tenant: change.tenant.clone(),
-        aggregate_type: strand::outbox::AGGREGATE_TYPE.to_owned(),
-        aggregate_id: payload.aggregate_id(),
-        event_type: event_type.as_str().to_owned(),
-        key: payload.key(),
-        payload: serde_json::to_string(&payload)?,
-    })
 }

@@ -80,27 +80,27 @@ pub enum Lock {
     Shared,
 }
 
-/// The statements reading `edge` (as result row `label`) under `lock`; every read returns the same six
-/// columns: label, status, version, created_at, expires_at, notifications.
-pub fn read(kind: DatabaseKind, tenant: &TenantId, label: usize, edge: Edge, lock: Lock) -> String {
-    let (table, key) = (edge.table(), edge.key(tenant));
-    let mut sql = String::new();
-    if lock == Lock::Create && kind.has_row_locks() {
-        sql.push_str(&insert(kind, tenant, edge, &EdgeRow::default(), 0, "rel_status = rel_status"));
-        sql.push(';');
-    }
-    let mute_columns = if edge.relation == Relation::Mute { "expires_at, notifications" } else { "NULL, 0" };
-    let lock_clause = kind.row_lock(lock == Lock::Shared);
-    sql.push_str(&format!(
-        "SELECT {label}, rel_status, version, created_at, {mute_columns} FROM {table} WHERE {key}{lock_clause};"
-    ));
-    sql
+/// The statement creating `edge`'s row (at `NONE`, version 0) when a read takes it with [`Lock::Create`]
+/// and it is missing; `None` for other reads, and on SQLite (its one writer needs no row to lock).
+pub fn create(kind: DatabaseKind, tenant: &TenantId, edge: Edge, lock: Lock) -> Option<String> {
+    (lock == Lock::Create && kind.has_row_locks())
+        .then(|| format!("{};", insert(kind, tenant, edge, &EdgeRow::default(), 0, "rel_status = rel_status")))
 }
 
-/// The statement reading `user`'s privacy (as result row `label`, in the edges' six columns), shared-locked.
+/// The `SELECT` reading `edge` (as result row `label`) under `lock`, run after its [`create`] as a part of
+/// one [`DatabaseKind::union_all`]; every part returns the same six columns: label, status, version,
+/// created_at, expires_at, notifications.
+pub fn read(kind: DatabaseKind, tenant: &TenantId, label: usize, edge: Edge, lock: Lock) -> String {
+    let (table, key) = (edge.table(), edge.key(tenant));
+    let mute_columns = if edge.relation == Relation::Mute { "expires_at, notifications" } else { "NULL, 0" };
+    let lock_clause = kind.row_lock(lock == Lock::Shared);
+    format!("SELECT {label}, rel_status, version, created_at, {mute_columns} FROM {table} WHERE {key}{lock_clause}")
+}
+
+/// The `SELECT` reading `user`'s privacy (as result row `label`, in the edges' six columns), shared-locked.
 pub fn read_private(kind: DatabaseKind, tenant: &TenantId, label: usize, user: UserId) -> String {
     format!(
-        "SELECT {label}, private, 0, 0, NULL, 0 FROM account_settings WHERE tenant_id = '{tenant}' AND user_id = {user}{};",
+        "SELECT {label}, private, 0, 0, NULL, 0 FROM account_settings WHERE tenant_id = '{tenant}' AND user_id = {user}{}",
         kind.row_lock(true)
     )
 }

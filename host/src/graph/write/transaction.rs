@@ -1,7 +1,7 @@
 //! A relation write in two round trips on either database, with the same statements: the first opens the
 //! transaction and reads every edge the decision depends on under its lock (creating the edges it may
 //! create, so concurrent writers of one edge queue on its exclusive lock instead of deadlocking on an
-//! upgrade) and the subject's settings; `decide.rs` makes the decision in between; the second writes the
+//! upgrade) and the subject's settings, all in one `UNION ALL` (each part with its own lock clause); `decide.rs` makes the decision in between; the second writes the
 //! changed edges with one outbox row each, and commits — or only commits (or rolls back, when refused).
 //!
 //! Several statements in one round trip means the text protocol, so values are written into the SQL as
@@ -28,13 +28,15 @@ pub(super) async fn run(
     let (kind, tenant) = (db.kind(), command.tenant);
     let reads = command.reads();
     let mut first = String::from("BEGIN;");
-    for (label, (edge, lock)) in reads.iter().enumerate() {
-        first.push_str(&edge::read(kind, tenant, label, *edge, *lock));
-    }
+    first.extend(reads.iter().filter_map(|(edge, lock)| edge::create(kind, tenant, *edge, *lock)));
+    // Every read in one statement: a follow's five reads cost the database about what the pair's alone did.
+    let mut selects: Vec<String> =
+        reads.iter().enumerate().map(|(label, (edge, lock))| edge::read(kind, tenant, label, *edge, *lock)).collect();
     let settings = reads.len();
     if command.reads_subject_settings() {
-        first.push_str(&edge::read_private(kind, tenant, settings, command.subject));
+        selects.push(edge::read_private(kind, tenant, settings, command.subject));
     }
+    first.push_str(&kind.union_all(&selects));
     let mut conn = HandOpened { conn: db.writer().acquire().await?, finished: false };
     let mut found = Found::default();
     for row in conn.conn.fetch_all(first.as_str()).await? {

@@ -28,6 +28,7 @@ pub use self::limits::{CallCost, LimitRefused, PluginLimits, RequestedLimits, DE
 pub use self::prepared::{Built, PreparedPlugin};
 pub use self::sandbox::{Called, PluginState};
 use super::bindings::relation_policy::RelationPolicyPre;
+use super::bindings::relation_projector::RelationProjectorPre;
 use super::bindings::{add_log_to_linker, v0_1, v0_2};
 use super::bindings::{projector::ProjectorPre, rate_limiter::RateLimiterPre, router::RouterPre};
 use super::error::PluginError;
@@ -212,11 +213,14 @@ impl PluginRuntime {
                 v0_2::router::RouterPre::new,
                 v0_1::router::RouterPre::new
             )),
-            PluginKind::Projector => PreparedPlugin::Projector(built!(
-                ProjectorPre::new,
-                v0_2::projector::ProjectorPre::new,
-                v0_1::projector::ProjectorPre::new
-            )),
+            PluginKind::Projector => match RelationProjectorPre::new(instance_pre.clone()) {
+                Ok(pre) => PreparedPlugin::RelationProjector(pre),
+                Err(_) => PreparedPlugin::Projector(built!(
+                    ProjectorPre::new,
+                    v0_2::projector::ProjectorPre::new,
+                    v0_1::projector::ProjectorPre::new
+                )),
+            },
             PluginKind::RelationPolicy => {
                 PreparedPlugin::RelationPolicy(RelationPolicyPre::new(instance_pre).map_err(wrong_world)?)
             }

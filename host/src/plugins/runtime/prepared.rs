@@ -2,9 +2,10 @@
 //! before —, ready to instantiate per call.
 
 use super::super::bindings::relation_policy::RelationPolicyPre;
+use super::super::bindings::relation_projector::RelationProjectorPre;
 use super::super::bindings::{projector::ProjectorPre, rate_limiter::RateLimiterPre, router::RouterPre};
 use super::super::bindings::{v0_1, v0_2};
-use super::super::PluginKind;
+use super::super::{PluginKind, RelationEvent};
 use super::PluginState;
 
 /// A component checked against its kind's world, ready to instantiate.
@@ -25,6 +26,8 @@ pub enum PreparedPlugin {
             v0_1::projector::ProjectorPre<PluginState>,
         >,
     ),
+    /// A projector receiving every kind of relation change; new in 0.3.0.
+    RelationProjector(RelationProjectorPre<PluginState>),
     /// New in 0.3.0: no older package has it.
     RelationPolicy(RelationPolicyPre<PluginState>),
 }
@@ -55,7 +58,7 @@ impl PreparedPlugin {
         match self {
             PreparedPlugin::RateLimiter(_) => PluginKind::RateLimiter,
             PreparedPlugin::Router(_) => PluginKind::Router,
-            PreparedPlugin::Projector(_) => PluginKind::Projector,
+            PreparedPlugin::Projector(_) | PreparedPlugin::RelationProjector(_) => PluginKind::Projector,
             PreparedPlugin::RelationPolicy(_) => PluginKind::RelationPolicy,
         }
     }
@@ -66,7 +69,18 @@ impl PreparedPlugin {
             PreparedPlugin::RateLimiter(built) => built.wit(),
             PreparedPlugin::Router(built) => built.wit(),
             PreparedPlugin::Projector(built) => built.wit(),
-            PreparedPlugin::RelationPolicy(_) => "0.3.0",
+            PreparedPlugin::RelationProjector(_) | PreparedPlugin::RelationPolicy(_) => "0.3.0",
         }
+    }
+
+    /// Whether it is a relation projector: its spaces are built from every edge, not the follows alone.
+    pub fn receives_every_kind(&self) -> bool {
+        matches!(self, PreparedPlugin::RelationProjector(_))
+    }
+
+    /// Whether a projector is called for `event`: a relation projector for every kind, the others for
+    /// follows beginning and ending (their spaces keep no bookkeeping of the rest either).
+    pub fn receives(&self, event: &RelationEvent) -> bool {
+        self.receives_every_kind() || event.action().is_some()
     }
 }
