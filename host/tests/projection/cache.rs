@@ -20,15 +20,17 @@ use strand_test_support::Backend;
 
 use super::backends;
 
-/// Runs every bundled projector of `tenant` on `events` and applies the effects to its complete space.
+/// Runs every bundled projector of `tenant` on the `events` it receives (the bundled ones: follows) and
+/// applies the effects to its complete space.
 async fn project(registry: &PluginRegistry, cache: &Cache, tenant: &TenantId, events: &[RelationEvent]) {
     for projector in registry.projectors(tenant) {
+        let events: Vec<RelationEvent> = events.iter().filter(|e| projector.prepared.receives(e)).cloned().collect();
         let effects: Vec<Vec<Effect>> =
-            project_with_retries(registry, projector.clone(), Arc::new(events.to_vec()), RetryPolicy::default())
+            project_with_retries(registry, projector.clone(), Arc::new(events.clone()), RetryPolicy::default())
                 .await
                 .unwrap();
         let space = Space { tenant: tenant.as_str(), plugin: &projector.name, version: projector.version };
-        let applied = cache.apply(space, events, &effects, Gate::Built(&projector.sha256)).await.unwrap();
+        let applied = cache.apply(space, &events, &effects, Gate::Built(&projector.sha256)).await.unwrap();
         assert_ne!(applied, Applied::Refused);
     }
 }
