@@ -32,6 +32,9 @@ async fn main() {
     let concurrency = setting("STRAND_BENCH_CONCURRENCY", 32);
     let pinned = setting("STRAND_BENCH_PIN", 1) == 1;
     let per_worker = writes / concurrency;
+    // Rounds of the follow with and without the relation checks, in turns (ABBA…).
+    let rounds = setting("STRAND_BENCH_ROUNDS", 4).max(1);
+    assert!(per_worker < ROUND as usize && 2 * rounds * (ROUND as usize) < 1_000_000, "phases' callers would overlap");
 
     // Pinned before the API node starts, which inherits the placement: its runtime then sizes itself to the
     // one core it has (as it does in a container limited to one CPU), instead of running two worker threads
@@ -112,10 +115,18 @@ async fn main() {
             async move { before_relations(&db, before_tenant, caller, caller + 1).await }
         }))
     };
-    let (direct, direct_cpu) = follows(0).await;
-    let (before, before_cpu) = follows_before(0).await;
-    let (before, before_cpu) = before_cpu.and(before, follows_before(1).await);
-    let (direct, direct_cpu) = direct_cpu.and(direct, follows(1).await);
+    let (mut direct, mut direct_cpu) = follows(0).await;
+    let (mut before, mut before_cpu) = follows_before(1).await;
+    for round in 1..rounds as i64 {
+        // Fresh pairs per phase: the follow's rounds take even offsets, the baseline's odd ones.
+        if round % 2 == 1 {
+            (before, before_cpu) = before_cpu.and(before, follows_before(2 * round + 1).await);
+            (direct, direct_cpu) = direct_cpu.and(direct, follows(2 * round).await);
+        } else {
+            (direct, direct_cpu) = direct_cpu.and(direct, follows(2 * round).await);
+            (before, before_cpu) = before_cpu.and(before, follows_before(2 * round + 1).await);
+        }
+    }
     let (blocks, _) = processes
         .measured(measure(concurrency, per_worker, |worker, i| {
             let (db, tenant) = (db.clone(), tenant.clone());
@@ -193,8 +204,8 @@ impl PhaseCpu {
     }
 }
 
-/// How far apart two rounds' callers are (each round follows with fresh pairs).
-const ROUND: i64 = 500_000;
+/// How far apart two phases' callers are (each follows with fresh pairs).
+const ROUND: i64 = 100_000;
 
 impl Processes {
     fn now(&self) -> PhaseCpu {
