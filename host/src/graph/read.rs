@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use sqlx::any::AnyRow;
 use sqlx::{AnyPool, Row};
 
 use super::write::edge::{ACTIVE, REQUESTED};
@@ -159,9 +160,9 @@ pub async fn list(
 }
 
 /// The users `me` follows who follow `user`: each of `me`'s follows probed by its primary key, so the work
-/// is bounded by how many `me` follows, never by `user`'s followers (a celebrity's million). One pass finds
-/// them all (at most as many as `me` follows), which gives the total and the page at once: counting and
-/// paging in the database would probe every follow twice.
+/// is bounded by how many `me` follows, never by `user`'s followers (a celebrity's million). One pass of
+/// probes gives the page and the total (a window count over every match, before the page's conditions):
+/// counting and paging in two queries would probe every follow twice.
 pub async fn known_followers(
     db: &Database,
     tenant: &TenantId,
@@ -170,30 +171,28 @@ pub async fn known_followers(
     page: PageRequest,
 ) -> Result<KnownFollowers, sqlx::Error> {
     let joined = db.kind().join_in_order("following f", "following g");
-    let sql = format!(
-        "SELECT f.to_user_id, f.created_at FROM {joined} ON g.tenant_id = f.tenant_id AND g.from_user_id = f.to_user_id \
-         AND g.to_user_id = ? AND g.rel_status = {ACTIVE} WHERE f.tenant_id = ? AND f.from_user_id = ? \
-         AND f.rel_status = {ACTIVE}"
+    let from = format!(
+        "FROM {joined} ON g.tenant_id = f.tenant_id AND g.from_user_id = f.to_user_id AND g.to_user_id = ? \
+         AND g.rel_status = {ACTIVE} WHERE f.tenant_id = ? AND f.from_user_id = ? AND f.rel_status = {ACTIVE}"
     );
-    let rows = sqlx::query(&sql).bind(user.get()).bind(tenant.as_str()).bind(me.get()).fetch_all(db.reader()).await?;
-    let mut known = rows
-        .iter()
-        .map(|row| Ok(ListedUser { user_id: row.try_get(0)?, followed_at_ms: row.try_get(1)?, expires_at_ms: None }))
-        .collect::<Result<Vec<_>, sqlx::Error>>()?;
-    // List order, newest first by (time, user), as every list's keyset pages go.
-    known.sort_unstable_by_key(|u| std::cmp::Reverse((u.followed_at_ms, u.user_id)));
-    let total = known.len() as i64;
-    let start = match page.position {
-        Position::Start => 0,
-        Position::After { followed_at_ms, user_id } => {
-            known.partition_point(|u| (u.followed_at_ms, u.user_id) >= (followed_at_ms, user_id))
+    let known = format!("SELECT f.to_user_id AS listed, f.created_at AS at, COUNT(*) OVER () AS total {from}");
+    let paged =
+        PagedQuery::new(format!("SELECT listed, at, NULL, total FROM ({known}) k WHERE 1 = 1"), "at", "listed", page);
+    let query = sqlx::query(&paged.sql).bind(user.get()).bind(tenant.as_str()).bind(me.get());
+    let (page, rows) = paged.read_rows(db, query).await?;
+    let total = match rows.first() {
+        Some(row) => row.try_get(3)?,
+        // Past the last page (or none at all): counted on its own.
+        None => {
+            sqlx::query_scalar(&format!("SELECT COUNT(*) {from}"))
+                .bind(user.get())
+                .bind(tenant.as_str())
+                .bind(me.get())
+                .fetch_one(db.reader())
+                .await?
         }
-        Position::Offset(offset) => usize::try_from(offset).unwrap_or(usize::MAX).min(known.len()),
     };
-    let limit = page.limit as usize;
-    let has_more = known.len() - start > limit;
-    let items = known.into_iter().skip(start).take(limit).collect();
-    Ok(KnownFollowers { page: Page { items, has_more }, total })
+    Ok(KnownFollowers { page, total })
 }
 
 /// A page of a query selecting (listed user, time, a mute's end), newest first by `(time, listed)`: its SQL
@@ -219,8 +218,17 @@ impl PagedQuery {
     async fn read<'q>(
         &self,
         db: &Database,
-        mut query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+        query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
     ) -> Result<Page, sqlx::Error> {
+        Ok(self.read_rows(db, query).await?.0)
+    }
+
+    /// The page, and its rows as read (for columns the query selects beyond the listed user's three).
+    async fn read_rows<'q>(
+        &self,
+        db: &Database,
+        mut query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    ) -> Result<(Page, Vec<AnyRow>), sqlx::Error> {
         let limit = self.page.limit;
         if let Position::After { followed_at_ms, user_id } = self.page.position {
             query = query.bind(followed_at_ms).bind(followed_at_ms).bind(user_id);
@@ -229,9 +237,8 @@ impl PagedQuery {
         if let Position::Offset(offset) = self.page.position {
             query = query.bind(i64::try_from(offset).unwrap_or(i64::MAX));
         }
-        let mut items = query
-            .fetch_all(db.reader())
-            .await?
+        let rows = query.fetch_all(db.reader()).await?;
+        let mut items = rows
             .iter()
             .map(|row| {
                 Ok(ListedUser {
@@ -243,7 +250,7 @@ impl PagedQuery {
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
         let has_more = items.len() > limit as usize;
         items.truncate(limit as usize);
-        Ok(Page { items, has_more })
+        Ok((Page { items, has_more }, rows))
     }
 }
 
