@@ -3,7 +3,8 @@
 //! Per-pair floors (see `cache`) make the snapshot and the bus meet without a gap or a double count, whatever
 //! the bus still retains: a bus event the snapshot covers is skipped, a later one applies (writes go on
 //! meanwhile: they are later versions, or new pairs, and wait in the bus). Pages need no common snapshot:
-//! each pair's row is consistent on its own.
+//! each pair's row is consistent on its own. Rows at version 0 (a block's flag on a pair never followed)
+//! are no state of the pair and are left out.
 
 use sqlx::Row;
 
@@ -34,7 +35,7 @@ impl<'a> Snapshot<'a> {
             if every_kind { vec![Relation::Follow, Relation::Block, Relation::Mute] } else { vec![Relation::Follow] };
         let mut total = 0;
         for relation in &edges {
-            let sql = format!("SELECT COUNT(*) FROM {} WHERE tenant_id = ?", table(*relation));
+            let sql = format!("SELECT COUNT(*) FROM {} WHERE tenant_id = ? AND version > 0", table(*relation));
             let count: i64 = sqlx::query_scalar(&sql).bind(tenant.as_str()).fetch_one(db.reader()).await?;
             total += count.max(0) as u64;
         }
@@ -46,7 +47,8 @@ impl<'a> Snapshot<'a> {
         while let Some(&relation) = self.edges.first() {
             let (after_from, after_to) = self.after;
             let sql = format!(
-                "{} WHERE f.tenant_id = ? AND (f.from_user_id > ? OR (f.from_user_id = ? AND f.to_user_id > ?)) \
+                "{} WHERE f.tenant_id = ? AND f.version > 0 AND (f.from_user_id > ? OR (f.from_user_id = ? \
+                 AND f.to_user_id > ?)) \
                  ORDER BY f.from_user_id, f.to_user_id LIMIT ?",
                 snapshot_rows(relation)
             );
@@ -73,7 +75,10 @@ impl<'a> Snapshot<'a> {
 /// The `last` pairs of `tenant` changed most recently, newest first, as snapshot events: the real inputs
 /// `strand plugin test --replay` runs a candidate on.
 pub async fn recent_changes(db: &Database, tenant: &TenantId, last: u32) -> Result<Vec<RelationEvent>, sqlx::Error> {
-    let sql = format!("{} WHERE f.tenant_id = ? ORDER BY f.updated_at DESC LIMIT ?", snapshot_rows(Relation::Follow));
+    let sql = format!(
+        "{} WHERE f.tenant_id = ? AND f.version > 0 ORDER BY f.updated_at DESC LIMIT ?",
+        snapshot_rows(Relation::Follow)
+    );
     let rows = sqlx::query(&sql).bind(tenant.as_str()).bind(i64::from(last)).fetch_all(db.reader()).await?;
     rows.iter().map(|row| snapshot_event(tenant, Relation::Follow, row)).collect()
 }

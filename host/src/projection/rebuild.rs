@@ -26,7 +26,8 @@ pub async fn rebuild_follower(db: &Database) -> Result<u64, RebuildError> {
     sqlx::query("DELETE FROM follower").execute(&mut *tx).await?;
     let rows = sqlx::query(
         "INSERT INTO follower (tenant_id, to_user_id, from_user_id, rel_status, version, created_at, updated_at) \
-         SELECT tenant_id, to_user_id, from_user_id, rel_status, version, created_at, updated_at FROM following",
+         SELECT tenant_id, to_user_id, from_user_id, rel_status, version, created_at, updated_at FROM following \
+         WHERE version > 0",
     )
     .execute(&mut *tx)
     .await?

@@ -111,7 +111,8 @@ pub async fn reconcile(db: &Database, cache: Option<&Cache>, sample_lists: usize
 
 /// Every pair of `table` (`following` or `follower`): (tenant, follower, followee) → (status, version).
 async fn pairs(db: &Database, table: &str) -> Result<BTreeMap<(String, i64, i64), (i64, i64)>, sqlx::Error> {
-    let sql = format!("SELECT tenant_id, from_user_id, to_user_id, rel_status, version FROM {table}");
+    // Version 0: a row holding only a block's flag (no change of the pair ever), which nothing derives.
+    let sql = format!("SELECT tenant_id, from_user_id, to_user_id, rel_status, version FROM {table} WHERE version > 0");
     sqlx::query(&sql)
         .fetch_all(db.reader())
         .await?

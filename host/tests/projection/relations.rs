@@ -141,7 +141,10 @@ impl Truth {
 }
 
 async fn rows(server: &TestServer, tenant: &str, table: &str) -> BTreeMap<(i64, i64), (i64, i64)> {
-    let sql = format!("SELECT from_user_id, to_user_id, rel_status, version FROM {table} WHERE tenant_id = ?");
+    // Version 0: a row holding only a block's flag, no state of the pair.
+    let sql = format!(
+        "SELECT from_user_id, to_user_id, rel_status, version FROM {table} WHERE tenant_id = ? AND version > 0"
+    );
     sqlx::query(&sql)
         .bind(tenant)
         .fetch_all(server.database().reader())

@@ -79,12 +79,8 @@ impl<'a> RelationCommand<'a> {
     pub(super) fn reads(&self) -> Vec<(Edge, Lock)> {
         let (a, s) = (self.actor, self.subject);
         match self.act {
-            Act::Follow => vec![
-                (Edge::follow(a, s), Lock::Create),
-                (Edge::follow(s, a), Lock::Shared),
-                (Edge::block(a, s), Lock::Shared),
-                (Edge::block(s, a), Lock::Shared),
-            ],
+            // A block either way is a flag on these two rows (`EdgeRow::blocked`).
+            Act::Follow => vec![(Edge::follow(a, s), Lock::Create), (Edge::follow(s, a), Lock::Shared)],
             Act::Unfollow => vec![(Edge::follow(a, s), Lock::Exclusive), (Edge::follow(s, a), Lock::Shared)],
             Act::Authorize | Act::Reject | Act::RemoveFollower => {
                 vec![(Edge::follow(a, s), Lock::Shared), (Edge::follow(s, a), Lock::Exclusive)]
@@ -94,7 +90,8 @@ impl<'a> RelationCommand<'a> {
                 (Edge::follow(s, a), Lock::Exclusive),
                 (Edge::block(a, s), Lock::Create),
             ],
-            Act::Unblock => vec![(Edge::block(a, s), Lock::Exclusive)],
+            // The follow edge too: its `blocked` flag goes with the block.
+            Act::Unblock => vec![(Edge::follow(a, s), Lock::Exclusive), (Edge::block(a, s), Lock::Exclusive)],
             Act::Mute { .. } => vec![(Edge::mute(a, s), Lock::Create)],
             Act::Unmute => vec![(Edge::mute(a, s), Lock::Exclusive)],
         }

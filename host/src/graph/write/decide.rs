@@ -39,6 +39,8 @@ pub struct Change {
 pub struct Decision {
     pub changes: Vec<Change>,
     pub outcome: RelationChange,
+    /// A block or unblock: the blocker's follow edge and its new `blocked` flag.
+    pub block_flag: Option<(Edge, bool)>,
 }
 
 /// Whether `command` is a follow that would change its pair (no block, not followed already): only then is
@@ -48,9 +50,10 @@ pub fn needs_admission(command: &RelationCommand<'_>, found: &Found) -> bool {
     command.act == Act::Follow && !blocked(command, found) && found.row(Edge::follow(a, s)).status != ACTIVE
 }
 
+/// Whether either user blocks the other, as the flags on the pair's follow rows say.
 fn blocked(command: &RelationCommand<'_>, found: &Found) -> bool {
-    let (a, s, at) = (command.actor, command.subject, command.at_ms);
-    found.row(Edge::block(a, s)).holds(at) || found.row(Edge::block(s, a)).holds(at)
+    let (a, s) = (command.actor, command.subject);
+    found.row(Edge::follow(a, s)).blocked || found.row(Edge::follow(s, a)).blocked
 }
 
 /// Decides `command` on what it `found`: `Err` when it is refused (nothing changes).
@@ -59,6 +62,7 @@ pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, 
         return Err(WriteError::SelfRelation(command.act));
     }
     let mut plan = Plan { command, found, changes: Vec::new() };
+    let mut block_flag = None;
     let (a, s) = (command.actor, command.subject);
     let (outgoing, incoming) = (Edge::follow(a, s), Edge::follow(s, a));
     match command.act {
@@ -102,10 +106,12 @@ pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, 
             }
             if found.row(Edge::block(a, s)).status != ACTIVE {
                 plan.set(Edge::block(a, s), ACTIVE, EventType::Block);
+                block_flag = Some((outgoing, true));
             }
         }
         Act::Unblock if found.row(Edge::block(a, s)).status == ACTIVE => {
-            plan.set(Edge::block(a, s), NONE, EventType::Unblock)
+            plan.set(Edge::block(a, s), NONE, EventType::Unblock);
+            block_flag = Some((outgoing, false));
         }
         Act::Unblock => {}
         Act::Mute { expires_at_ms, notifications } => {
@@ -130,7 +136,7 @@ pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, 
         requested: after.status == REQUESTED,
         version: after.version,
     };
-    Ok(Decision { changes: plan.changes, outcome })
+    Ok(Decision { changes: plan.changes, outcome, block_flag })
 }
 
 /// The changes decided so far: each sees the ones before it (a block's second unfollow knows the first
@@ -150,14 +156,21 @@ impl Plan<'_, '_> {
     fn set(&mut self, edge: Edge, status: i64, event_type: EventType) {
         let current = self.current(edge);
         let created_at = if status == NONE { current.created_at } else { self.command.at_ms };
-        let row = EdgeRow { status, version: current.version + 1, created_at, expires_at: None, notifications: false };
+        let row = EdgeRow { status, version: current.version + 1, created_at, ..EdgeRow::default() };
         self.push(edge, row, event_type);
     }
 
     fn set_mute(&mut self, edge: Edge, current: EdgeRow, expires_at: Option<i64>, notifications: bool) {
         let at = self.command.at_ms;
         let created_at = if current.holds(at) { current.created_at } else { at };
-        let row = EdgeRow { status: ACTIVE, version: current.version + 1, created_at, expires_at, notifications };
+        let row = EdgeRow {
+            status: ACTIVE,
+            version: current.version + 1,
+            created_at,
+            expires_at,
+            notifications,
+            blocked: false,
+        };
         self.push(edge, row, EventType::Mute);
     }
 
@@ -234,8 +247,9 @@ mod tests {
     #[test]
     fn a_block_either_way_refuses_a_follow_and_a_block_ends_everything_between_the_two() {
         let tenant: TenantId = "acme".parse().unwrap();
-        for blocker in [Edge::block(user(1), user(2)), Edge::block(user(2), user(1))] {
-            let found = Found { edges: vec![(blocker, row(ACTIVE, 1))], ..Found::default() };
+        for blocker in [Edge::follow(user(1), user(2)), Edge::follow(user(2), user(1))] {
+            let flagged = EdgeRow { blocked: true, ..row(NONE, 0) };
+            let found = Found { edges: vec![(blocker, flagged)], ..Found::default() };
             assert!(matches!(decide(&command(&tenant, Act::Follow), &found), Err(WriteError::Blocked)));
         }
         let found = Found {
@@ -251,14 +265,14 @@ mod tests {
             [(EventType::Unfollow, 1, 2, 4), (EventType::FollowRequestRejected, 2, 1, 6), (EventType::Block, 1, 2, 1)]
         );
         assert!(decided.changes.iter().all(|c| c.event.actor == Some(1)));
+        assert_eq!(decided.block_flag, Some((Edge::follow(user(1), user(2)), true)));
         assert_eq!(decided.changes[2].event.event_id, "acme:block:1:2:1");
         // Blocking again changes nothing; unblocking restores nothing.
         let blocked = Found { edges: vec![(Edge::block(user(1), user(2)), row(ACTIVE, 1))], ..Found::default() };
         assert!(decide(&command(&tenant, Act::Block), &blocked).unwrap().changes.is_empty());
-        assert_eq!(
-            events(&decide(&command(&tenant, Act::Unblock), &blocked).unwrap()),
-            [(EventType::Unblock, 1, 2, 2)]
-        );
+        let unblocked = decide(&command(&tenant, Act::Unblock), &blocked).unwrap();
+        assert_eq!(events(&unblocked), [(EventType::Unblock, 1, 2, 2)]);
+        assert_eq!(unblocked.block_flag, Some((Edge::follow(user(1), user(2)), false)));
     }
 
     #[test]

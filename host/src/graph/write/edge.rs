@@ -59,6 +59,10 @@ pub struct EdgeRow {
     pub expires_at: Option<i64>,
     /// A mute's notifications flag.
     pub notifications: bool,
+    /// A follow edge's `blocked` flag: whether `from` blocks `to`. Kept by the pair's blocks and unblocks
+    /// beside the follow's own state (no version, no event: the block's own edge has those), so a follow
+    /// learns of a block either way from the two follow rows it reads anyway.
+    pub blocked: bool,
 }
 
 impl EdgeRow {
@@ -88,20 +92,37 @@ pub fn create(kind: DatabaseKind, tenant: &TenantId, edge: Edge, lock: Lock) -> 
 }
 
 /// The `SELECT` reading `edge` (as result row `label`) under `lock`, run after its [`create`] as a part of
-/// one [`DatabaseKind::union_all`]; every part returns the same six columns: label, status, version,
-/// created_at, expires_at, notifications.
+/// one [`DatabaseKind::union_all`]; every part returns the same seven columns: label, status, version,
+/// created_at, expires_at, notifications, blocked.
 pub fn read(kind: DatabaseKind, tenant: &TenantId, label: usize, edge: Edge, lock: Lock) -> String {
     let (table, key) = (edge.table(), edge.key(tenant));
-    let mute_columns = if edge.relation == Relation::Mute { "expires_at, notifications" } else { "NULL, 0" };
+    let own_columns = match edge.relation {
+        Relation::Follow => "NULL, 0, blocked",
+        Relation::Block => "NULL, 0, 0",
+        Relation::Mute => "expires_at, notifications, 0",
+    };
     let lock_clause = kind.row_lock(lock == Lock::Shared);
-    format!("SELECT {label}, rel_status, version, created_at, {mute_columns} FROM {table} WHERE {key}{lock_clause}")
+    format!("SELECT {label}, rel_status, version, created_at, {own_columns} FROM {table} WHERE {key}{lock_clause}")
 }
 
-/// The `SELECT` reading `user`'s privacy (as result row `label`, in the edges' six columns), shared-locked.
+/// The `SELECT` reading `user`'s privacy (as result row `label`, in the edges' seven columns), shared-locked.
 pub fn read_private(kind: DatabaseKind, tenant: &TenantId, label: usize, user: UserId) -> String {
     format!(
-        "SELECT {label}, private, 0, 0, NULL, 0 FROM account_settings WHERE tenant_id = '{tenant}' AND user_id = {user}{}",
+        "SELECT {label}, private, 0, 0, NULL, 0, 0 FROM account_settings WHERE tenant_id = '{tenant}' AND user_id = {user}{}",
         kind.row_lock(true)
+    )
+}
+
+/// The statement setting the follow edge `edge`'s `blocked` flag, creating its row (never followed: at
+/// `NONE`, version 0) when missing — under the lock the block's transaction holds on it.
+pub fn set_blocked(kind: DatabaseKind, tenant: &TenantId, edge: Edge, blocked: bool, now_ms: i64) -> String {
+    let blocked = i64::from(blocked);
+    format!(
+        "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at, \
+         blocked) VALUES ('{tenant}', {}, {}, {NONE}, 0, {now_ms}, {now_ms}, {blocked}){}blocked = {blocked};",
+        edge.from,
+        edge.to,
+        kind.on_conflict_update(&["tenant_id", "from_user_id", "to_user_id"])
     )
 }
 

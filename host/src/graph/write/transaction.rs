@@ -50,6 +50,7 @@ pub(super) async fn run(
                 created_at: row.try_get(3)?,
                 expires_at: row.try_get(4)?,
                 notifications: row.try_get::<i64, _>(5)? == 1,
+                blocked: row.try_get::<i64, _>(6)? == 1,
             };
             found.edges.push((*edge, row));
         }
@@ -94,6 +95,9 @@ pub(super) async fn run(
             kind.text_literal(&hex::encode(event.payload())),
             command.at_ms,
         ));
+    }
+    if let Some((edge, blocked)) = decision.block_flag {
+        second.push_str(&edge::set_blocked(kind, tenant, edge, blocked, command.at_ms));
     }
     second.push_str("COMMIT");
     conn.finish(&second).await?;
