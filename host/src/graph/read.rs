@@ -3,7 +3,8 @@
 //!
 //! Lists are newest first, ordered by `(since DESC, user_id DESC)`; the user id breaks ties so a cursor over
 //! that pair is exact even when many share a millisecond. Every list and count query is answered from the
-//! covering indexes of migrations 0001 and 0016 (no sorts).
+//! covering indexes of the `following`, `blocks` and `mutes` tables (no sorts) — known followers excepted:
+//! their matches, at most as many as the caller follows, are counted and sorted for the page.
 
 use std::collections::HashMap;
 

@@ -23,6 +23,8 @@ pub struct Snapshot<'a> {
     tenant: &'a TenantId,
     /// The tables still to read, the one being read first.
     edges: Vec<Relation>,
+    /// Whether pending requests are snapshot as such (for a relation projector), or as no follow.
+    every_kind: bool,
     after: (i64, i64),
     /// Edges when the snapshot started (writes go on meanwhile).
     pub total: u64,
@@ -39,7 +41,7 @@ impl<'a> Snapshot<'a> {
             let count: i64 = sqlx::query_scalar(&sql).bind(tenant.as_str()).fetch_one(db.reader()).await?;
             total += count.max(0) as u64;
         }
-        Ok(Self { db, tenant, edges, after: (i64::MIN, i64::MIN), total })
+        Ok(Self { db, tenant, edges, every_kind, after: (i64::MIN, i64::MIN), total })
     }
 
     /// The next page of snapshot events; empty once every edge was read.
@@ -66,21 +68,26 @@ impl<'a> Snapshot<'a> {
                 continue;
             };
             self.after = (last.try_get(0)?, last.try_get(1)?);
-            return rows.iter().map(|row| snapshot_event(self.tenant, relation, row)).collect();
+            return rows.iter().map(|row| snapshot_event(self.tenant, relation, self.every_kind, row)).collect();
         }
         Ok(Vec::new())
     }
 }
 
-/// The `last` pairs of `tenant` changed most recently, newest first, as snapshot events: the real inputs
-/// `strand plugin test --replay` runs a candidate on.
-pub async fn recent_changes(db: &Database, tenant: &TenantId, last: u32) -> Result<Vec<RelationEvent>, sqlx::Error> {
+/// The `last` pairs of `tenant` changed most recently, newest first, as snapshot events (pending requests as
+/// such when `every_kind`): the real inputs `strand plugin test --replay` runs a candidate on.
+pub async fn recent_changes(
+    db: &Database,
+    tenant: &TenantId,
+    last: u32,
+    every_kind: bool,
+) -> Result<Vec<RelationEvent>, sqlx::Error> {
     let sql = format!(
         "{} WHERE f.tenant_id = ? AND f.version > 0 ORDER BY f.updated_at DESC LIMIT ?",
         snapshot_rows(Relation::Follow)
     );
     let rows = sqlx::query(&sql).bind(tenant.as_str()).bind(i64::from(last)).fetch_all(db.reader()).await?;
-    rows.iter().map(|row| snapshot_event(tenant, Relation::Follow, row)).collect()
+    rows.iter().map(|row| snapshot_event(tenant, Relation::Follow, every_kind, row)).collect()
 }
 
 fn table(relation: Relation) -> &'static str {
@@ -111,18 +118,22 @@ fn snapshot_rows(relation: Relation) -> &'static str {
 }
 
 /// The event that brings a projection to the state of the edge in `row` (of [`snapshot_rows`]): the kind
-/// that leaves the edge so (an ended edge: the kind that ends it, which only raises floors).
+/// that leaves the edge so (an ended edge: the kind that ends it, which only raises floors). A pending
+/// request is a `follow-requested` for a relation projector (`every_kind`); for the others, which are
+/// handed follows only, no follow: an `unfollow`.
 fn snapshot_event(
     tenant: &TenantId,
     relation: Relation,
+    every_kind: bool,
     row: &sqlx::any::AnyRow,
 ) -> Result<RelationEvent, sqlx::Error> {
     let (follower, followee, version): (i64, i64, i64) = (row.try_get(0)?, row.try_get(1)?, row.try_get(3)?);
     let status: i64 = row.try_get(2)?;
-    let holds = status == 1 || (relation == Relation::Follow && status == 2);
+    let requested = every_kind && relation == Relation::Follow && status == 2;
+    let holds = status == 1 || requested;
     let event_type = match (relation, status) {
         (Relation::Follow, 1) => EventType::Follow,
-        (Relation::Follow, 2) => EventType::FollowRequested,
+        (Relation::Follow, _) if requested => EventType::FollowRequested,
         (Relation::Follow, _) => EventType::Unfollow,
         (Relation::Block, 1) => EventType::Block,
         (Relation::Block, _) => EventType::Unblock,

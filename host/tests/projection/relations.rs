@@ -13,7 +13,8 @@ use futures::future::join_all;
 use reqwest::Method;
 use serde_json::json;
 use sqlx::Row;
-use strand::plugins::EXAMPLES;
+use strand::plugins::{RelationKind, EXAMPLES};
+use strand::projection::recent_changes;
 use strand_test_support::{wait_until, ApiClient, Backend, Redis, RedisCluster, TestServer};
 
 const USERS: i64 = 8;
@@ -33,6 +34,24 @@ async fn a_relation_storm_on_mariadb_and_redis_leaves_every_projection_equal_to_
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_relation_storm_on_mariadb_and_a_redis_cluster_leaves_every_projection_equal_to_the_truth() {
     storm_and_replay(Backend::MariaDb, Some(RedisCluster::shared().unwrap().url()), "rc").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pending_request_is_snapshot_as_a_request_for_relation_projectors_only() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    let private = server.client("snap", 2).send_json(Method::PUT, "/v1/me/settings", &json!({"private": true})).await;
+    assert_eq!(private.status, 200, "{private:?}");
+    for target in [2, 3] {
+        assert_eq!(server.client("snap", 1).put(&format!("/v1/me/following/{target}")).await.status, 200);
+    }
+    let tenant = "snap".parse().unwrap();
+    let kinds = async |every_kind| {
+        let changes = recent_changes(server.database(), &tenant, 10, every_kind).await.unwrap();
+        changes.iter().map(|c| (c.followee, c.kind)).collect::<BTreeMap<_, _>>()
+    };
+    // A projector of follows is handed follows only: the request is no follow (its floors are raised).
+    assert_eq!(kinds(false).await, BTreeMap::from([(2, RelationKind::Unfollow), (3, RelationKind::Follow)]));
+    assert_eq!(kinds(true).await, BTreeMap::from([(2, RelationKind::FollowRequested), (3, RelationKind::Follow)]));
 }
 
 /// Every user's writes, concurrently: a mix of every relation write a user can make.

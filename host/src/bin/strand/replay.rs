@@ -88,7 +88,9 @@ pub async fn replay(
             compare(batch, run(&active.prepared).await, run(&candidate).await, &mut summary)?;
         }
     } else {
-        let changes = recent_changes(&db, &tenant, last).await?;
+        // Pending requests as such only when both receive every kind (a projector of follows refuses them).
+        let every_kind = active.prepared.receives_every_kind() && candidate.receives_every_kind();
+        let changes = recent_changes(&db, &tenant, last, every_kind).await?;
         summary.inputs = changes.len();
         for batch in changes.chunks(INPUTS_PER_LIMIT) {
             if kind == PluginKind::Projector {

@@ -106,14 +106,21 @@ pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, 
             }
             if found.row(Edge::block(a, s)).status != ACTIVE {
                 plan.set(Edge::block(a, s), ACTIVE, EventType::Block);
+            }
+            // Set whenever it is not (also under a block that was already there): a flag a node older than
+            // the flag left unset heals with the next block.
+            if !found.row(outgoing).blocked {
                 block_flag = Some((outgoing, true));
             }
         }
-        Act::Unblock if found.row(Edge::block(a, s)).status == ACTIVE => {
-            plan.set(Edge::block(a, s), NONE, EventType::Unblock);
-            block_flag = Some((outgoing, false));
+        Act::Unblock => {
+            if found.row(Edge::block(a, s)).status == ACTIVE {
+                plan.set(Edge::block(a, s), NONE, EventType::Unblock);
+            }
+            if found.row(outgoing).blocked {
+                block_flag = Some((outgoing, false));
+            }
         }
-        Act::Unblock => {}
         Act::Mute { expires_at_ms, notifications } => {
             let mute = Edge::mute(a, s);
             let current = found.row(mute);
@@ -268,11 +275,31 @@ mod tests {
         assert_eq!(decided.block_flag, Some((Edge::follow(user(1), user(2)), true)));
         assert_eq!(decided.changes[2].event.event_id, "acme:block:1:2:1");
         // Blocking again changes nothing; unblocking restores nothing.
-        let blocked = Found { edges: vec![(Edge::block(user(1), user(2)), row(ACTIVE, 1))], ..Found::default() };
-        assert!(decide(&command(&tenant, Act::Block), &blocked).unwrap().changes.is_empty());
+        let flagged = EdgeRow { blocked: true, ..row(NONE, 0) };
+        let blocked = Found {
+            edges: vec![(Edge::block(user(1), user(2)), row(ACTIVE, 1)), (Edge::follow(user(1), user(2)), flagged)],
+            ..Found::default()
+        };
+        let again = decide(&command(&tenant, Act::Block), &blocked).unwrap();
+        assert!(again.changes.is_empty() && again.block_flag.is_none());
         let unblocked = decide(&command(&tenant, Act::Unblock), &blocked).unwrap();
         assert_eq!(events(&unblocked), [(EventType::Unblock, 1, 2, 2)]);
         assert_eq!(unblocked.block_flag, Some((Edge::follow(user(1), user(2)), false)));
+    }
+
+    #[test]
+    fn a_flag_left_stale_by_an_older_node_heals_with_the_next_block_or_unblock() {
+        let tenant: TenantId = "acme".parse().unwrap();
+        let (outgoing, block) = (Edge::follow(user(1), user(2)), Edge::block(user(1), user(2)));
+        let unflagged = Found { edges: vec![(block, row(ACTIVE, 1))], ..Found::default() };
+        let blocked = decide(&command(&tenant, Act::Block), &unflagged).unwrap();
+        assert_eq!((blocked.changes.len(), blocked.block_flag), (0, Some((outgoing, true))));
+        let stale = Found {
+            edges: vec![(block, row(NONE, 2)), (outgoing, EdgeRow { blocked: true, ..row(NONE, 0) })],
+            ..Found::default()
+        };
+        let unblocked = decide(&command(&tenant, Act::Unblock), &stale).unwrap();
+        assert_eq!((unblocked.changes.len(), unblocked.block_flag), (0, Some((outgoing, false))));
     }
 
     #[test]
