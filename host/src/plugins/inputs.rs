@@ -268,18 +268,17 @@ impl From<RelationKind> for EventType {
 
 impl From<EventType> for RelationKind {
     fn from(event_type: EventType) -> Self {
-        let kinds = [
-            RelationKind::Follow,
-            RelationKind::Unfollow,
-            RelationKind::FollowRequested,
-            RelationKind::FollowRequestWithdrawn,
-            RelationKind::FollowRequestRejected,
-            RelationKind::Block,
-            RelationKind::Unblock,
-            RelationKind::Mute,
-            RelationKind::Unmute,
-        ];
-        kinds.into_iter().find(|&kind| EventType::from(kind) == event_type).expect("every event type has its kind")
+        match event_type {
+            EventType::Follow => RelationKind::Follow,
+            EventType::Unfollow => RelationKind::Unfollow,
+            EventType::FollowRequested => RelationKind::FollowRequested,
+            EventType::FollowRequestWithdrawn => RelationKind::FollowRequestWithdrawn,
+            EventType::FollowRequestRejected => RelationKind::FollowRequestRejected,
+            EventType::Block => RelationKind::Block,
+            EventType::Unblock => RelationKind::Unblock,
+            EventType::Mute => RelationKind::Mute,
+            EventType::Unmute => RelationKind::Unmute,
+        }
     }
 }
 

