@@ -88,6 +88,9 @@ pub struct Config {
     /// How often, in milliseconds, a node re-reads deployed plugins and tenant settings, so changes made
     /// through another node's admin API take effect here too.
     pub refresh_ms: u64,
+    /// Edges an account job (deletion, suspension, restore, move) changes per transaction: each batch holds
+    /// the locks of its edges until it commits, so smaller batches keep other writers' waits shorter.
+    pub account_job_batch: u32,
     /// How the outbox reaches the bus: `binlog` (follow the MySQL/MariaDB binlog), `poll` (read, publish
     /// and delete outbox rows; any database) or `off` (run `strand relay` elsewhere). `strand serve` runs
     /// the relay in-process unless it is `off`.
@@ -179,6 +182,7 @@ impl Default for Config {
             rollout_window_ms: 60_000,
             max_plugin_bytes: 64 << 20,
             refresh_ms: 2000,
+            account_job_batch: 500,
             relay: RelayMode::Poll,
             relay_server_id: 424_242,
             workers: true,

@@ -12,6 +12,7 @@
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+pub mod accounts;
 pub mod api;
 pub mod app;
 pub mod bus;
@@ -27,4 +28,5 @@ pub mod ratelimit;
 pub mod relation_policy;
 pub mod relay;
 pub mod tenancy;
+pub mod transfer;
 pub mod util;

@@ -4,6 +4,7 @@
 pub mod admin;
 mod admin_page;
 mod auth;
+mod export;
 mod operations;
 mod params;
 mod problem;
@@ -107,6 +108,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(relations::remove_follower))
         .routes(routes!(relations::settings, relations::set_settings))
         .routes(routes!(relations::known_followers))
+        .routes(routes!(export::export_list))
         .routes(routes!(projections::read))
         .routes(routes!(seed::follow))
         .routes(routes!(seed::unfollow))
@@ -135,6 +137,11 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(admin::set_jwt_key, admin::remove_jwt_key))
         .routes(routes!(admin::jwt_keys))
         .routes(routes!(admin::parked))
+        .routes(routes!(admin::start_job))
+        .routes(routes!(admin::account))
+        .routes(routes!(admin::jobs))
+        .routes(routes!(admin::job))
+        .routes(routes!(admin::export_tenant))
         .layer(middleware::from_fn_with_state(state.max_plugin_bytes, refuse_declared_over))
         .layer(DefaultBodyLimit::max(state.max_plugin_bytes));
     let operations = OpenApiRouter::new()

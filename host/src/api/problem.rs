@@ -153,6 +153,8 @@ impl From<WriteError> for ApiError {
                 Self::new(StatusCode::UNPROCESSABLE_ENTITY, "self_relation", error.to_string())
             }
             WriteError::Blocked => Self::new(StatusCode::FORBIDDEN, "blocked", error.to_string()),
+            WriteError::AccountDeleted => Self::new(StatusCode::GONE, "account_deleted", error.to_string()),
+            WriteError::AccountSuspended => Self::new(StatusCode::FORBIDDEN, "account_suspended", error.to_string()),
             // The policy's own code, in its namespace: it can never pass for one of the host's.
             WriteError::Refused { code, reason } => {
                 Self { code: Cow::Owned(format!("policy.{code}")), ..Self::new(StatusCode::FORBIDDEN, "", reason) }
@@ -163,6 +165,17 @@ impl From<WriteError> for ApiError {
                 "the relation policy is failing and this tenant fails closed; retry later",
             ),
             WriteError::Database(e) => Self::database(&e),
+        }
+    }
+}
+
+impl From<crate::accounts::StartError> for ApiError {
+    fn from(error: crate::accounts::StartError) -> Self {
+        use crate::accounts::StartError;
+        match error {
+            StartError::Busy(_) => Self::new(StatusCode::CONFLICT, "job_running", error.to_string()),
+            StartError::Refused(why) => Self::new(StatusCode::CONFLICT, "account_state", why),
+            StartError::Database(e) => Self::database(&e),
         }
     }
 }

@@ -38,6 +38,7 @@ pub struct Server {
     rate_limiting: Arc<RateLimiting>,
     relation_policies: Arc<RelationPolicies>,
     refresh_every: Duration,
+    account_job_batch: u32,
     retention: Retention,
     plugin_cache_dir: Option<std::path::PathBuf>,
     relay: Option<RestartableRelay>,
@@ -100,6 +101,7 @@ impl Server {
             rate_limiting,
             relation_policies,
             refresh_every: config.refresh_every(),
+            account_job_batch: config.account_job_batch,
             retention: config.retention(),
             plugin_cache_dir: config.plugin_cache_dir.clone(),
             relay,
@@ -126,6 +128,7 @@ impl Server {
         supervise_sample(&self.tasks, "request-sample", self.rate_limiting, |r| r.sample(), db.clone());
         supervise_sample(&self.tasks, "attempt-sample", self.relation_policies, |r| r.sample(), db.clone());
         supervise_retention(&self.tasks, self.retention, db.clone(), self.plugin_cache_dir);
+        supervise_account_jobs(&self.tasks, db.clone(), self.account_job_batch);
         if let Some(relay) = self.relay {
             // Down, it is restarted; the API keeps serving meanwhile (rows wait in the outbox).
             relay.supervise(&self.tasks);
@@ -162,6 +165,16 @@ fn supervise_sample<O: Send + Sync + 'static, T: Sampled>(
                 () = sample(&owner).write(&db) => anyhow::bail!("the {name} writer ended"),
             }
         }
+    });
+}
+
+/// Runs the account jobs (deletion, suspension, restore, move) this node takes the lease of, as a supervised
+/// task: every API node offers to, so a job outlives the node it started on.
+fn supervise_account_jobs(tasks: &Tasks, db: Database, batch: u32) {
+    let runner = crate::accounts::JobRunner::new(db, batch);
+    tasks.spawn("account-jobs", move |stop: CancellationToken| {
+        let runner = runner.clone();
+        async move { runner.run(stop).await }
     });
 }
 

@@ -2,17 +2,20 @@
 //! `outbox` rows in one transaction, and the reads served straight from them. Everything else in Strand is
 //! derived from what this module commits.
 
+mod account;
 pub mod ids;
 mod read;
 mod settings;
 mod write;
 
+pub use account::{account_state, AccountState};
 pub use ids::{InvalidTenantId, InvalidUserId, TenantId, UserId};
 pub use read::{
     counts, known_followers, list, relationships, Counts, Direction, KnownFollowers, ListedUser, Listing, Page,
     PageRequest, Position, Relationship,
 };
 pub use settings::{settings, update_settings, Settings};
+pub use write::bulk;
 pub use write::{
     change, change_under, Act, Admit, FollowContext, FollowPolicy, PrivateNeedsApproval, RelationChange,
     RelationCommand, WriteError,

@@ -114,6 +114,14 @@ pub const ROLLOUT_AUTOMATIC_ROLLBACKS: Metric = counter(
     "Canaries and shadows the host rolled back for failing more than their stable version, by tenant and kind.",
 );
 
+// Account jobs.
+pub const ACCOUNT_JOB_EDGES: Metric =
+    counter("strand_account_job_edges_total", "Edges account jobs changed (each with its event), by kind.");
+pub const ACCOUNT_JOB_RETRIES: Metric =
+    counter("strand_account_job_retries_total", "Account job batches that failed and were tried again, by kind.");
+pub const ACCOUNT_JOBS_FAILED: Metric =
+    counter("strand_account_jobs_failed_total", "Account jobs that stopped on an error, by kind.");
+
 // Background tasks.
 pub const TASK_UP: Metric = gauge("strand_task_up", "1 while a supervised task runs, by task.");
 pub const TASK_RESTARTS: Metric = counter("strand_task_restarts_total", "Restarts of a supervised task, by task.");
@@ -153,6 +161,9 @@ pub const ALL: &[Metric] = &[
     PLUGIN_LOG_LINES_DROPPED,
     PLUGIN_POOL_EXHAUSTED,
     ROLLOUT_AUTOMATIC_ROLLBACKS,
+    ACCOUNT_JOB_EDGES,
+    ACCOUNT_JOB_RETRIES,
+    ACCOUNT_JOBS_FAILED,
     TASK_UP,
     TASK_RESTARTS,
 ];

@@ -6,6 +6,8 @@ mod row;
 
 use serde::Serialize;
 
+use crate::db::DatabaseKind;
+
 pub use event_id::EventId;
 pub use row::{OutboxRow, OUTBOX_COLUMNS};
 
@@ -88,6 +90,36 @@ pub struct ChangeEvent {
 }
 
 impl ChangeEvent {
+    /// The change of `from → to` to `version` (of the edge `event_type` changes) at `at_ms`, by `actor`;
+    /// named by its [`EventId`]. A mute's end and flag are set by the caller.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        tenant: &str,
+        event_type: EventType,
+        from: i64,
+        to: i64,
+        version: i64,
+        at_ms: i64,
+        followed_back: bool,
+        actor: i64,
+    ) -> Self {
+        let mut event = ChangeEvent {
+            event_id: String::new(),
+            event_type,
+            tenant: tenant.to_owned(),
+            from,
+            to,
+            version,
+            occurred_at: crate::util::time::rfc3339_millis(at_ms),
+            followed_back,
+            actor: Some(actor),
+            expires_at: None,
+            notifications: None,
+        };
+        event.event_id = event.named().to_string();
+        event
+    }
+
     /// The outbox row's `aggregate_id`: `from:to` for a follow's pair, `block:from:to`, `mute:from:to`.
     pub fn aggregate_id(&self) -> String {
         match self.event_type.relation() {
@@ -116,4 +148,31 @@ impl ChangeEvent {
     pub fn payload(&self) -> String {
         serde_json::to_string(self).expect("a ChangeEvent always serialises")
     }
+}
+
+/// The statement writing `events`' outbox rows at `at_ms` (one multi-row insert; nothing when there are none),
+/// with literal values so it runs in one round trip beside the changes it records (the payload as a hex
+/// literal, the tenant checked when it was parsed: nothing a caller sent is parsed as SQL).
+pub fn insert(kind: DatabaseKind, events: &[&ChangeEvent], at_ms: i64) -> String {
+    if events.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<String> = events
+        .iter()
+        .map(|event| {
+            format!(
+                "('{}', '{AGGREGATE_TYPE}', '{}', '{}', '{}', {}, {at_ms})",
+                event.tenant,
+                event.aggregate_id(),
+                event.event_type.as_str(),
+                event.key(),
+                kind.text_literal(&hex::encode(event.payload())),
+            )
+        })
+        .collect();
+    format!(
+        "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
+         VALUES {};",
+        rows.join(", ")
+    )
 }

@@ -31,6 +31,10 @@ crate::str_enum! {
         Abort = "abort",
         /// The host aborted a canary or shadow that failed clearly more often than its stable version.
         AutomaticRollback = "automatic_rollback",
+        /// An account job started (its kind and account in the detail).
+        StartAccountJob = "start_account_job",
+        /// A graph imported into the tenant.
+        Import = "import",
     }
 }
 

@@ -1,5 +1,6 @@
 //! Strand's HTTP API against the real server, on SQLite and on a throwaway MariaDB (binlog on).
 
+mod accounts;
 mod auth;
 mod database_outage;
 mod operations;

@@ -2,6 +2,7 @@
 //! suite (`faults.rs`: processes SIGKILLed at random under a storm) and the scale-out recipe of the README
 //! (`scale_out.rs`: two API nodes, two relays of which one is active, two workers sharing the partitions).
 
+mod accounts;
 mod faults;
 mod scale_out;
 
@@ -42,8 +43,30 @@ impl Deployment {
 
     /// An API node on `port` (no relay, no workers: they run as processes of their own).
     pub fn api(&self, name: &str, port: u16) -> StrandProcess {
-        let node = self.command.clone().set("listen", format!("127.0.0.1:{port}")).set("relay", "off");
+        self.api_with(name, port, &[])
+    }
+
+    /// [`Deployment::api`] with more `settings`.
+    pub fn api_with(&self, name: &str, port: u16, settings: &[(&str, &str)]) -> StrandProcess {
+        let mut node = self.command.clone().set("listen", format!("127.0.0.1:{port}")).set("relay", "off");
+        for (key, value) in settings {
+            node = node.set(key, value);
+        }
         self.start(name, &["serve"], node.set("workers", false))
+    }
+
+    /// Every row of `user` in the truth's edge tables of `tenant`, both ways.
+    pub async fn rows_of(&self, tenant: &str, user: i64) -> i64 {
+        let db = Database::open(&self.database.url, 1).await.unwrap();
+        let mut rows = 0;
+        for table in ["following", "blocks", "mutes"] {
+            let sql =
+                format!("SELECT COUNT(*) FROM {table} WHERE tenant_id = ? AND (from_user_id = ? OR to_user_id = ?)");
+            let n: i64 =
+                sqlx::query_scalar(&sql).bind(tenant).bind(user).bind(user).fetch_one(db.reader()).await.unwrap();
+            rows += n;
+        }
+        rows
     }
 
     /// A binlog relay, with `/metrics` on `port`.

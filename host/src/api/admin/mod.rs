@@ -3,6 +3,7 @@
 //! are the platform admin's token (`admin_token`) and the tenant keys it issues ([`Operator`]), never a
 //! user JWT; every change is recorded in the audit log.
 
+mod accounts;
 mod audited;
 mod jwt_keys;
 mod keys;
@@ -10,13 +11,16 @@ mod operator;
 mod pipeline;
 mod plugins;
 mod tenants;
+mod transfer;
 
+pub use accounts::*;
 pub use jwt_keys::*;
 pub use keys::*;
 pub use operator::*;
 pub use pipeline::*;
 pub use plugins::*;
 pub use tenants::*;
+pub use transfer::*;
 
 use std::str::FromStr;
 

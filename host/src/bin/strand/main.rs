@@ -1,5 +1,6 @@
 //! The `strand` command: serve the API, mint a development token, build, test and deploy plugins.
 
+mod account;
 mod build;
 mod plugin;
 mod progress_bar;
@@ -72,6 +73,9 @@ enum Command {
     /// Tenant keys: the credentials of a tenant's team for the admin API.
     #[command(subcommand)]
     Tenant(tenant::TenantCommand),
+    /// Delete (erase), suspend, restore or move an account: a background job on the serving nodes.
+    #[command(subcommand)]
+    Account(account::AccountCommand),
 }
 
 #[tokio::main]
@@ -129,6 +133,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Plugin(command) => plugin::run(command, &config).await?,
         Command::Tenant(command) => tenant::run(command, &config).await?,
+        Command::Account(command) => account::run(command, &config).await?,
     }
     Ok(())
 }

@@ -97,9 +97,11 @@ impl<'a> RelationCommand<'a> {
         }
     }
 
-    /// Whether the decision needs the subject's settings (a follow: is their account private?).
-    pub(super) fn reads_subject_settings(&self) -> bool {
-        self.act == Act::Follow
+    /// Whether the decision needs both accounts' settings and state: every act that makes a relation begin
+    /// (a deleted account gets none, a suspended one no follow) — a follow also asks whether the subject is
+    /// private. Acts that only end relations work on any account.
+    pub(super) fn reads_accounts(&self) -> bool {
+        matches!(self.act, Act::Follow | Act::Authorize | Act::Block | Act::Mute { .. })
     }
 }
 
@@ -181,6 +183,12 @@ pub enum WriteError {
     /// The tenant's relation policy could not decide and the tenant fails closed.
     #[error("the relation policy failed and this tenant fails closed")]
     PolicyUnavailable,
+    /// One of the two accounts is deleted (or being deleted): no relation with it begins again.
+    #[error("one of these accounts is deleted")]
+    AccountDeleted,
+    /// One of the two accounts is suspended: no follow or request with it begins until it is restored.
+    #[error("one of these accounts is suspended")]
+    AccountSuspended,
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
 }

@@ -7,6 +7,7 @@
 
 use super::command::{Act, Admit, RelationChange, RelationCommand, WriteError};
 use super::edge::{Edge, EdgeRow, ACTIVE, NONE, REQUESTED};
+use crate::graph::AccountState;
 use crate::outbox::{ChangeEvent, EventType};
 use crate::util::time::rfc3339_millis;
 
@@ -16,6 +17,9 @@ pub struct Found {
     pub edges: Vec<(Edge, EdgeRow)>,
     /// Whether the subject's account is private.
     pub subject_private: bool,
+    /// Both accounts' states, when the command reads them ([`RelationCommand::reads_accounts`]).
+    pub actor_state: AccountState,
+    pub subject_state: AccountState,
     /// A follow's relation policy's answer, when [`needs_admission`] asked it.
     pub admission: Admit,
 }
@@ -41,13 +45,34 @@ pub struct Decision {
     pub outcome: RelationChange,
     /// A block or unblock: the blocker's follow edge and its new `blocked` flag.
     pub block_flag: Option<(Edge, bool)>,
+    /// Follow edges a suspension hid that this act ends for good (their `hidden` flag is cleared).
+    pub unhidden: Vec<Edge>,
 }
 
 /// Whether `command` is a follow that would change its pair (no block, not followed already): only then is
 /// its relation policy asked.
 pub fn needs_admission(command: &RelationCommand<'_>, found: &Found) -> bool {
     let (a, s) = (command.actor, command.subject);
-    command.act == Act::Follow && !blocked(command, found) && found.row(Edge::follow(a, s)).status != ACTIVE
+    command.act == Act::Follow
+        && account_refusal(command, found).is_none()
+        && !blocked(command, found)
+        && found.row(Edge::follow(a, s)).status != ACTIVE
+}
+
+/// Why the accounts' states refuse `command`: no relation begins with a deleted account, no follow with a
+/// suspended one (a block or a mute of it still may).
+fn account_refusal(command: &RelationCommand<'_>, found: &Found) -> Option<WriteError> {
+    if !command.reads_accounts() {
+        return None;
+    }
+    let states = [found.actor_state, found.subject_state];
+    if states.contains(&AccountState::Deleted) {
+        Some(WriteError::AccountDeleted)
+    } else if matches!(command.act, Act::Follow | Act::Authorize) && states.contains(&AccountState::Suspended) {
+        Some(WriteError::AccountSuspended)
+    } else {
+        None
+    }
 }
 
 /// Whether either user blocks the other, as the flags on the pair's follow rows say.
@@ -61,10 +86,21 @@ pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, 
     if command.actor == command.subject {
         return Err(WriteError::SelfRelation(command.act));
     }
+    if let Some(refused) = account_refusal(command, found) {
+        return Err(refused);
+    }
     let mut plan = Plan { command, found, changes: Vec::new() };
     let mut block_flag = None;
     let (a, s) = (command.actor, command.subject);
     let (outgoing, incoming) = (Edge::follow(a, s), Edge::follow(s, a));
+    // An act that ends follows ends the ones a suspension hid too: a restore does not bring them back.
+    let ended: &[Edge] = match command.act {
+        Act::Unfollow => &[outgoing],
+        Act::Reject | Act::RemoveFollower => &[incoming],
+        Act::Block => &[outgoing, incoming],
+        _ => &[],
+    };
+    let unhidden = ended.iter().copied().filter(|edge| found.row(*edge).hidden != NONE).collect();
     match command.act {
         Act::Follow => {
             if blocked(command, found) {
@@ -143,7 +179,7 @@ pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, 
         requested: after.status == REQUESTED,
         version: after.version,
     };
-    Ok(Decision { changes: plan.changes, outcome, block_flag })
+    Ok(Decision { changes: plan.changes, outcome, block_flag, unhidden })
 }
 
 /// The changes decided so far: each sees the ones before it (a block's second unfollow knows the first
@@ -176,7 +212,7 @@ impl Plan<'_, '_> {
             created_at,
             expires_at,
             notifications,
-            blocked: false,
+            ..EdgeRow::default()
         };
         self.push(edge, row, EventType::Mute);
     }
@@ -186,24 +222,13 @@ impl Plan<'_, '_> {
         let (from, to) = (edge.from.get(), edge.to.get());
         let followed_back = edge.relation == crate::outbox::Relation::Follow
             && self.current(Edge::follow(edge.to, edge.from)).status == ACTIVE;
-        let mut event = ChangeEvent {
-            event_id: String::new(),
-            event_type,
-            tenant: tenant.to_owned(),
-            from,
-            to,
-            version: row.version,
-            occurred_at: rfc3339_millis(self.command.at_ms),
-            followed_back,
-            actor: Some(self.command.actor.get()),
-            expires_at: None,
-            notifications: None,
-        };
+        let at = self.command.at_ms;
+        let mut event =
+            ChangeEvent::new(tenant, event_type, from, to, row.version, at, followed_back, self.command.actor.get());
         if event_type == EventType::Mute {
             event.expires_at = row.expires_at.map(rfc3339_millis);
             event.notifications = Some(row.notifications);
         }
-        event.event_id = event.named().to_string();
         self.changes.push(Change { edge, row, event });
     }
 }

@@ -63,6 +63,9 @@ pub struct EdgeRow {
     /// beside the follow's own state (no version, no event: the block's own edge has those), so a follow
     /// learns of a block either way from the two follow rows it reads anyway.
     pub blocked: bool,
+    /// A follow edge's `hidden`: what a suspension of either user ended (`ACTIVE` a follow, `REQUESTED` a
+    /// request; `NONE` nothing), which a restore brings back unless an ending act cleared it meanwhile.
+    pub hidden: i64,
 }
 
 impl EdgeRow {
@@ -92,25 +95,37 @@ pub fn create(kind: DatabaseKind, tenant: &TenantId, edge: Edge, lock: Lock) -> 
 }
 
 /// The `SELECT` reading `edge` (as result row `label`) under `lock`, run after its [`create`] as a part of
-/// one [`DatabaseKind::union_all`]; every part returns the same seven columns: label, status, version,
-/// created_at, expires_at, notifications, blocked.
+/// one [`DatabaseKind::union_all`]; every part returns the same eight columns: label, status, version,
+/// created_at, expires_at, notifications, blocked, hidden.
 pub fn read(kind: DatabaseKind, tenant: &TenantId, label: usize, edge: Edge, lock: Lock) -> String {
     let (table, key) = (edge.table(), edge.key(tenant));
     let own_columns = match edge.relation {
-        Relation::Follow => "NULL, 0, blocked",
-        Relation::Block => "NULL, 0, 0",
-        Relation::Mute => "expires_at, notifications, 0",
+        Relation::Follow => "NULL, 0, blocked, hidden",
+        Relation::Block => "NULL, 0, 0, 0",
+        Relation::Mute => "expires_at, notifications, 0, 0",
     };
     let lock_clause = kind.row_lock(lock == Lock::Shared);
     format!("SELECT {label}, rel_status, version, created_at, {own_columns} FROM {table} WHERE {key}{lock_clause}")
 }
 
-/// The `SELECT` reading `user`'s privacy (as result row `label`, in the edges' seven columns), shared-locked.
-pub fn read_private(kind: DatabaseKind, tenant: &TenantId, label: usize, user: UserId) -> String {
+/// The `SELECT` reading both users' privacy and account state (as result rows `label`, in the edges' eight
+/// columns: privacy as the status, state as the version, the user as created_at), shared-locked: an account
+/// job changes the state under its exclusive lock before it touches the account's edges, so a relation
+/// beginning either commits before the job reads the edges or sees the new state.
+pub fn read_accounts(kind: DatabaseKind, tenant: &TenantId, label: usize, users: [UserId; 2]) -> String {
     format!(
-        "SELECT {label}, private, 0, 0, NULL, 0, 0 FROM account_settings WHERE tenant_id = '{tenant}' AND user_id = {user}{}",
+        "SELECT {label}, private, state, user_id, NULL, 0, 0, 0 FROM account_settings WHERE tenant_id = '{tenant}' \
+         AND user_id IN ({}, {}){}",
+        users[0],
+        users[1],
         kind.row_lock(true)
     )
+}
+
+/// The statement clearing the follow edge `edge`'s `hidden` flag (an ending act met it: a restore must not
+/// bring the edge back), under the lock the act's transaction holds on it.
+pub fn clear_hidden(tenant: &TenantId, edge: Edge) -> String {
+    format!("UPDATE following SET hidden = {NONE} WHERE {};", edge.key(tenant))
 }
 
 /// The statement setting the follow edge `edge`'s `blocked` flag, creating its row (never followed: at

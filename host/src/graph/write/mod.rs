@@ -5,6 +5,7 @@
 //! for both databases (`decide.rs`), never from a plain affected-rows count (sqlx's MySQL driver sets
 //! CLIENT_FOUND_ROWS, so a no-op update reports one row). Deadlocks and lock time-outs are retried whole.
 
+pub mod bulk;
 mod command;
 mod decide;
 pub(super) mod edge;

@@ -19,7 +19,8 @@ use super::decide::{decide, needs_admission, Found};
 use super::edge::Edge;
 use super::edge::{self, EdgeRow};
 use crate::db::Database;
-use crate::outbox::AGGREGATE_TYPE;
+use crate::graph::AccountState;
+use crate::outbox;
 
 pub(super) async fn run(
     db: &Database,
@@ -34,17 +35,23 @@ pub(super) async fn run(
     // measured 15% slower follows).
     let mut selects: Vec<String> =
         reads.iter().enumerate().map(|(label, (edge, lock))| edge::read(kind, tenant, label, *edge, *lock)).collect();
-    let settings = reads.len();
-    if command.reads_subject_settings() {
-        selects.push(edge::read_private(kind, tenant, settings, command.subject));
+    let accounts = reads.len();
+    if command.reads_accounts() {
+        selects.push(edge::read_accounts(kind, tenant, accounts, [command.actor, command.subject]));
     }
     first.push_str(&kind.union_all(&selects));
     let mut conn = HandOpened { conn: db.writer().acquire().await?, finished: false };
     let mut found = Found::default();
     for row in conn.conn.fetch_all(first.as_str()).await? {
         let label = usize::try_from(row.try_get::<i64, _>(0)?).unwrap_or(usize::MAX);
-        if label == settings {
-            found.subject_private = row.try_get::<i64, _>(1)? == 1;
+        if label == accounts {
+            let (private, state, user) =
+                (row.try_get::<i64, _>(1)? == 1, AccountState::from_stored(row.try_get(2)?), row.try_get::<i64, _>(3)?);
+            if user == command.subject.get() {
+                (found.subject_private, found.subject_state) = (private, state);
+            } else {
+                found.actor_state = state;
+            }
         } else if let Some((edge, _)) = reads.get(label) {
             let row = EdgeRow {
                 status: row.try_get(1)?,
@@ -53,6 +60,7 @@ pub(super) async fn run(
                 expires_at: row.try_get(4)?,
                 notifications: row.try_get::<i64, _>(5)? == 1,
                 blocked: row.try_get::<i64, _>(6)? == 1,
+                hidden: row.try_get(7)?,
             };
             found.edges.push((*edge, row));
         }
@@ -87,19 +95,14 @@ pub(super) async fn run(
     let mut second = String::new();
     for change in &decision.changes {
         second.push_str(&edge::write(kind, tenant, change.edge, &change.row, command.at_ms));
-        let event = &change.event;
-        second.push_str(&format!(
-            "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
-             VALUES ('{tenant}', '{AGGREGATE_TYPE}', '{}', '{}', '{}', {}, {});",
-            event.aggregate_id(),
-            event.event_type.as_str(),
-            event.key(),
-            kind.text_literal(&hex::encode(event.payload())),
-            command.at_ms,
-        ));
     }
+    let events: Vec<_> = decision.changes.iter().map(|change| &change.event).collect();
+    second.push_str(&outbox::insert(kind, &events, command.at_ms));
     if let Some((edge, blocked)) = decision.block_flag {
         second.push_str(&edge::set_blocked(kind, tenant, edge, blocked, command.at_ms));
+    }
+    for edge in &decision.unhidden {
+        second.push_str(&edge::clear_hidden(tenant, *edge));
     }
     second.push_str("COMMIT");
     conn.finish(&second).await?;

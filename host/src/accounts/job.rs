@@ -1,0 +1,237 @@
+//! An account job as `account_jobs` stores it: what it does to whom, where it stands, who holds its lease.
+//! Starting one changes the account's state in the same transaction, under the account row's exclusive lock,
+//! so a relation beginning concurrently either commits before the job reads any edge or is refused.
+
+use serde::Serialize;
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+use utoipa::ToSchema;
+
+use super::steps::{self, Step};
+use crate::db::Database;
+use crate::graph::{AccountState, TenantId, UserId};
+use crate::util::time::now_ms;
+
+crate::str_enum! {
+    /// What a job does to an account's relations.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum JobKind("account job kind") {
+        /// Ends every relation of the account both ways, each with its event, then erases its rows.
+        Delete = "delete",
+        /// Hides its follows and requests both ways (each ends with its event), restorably.
+        Suspend = "suspend",
+        /// Brings back what its suspension hid and is still hidden.
+        Restore = "restore",
+        /// Its followers follow the destination instead (and, if asked, the destination follows whom it did).
+        Move = "move",
+    }
+}
+
+crate::str_enum! {
+    /// Where a job stands.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum JobState("account job state") {
+        Running = "running",
+        Done = "done",
+        /// It stopped on an error it kept (see `error`); nothing it committed is lost, and starting the same
+        /// kind again continues from the account's edges as they are.
+        Failed = "failed",
+    }
+}
+
+/// What an operator asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobRequest {
+    pub kind: JobKind,
+    pub user: UserId,
+    /// A move's destination.
+    pub to: Option<UserId>,
+    /// A move: the account's followings move too.
+    pub with_followings: bool,
+}
+
+/// A job as the admin API and the CLI show it.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
+pub struct Job {
+    pub id: i64,
+    pub tenant: String,
+    #[schema(value_type = String)]
+    pub user: String,
+    pub kind: JobKind,
+    /// A move's destination.
+    pub to: Option<String>,
+    pub with_followings: bool,
+    pub state: JobState,
+    /// The step it is at (of `steps`).
+    pub step: String,
+    pub steps: Vec<String>,
+    /// Edges changed so far, and how many there were when it started (relations begun meanwhile by the
+    /// account's counterparts are handled too, so `done` may pass `total`).
+    pub done: i64,
+    pub total: i64,
+    pub requested_by: String,
+    pub error: Option<String>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+impl Job {
+    pub fn finished(&self) -> bool {
+        self.state != JobState::Running
+    }
+}
+
+/// Why a job was not started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("job {0} is already running for this account; wait for it to end")]
+    Busy(i64),
+    #[error("{0}")]
+    Refused(String),
+    #[error("the database failed: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+const COLUMNS: &str = "id, tenant_id, user_id, kind, target_user_id, with_followings, state, phase, done, total, \
+                       requested_by, error, created_at, updated_at";
+
+/// Starts `request` on `tenant`'s account: checks and changes its state, counts its edges, records the job.
+pub async fn start(
+    db: &Database,
+    tenant: &TenantId,
+    request: JobRequest,
+    requested_by: &str,
+) -> Result<Job, StartError> {
+    let kind = db.kind();
+    let mut tx = db.writer().begin().await?;
+    let state = lock_account(&mut tx, db, tenant, request.user).await?;
+    let running: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM account_jobs WHERE tenant_id = ? AND user_id = ? AND state = 'running'")
+            .bind(tenant.as_str())
+            .bind(request.user.get())
+            .fetch_optional(&mut *tx)
+            .await?;
+    if let Some(id) = running {
+        return Err(StartError::Busy(id));
+    }
+    let refuse = |why: &str| Err(StartError::Refused(why.to_owned()));
+    // Deleting or suspending again runs the steps again (a failed job's account continues; nothing left is
+    // quickly done).
+    let new_state = match (request.kind, state) {
+        (JobKind::Delete, _) => AccountState::Deleted,
+        (_, AccountState::Deleted) => return refuse("the account is deleted"),
+        (JobKind::Suspend, _) => AccountState::Suspended,
+        // Still suspended while its edges come back: its last step makes it active.
+        (JobKind::Restore, AccountState::Suspended) => AccountState::Suspended,
+        (JobKind::Restore, _) => return refuse("the account is not suspended"),
+        (JobKind::Move, AccountState::Suspended) => return refuse("a suspended account cannot move"),
+        (JobKind::Move, AccountState::Active) => AccountState::Active,
+    };
+    if request.kind == JobKind::Move {
+        let Some(to) = request.to.filter(|to| *to != request.user) else {
+            return refuse("a move needs a destination account other than the account itself");
+        };
+        if lock_account(&mut tx, db, tenant, to).await? != AccountState::Active {
+            return refuse("the destination account is not active");
+        }
+    }
+    sqlx::query("UPDATE account_settings SET state = ?, updated_at = ? WHERE tenant_id = ? AND user_id = ?")
+        .bind(new_state.stored())
+        .bind(now_ms())
+        .bind(tenant.as_str())
+        .bind(request.user.get())
+        .execute(&mut *tx)
+        .await?;
+    let mut total = 0;
+    for step in steps::of(request.kind, request.with_followings) {
+        total += step.remaining(&mut tx, kind, tenant, request.user).await?;
+    }
+    let now = now_ms();
+    sqlx::query(
+        "INSERT INTO account_jobs (tenant_id, user_id, kind, target_user_id, with_followings, state, phase, done, \
+         total, requested_by, error, lease_owner, lease_until, created_at, updated_at) \
+         VALUES (?, ?, ?, ?, ?, 'running', 0, 0, ?, ?, NULL, NULL, 0, ?, ?)",
+    )
+    .bind(tenant.as_str())
+    .bind(request.user.get())
+    .bind(request.kind.as_str())
+    .bind(request.to.map(UserId::get))
+    .bind(i64::from(request.with_followings))
+    .bind(total)
+    .bind(requested_by)
+    .bind(now)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    let id: i64 = sqlx::query_scalar(
+        "SELECT MAX(id) FROM account_jobs WHERE tenant_id = ? AND user_id = ? AND state = 'running'",
+    )
+    .bind(tenant.as_str())
+    .bind(request.user.get())
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(get(db, tenant, id).await?.ok_or(sqlx::Error::RowNotFound)?)
+}
+
+/// Takes the exclusive lock on `user`'s account row (creating it with the defaults when missing) and reads
+/// its state.
+async fn lock_account(
+    tx: &mut Transaction<'_, Any>,
+    db: &Database,
+    tenant: &TenantId,
+    user: UserId,
+) -> Result<AccountState, sqlx::Error> {
+    let create = format!(
+        "INSERT INTO account_settings (tenant_id, user_id, private, state, updated_at) VALUES (?, ?, 0, 0, ?){}\
+         private = private",
+        db.kind().on_conflict_update(&["tenant_id", "user_id"])
+    );
+    sqlx::query(&create).bind(tenant.as_str()).bind(user.get()).bind(now_ms()).execute(&mut **tx).await?;
+    let read =
+        format!("SELECT state FROM account_settings WHERE tenant_id = ? AND user_id = ?{}", db.kind().row_lock(false));
+    let state: i64 = sqlx::query_scalar(&read).bind(tenant.as_str()).bind(user.get()).fetch_one(&mut **tx).await?;
+    Ok(AccountState::from_stored(state))
+}
+
+/// `tenant`'s job `id`.
+pub async fn get(db: &Database, tenant: &TenantId, id: i64) -> Result<Option<Job>, sqlx::Error> {
+    let sql = format!("SELECT {COLUMNS} FROM account_jobs WHERE tenant_id = ? AND id = ?");
+    let row = sqlx::query(&sql).bind(tenant.as_str()).bind(id).fetch_optional(db.reader()).await?;
+    row.as_ref().map(decode).transpose()
+}
+
+/// `tenant`'s newest jobs, newest first (`user`'s only, when given).
+pub async fn list(db: &Database, tenant: &TenantId, user: Option<UserId>, limit: u32) -> Result<Vec<Job>, sqlx::Error> {
+    let by_user = if user.is_some() { " AND user_id = ?" } else { "" };
+    let sql = format!("SELECT {COLUMNS} FROM account_jobs WHERE tenant_id = ?{by_user} ORDER BY id DESC LIMIT ?");
+    let mut query = sqlx::query(&sql).bind(tenant.as_str());
+    if let Some(user) = user {
+        query = query.bind(user.get());
+    }
+    query.bind(i64::from(limit.min(500))).fetch_all(db.reader()).await?.iter().map(decode).collect()
+}
+
+fn decode(row: &AnyRow) -> Result<Job, sqlx::Error> {
+    let kind: JobKind = row.try_get::<String, _>(3)?.parse()?;
+    let with_followings = row.try_get::<i64, _>(5)? == 1;
+    let steps = steps::of(kind, with_followings);
+    let phase = usize::try_from(row.try_get::<i64, _>(7)?).unwrap_or(usize::MAX);
+    Ok(Job {
+        id: row.try_get(0)?,
+        tenant: row.try_get(1)?,
+        user: row.try_get::<i64, _>(2)?.to_string(),
+        kind,
+        to: row.try_get::<Option<i64>, _>(4)?.map(|to| to.to_string()),
+        with_followings,
+        state: row.try_get::<String, _>(6)?.parse()?,
+        step: steps.get(phase).map_or_else(|| "finished".to_owned(), Step::name),
+        steps: steps.iter().map(Step::name).collect(),
+        done: row.try_get(8)?,
+        total: row.try_get(9)?,
+        requested_by: row.try_get(10)?,
+        error: row.try_get(11)?,
+        created_at_ms: row.try_get(12)?,
+        updated_at_ms: row.try_get(13)?,
+    })
+}

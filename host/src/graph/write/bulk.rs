@@ -1,0 +1,401 @@
+//! The writes an account job makes: every edge of one account on one side, a batch at a time, each change
+//! with its outbox row exactly as a single write would make it (version + 1, its event), inside a transaction
+//! the caller owns (it also moves the job's progress there, so a batch and its count commit together).
+//!
+//! A batch locks the rows it changes (and, shared, the reverse rows its events' `followed_back` reads) and
+//! nothing else: the account's other edges stay free for their own writers meanwhile. Rows a batch changed
+//! leave the range its next batch reads, so no cursor is needed and a stopped job resumes where it was.
+
+use sqlx::{Any, Executor, Row, Transaction};
+
+use super::edge::{ACTIVE, NONE, REQUESTED};
+use crate::db::DatabaseKind;
+use crate::graph::{AccountState, TenantId, UserId};
+use crate::outbox::{self, ChangeEvent, EventType, Relation};
+
+/// Which of the account's edges: those pointing at it (its followers, who block or mute it) or its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Incoming,
+    Outgoing,
+}
+
+impl Side {
+    /// (the column holding the account, the column holding the counterpart).
+    fn columns(self) -> (&'static str, &'static str) {
+        match self {
+            Side::Incoming => ("to_user_id", "from_user_id"),
+            Side::Outgoing => ("from_user_id", "to_user_id"),
+        }
+    }
+
+    /// The edge between `account` and `counterpart` on this side.
+    fn edge(self, account: i64, counterpart: i64) -> (i64, i64) {
+        match self {
+            Side::Incoming => (counterpart, account),
+            Side::Outgoing => (account, counterpart),
+        }
+    }
+}
+
+/// What a batch does to the follows and pending requests it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowAction {
+    /// Ends them (an erasure).
+    End,
+    /// Ends them and keeps what they were in `hidden` (a suspension).
+    Hide,
+    /// Brings back the ones hidden and still hidden (a restore).
+    Restore,
+}
+
+/// One batch's scope: `tenant`'s `account`, at most `limit` edges, changed at `at_ms`.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    pub kind: DatabaseKind,
+    pub tenant: &'a TenantId,
+    pub account: UserId,
+    pub limit: u32,
+    pub at_ms: i64,
+}
+
+impl Scope<'_> {
+    fn lock(&self, shared: bool) -> &'static str {
+        self.kind.row_lock(shared)
+    }
+}
+
+/// How many follows and requests of the account on `side` an `action` has left to change.
+pub async fn follows_left(
+    tx: &mut Transaction<'_, Any>,
+    scope: &Scope<'_>,
+    side: Side,
+    action: FollowAction,
+) -> Result<i64, sqlx::Error> {
+    let (mine, _) = side.columns();
+    let sql = format!("SELECT COUNT(*) FROM following WHERE tenant_id = ? AND {mine} = ? AND {}", condition(action));
+    sqlx::query_scalar(&sql).bind(scope.tenant.as_str()).bind(scope.account.get()).fetch_one(&mut **tx).await
+}
+
+fn condition(action: FollowAction) -> String {
+    match action {
+        FollowAction::End | FollowAction::Hide => format!("rel_status IN ({ACTIVE}, {REQUESTED})"),
+        FollowAction::Restore => format!("rel_status = {NONE} AND hidden > {NONE}"),
+    }
+}
+
+/// One batch of `action` on the account's follows and requests on `side`; returns how many changed (0: none
+/// are left).
+pub async fn follows(
+    tx: &mut Transaction<'_, Any>,
+    scope: &Scope<'_>,
+    side: Side,
+    action: FollowAction,
+) -> Result<u64, sqlx::Error> {
+    let (mine, theirs) = side.columns();
+    let (tenant, account) = (scope.tenant.as_str(), scope.account.get());
+    let sql = format!(
+        "SELECT {theirs}, rel_status, version, created_at, hidden FROM following WHERE tenant_id = ? AND {mine} = ? \
+         AND {} LIMIT ?{}",
+        condition(action),
+        scope.lock(false)
+    );
+    let rows = sqlx::query(&sql).bind(tenant).bind(account).bind(i64::from(scope.limit)).fetch_all(&mut **tx).await?;
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let counterparts: Vec<i64> = rows.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
+    // Whether each counterpart's reverse edge is a follow: the events' `followed_back`.
+    let followed_back = reverse_follows(tx, scope, side, &counterparts).await?;
+    let mut written = Vec::with_capacity(rows.len());
+    let mut events = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let counterpart: i64 = row.try_get(0)?;
+        let (status, version, created_at, hidden): (i64, i64, i64, i64) =
+            (row.try_get(1)?, row.try_get(2)?, row.try_get(3)?, row.try_get(4)?);
+        let (new_status, new_hidden) = match action {
+            FollowAction::End => (NONE, NONE),
+            FollowAction::Hide => (NONE, status),
+            FollowAction::Restore => (hidden, NONE),
+        };
+        let was = if action == FollowAction::Restore { NONE } else { status };
+        let event_type = match (was, new_status, side) {
+            (_, ACTIVE, _) => EventType::Follow,
+            (_, REQUESTED, _) => EventType::FollowRequested,
+            (ACTIVE, _, _) => EventType::Unfollow,
+            // A request to the account ends as its target's answer, one of its own as withdrawn.
+            (_, _, Side::Incoming) => EventType::FollowRequestRejected,
+            (_, _, Side::Outgoing) => EventType::FollowRequestWithdrawn,
+        };
+        let (from, to) = side.edge(account, counterpart);
+        written.push(format!(
+            "('{tenant}', {from}, {to}, {new_status}, {}, {created_at}, {}, {new_hidden})",
+            version + 1,
+            scope.at_ms
+        ));
+        let back = followed_back.contains(&counterpart);
+        events.push(ChangeEvent::new(tenant, event_type, from, to, version + 1, scope.at_ms, back, account));
+    }
+    let kind = scope.kind;
+    let assignments =
+        ["rel_status", "version", "updated_at", "hidden"].map(|c| format!("{c} = {}", kind.inserted(c))).join(", ");
+    let mut statements = format!(
+        "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at, \
+         hidden) VALUES {}{}{assignments};",
+        written.join(", "),
+        kind.on_conflict_update(&["tenant_id", "from_user_id", "to_user_id"])
+    );
+    statements.push_str(&outbox::insert(kind, &events.iter().collect::<Vec<_>>(), scope.at_ms));
+    tx.execute(statements.as_str()).await?;
+    Ok(rows.len() as u64)
+}
+
+/// Which of `counterparts` have a follow of the reverse edge (shared-locked: the events say it).
+async fn reverse_follows(
+    tx: &mut Transaction<'_, Any>,
+    scope: &Scope<'_>,
+    side: Side,
+    counterparts: &[i64],
+) -> Result<Vec<i64>, sqlx::Error> {
+    let (mine, theirs) = side.columns();
+    let list = ids(counterparts);
+    // The reverse of an edge on `side` has the account in the other column.
+    let sql = format!(
+        "SELECT {mine} FROM following WHERE tenant_id = ? AND {theirs} = ? AND {mine} IN ({list}) AND rel_status = \
+         {ACTIVE}{}",
+        scope.lock(true)
+    );
+    sqlx::query_scalar(&sql).bind(scope.tenant.as_str()).bind(scope.account.get()).fetch_all(&mut **tx).await
+}
+
+fn ids(values: &[i64]) -> String {
+    values.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+}
+
+fn table(relation: Relation) -> &'static str {
+    match relation {
+        Relation::Follow => "following",
+        Relation::Block => "blocks",
+        Relation::Mute => "mutes",
+    }
+}
+
+/// How many blocks or mutes (`relation`) of the account on `side` hold.
+pub async fn held_left(
+    tx: &mut Transaction<'_, Any>,
+    scope: &Scope<'_>,
+    relation: Relation,
+    side: Side,
+) -> Result<i64, sqlx::Error> {
+    let (mine, _) = side.columns();
+    let sql = format!(
+        "SELECT COUNT(*) FROM {} WHERE tenant_id = ? AND {mine} = ? AND rel_status = {ACTIVE}",
+        table(relation)
+    );
+    sqlx::query_scalar(&sql).bind(scope.tenant.as_str()).bind(scope.account.get()).fetch_one(&mut **tx).await
+}
+
+/// One batch ending the blocks or mutes (`relation`) of the account on `side`, each with its `unblock` or
+/// `unmute`; returns how many ended. A block's flag on its follow row goes with the row when it is erased.
+pub async fn end_held(
+    tx: &mut Transaction<'_, Any>,
+    scope: &Scope<'_>,
+    relation: Relation,
+    side: Side,
+) -> Result<u64, sqlx::Error> {
+    let (mine, theirs) = side.columns();
+    let (tenant, account) = (scope.tenant.as_str(), scope.account.get());
+    let table = table(relation);
+    let sql = format!(
+        "SELECT {theirs}, version FROM {table} WHERE tenant_id = ? AND {mine} = ? AND rel_status = {ACTIVE} \
+         LIMIT ?{}",
+        scope.lock(false)
+    );
+    let rows = sqlx::query(&sql).bind(tenant).bind(account).bind(i64::from(scope.limit)).fetch_all(&mut **tx).await?;
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let event_type = if relation == Relation::Block { EventType::Unblock } else { EventType::Unmute };
+    let mut events = Vec::with_capacity(rows.len());
+    let mut statements = String::new();
+    for row in &rows {
+        let (counterpart, version): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+        let (from, to) = side.edge(account, counterpart);
+        statements.push_str(&format!(
+            "UPDATE {table} SET rel_status = {NONE}, version = {}, updated_at = {} WHERE tenant_id = '{tenant}' AND \
+             from_user_id = {from} AND to_user_id = {to};",
+            version + 1,
+            scope.at_ms
+        ));
+        events.push(ChangeEvent::new(tenant, event_type, from, to, version + 1, scope.at_ms, false, account));
+    }
+    statements.push_str(&outbox::insert(scope.kind, &events.iter().collect::<Vec<_>>(), scope.at_ms));
+    tx.execute(statements.as_str()).await?;
+    Ok(rows.len() as u64)
+}
+
+/// One batch erasing the account's rows (every relation both ways, whatever their state — run after every
+/// relation ended with its event); returns how many rows went.
+pub async fn erase(tx: &mut Transaction<'_, Any>, scope: &Scope<'_>) -> Result<u64, sqlx::Error> {
+    let (tenant, account) = (scope.tenant.as_str(), scope.account.get());
+    for relation in [Relation::Follow, Relation::Block, Relation::Mute] {
+        for side in [Side::Incoming, Side::Outgoing] {
+            let (mine, theirs) = side.columns();
+            let table = table(relation);
+            let sql = format!("SELECT {theirs} FROM {table} WHERE tenant_id = ? AND {mine} = ? LIMIT ?");
+            let counterparts: Vec<i64> = sqlx::query_scalar(&sql)
+                .bind(tenant)
+                .bind(account)
+                .bind(i64::from(scope.limit))
+                .fetch_all(&mut **tx)
+                .await?;
+            if !counterparts.is_empty() {
+                let sql = format!(
+                    "DELETE FROM {table} WHERE tenant_id = ? AND {mine} = ? AND {theirs} IN ({})",
+                    ids(&counterparts)
+                );
+                sqlx::query(&sql).bind(tenant).bind(account).execute(&mut **tx).await?;
+                return Ok(counterparts.len() as u64);
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// How many of the account's follows on `side` a move has left.
+pub async fn moves_left(tx: &mut Transaction<'_, Any>, scope: &Scope<'_>, side: Side) -> Result<i64, sqlx::Error> {
+    let (mine, _) = side.columns();
+    let sql = format!("SELECT COUNT(*) FROM following WHERE tenant_id = ? AND {mine} = ? AND rel_status = {ACTIVE}");
+    sqlx::query_scalar(&sql).bind(scope.tenant.as_str()).bind(scope.account.get()).fetch_one(&mut **tx).await
+}
+
+/// One batch of a move of the account's follows on `side` to `destination`: each follow `X → account`
+/// (incoming) becomes `X → destination`, or `account → Y` (outgoing) becomes `destination → Y` — a follow,
+/// a request where the new target is private, nothing where a block holds either way or the counterpart is not
+/// active — and the old follow ends; each change with its event. Returns how many follows were moved off.
+pub async fn move_follows(
+    tx: &mut Transaction<'_, Any>,
+    scope: &Scope<'_>,
+    side: Side,
+    destination: UserId,
+) -> Result<u64, sqlx::Error> {
+    let (mine, theirs) = side.columns();
+    let (tenant, account_id, kind) = (scope.tenant.as_str(), scope.account.get(), scope.kind);
+    let sql = format!(
+        "SELECT {theirs}, version FROM following WHERE tenant_id = ? AND {mine} = ? AND rel_status = {ACTIVE} \
+         LIMIT ?{}",
+        scope.lock(false)
+    );
+    let old = sqlx::query(&sql).bind(tenant).bind(account_id).bind(i64::from(scope.limit)).fetch_all(&mut **tx).await?;
+    if old.is_empty() {
+        return Ok(0);
+    }
+    let counterparts: Vec<i64> = old.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
+    let list = ids(&counterparts);
+    let dest = destination.get();
+    // The new edges' rows, created (at NONE, version 0) when missing so they are locked like a follow's.
+    if kind.has_row_locks() {
+        let rows: Vec<String> = counterparts
+            .iter()
+            .map(|c| {
+                let (from, to) = side.edge(dest, *c);
+                format!("('{tenant}', {from}, {to}, {NONE}, 0, {at}, {at})", at = scope.at_ms)
+            })
+            .collect();
+        let create = format!(
+            "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at) \
+             VALUES {}{}rel_status = rel_status",
+            rows.join(", "),
+            kind.on_conflict_update(&["tenant_id", "from_user_id", "to_user_id"])
+        );
+        tx.execute(create.as_str()).await?;
+    }
+    let new_edges = format!(
+        "SELECT {theirs}, rel_status, version, blocked FROM following WHERE tenant_id = ? AND {mine} = ? AND {theirs} \
+         IN ({list}){}",
+        scope.lock(false)
+    );
+    let new_rows = pair_rows(sqlx::query(&new_edges).bind(tenant).bind(dest).fetch_all(&mut **tx).await?)?;
+    // The destination's reverse edges: a block by the other end, and whether it follows back.
+    let reverse = format!(
+        "SELECT {mine}, rel_status, version, blocked FROM following WHERE tenant_id = ? AND {theirs} = ? AND {mine} \
+         IN ({list}){}",
+        scope.lock(true)
+    );
+    let reverse_rows = pair_rows(sqlx::query(&reverse).bind(tenant).bind(dest).fetch_all(&mut **tx).await?)?;
+    let old_followed_back = reverse_follows(tx, scope, side, &counterparts).await?;
+    // Every account's state and privacy that decides: the counterparts' and the destination's.
+    let accounts = format!(
+        "SELECT user_id, private, state FROM account_settings WHERE tenant_id = ? AND user_id IN ({list}, {dest}){}",
+        scope.lock(true)
+    );
+    let mut account_of = std::collections::HashMap::new();
+    for row in sqlx::query(&accounts).bind(tenant).fetch_all(&mut **tx).await? {
+        let state = AccountState::from_stored(row.try_get(2)?);
+        account_of.insert(row.try_get::<i64, _>(0)?, (row.try_get::<i64, _>(1)? == 1, state));
+    }
+    let account = |user: i64| account_of.get(&user).copied().unwrap_or((false, AccountState::Active));
+    let (dest_private, dest_state) = account(dest);
+    let (mut written, mut events) = (Vec::new(), Vec::new());
+    let at = scope.at_ms;
+    for row in &old {
+        let (counterpart, version): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+        let new = new_rows.get(&counterpart).copied().unwrap_or_default();
+        let reverse = reverse_rows.get(&counterpart).copied().unwrap_or_default();
+        let (counterpart_private, counterpart_state) = account(counterpart);
+        let target_private = if side == Side::Incoming { dest_private } else { counterpart_private };
+        let welcome = counterpart != dest
+            && !new.blocked
+            && !reverse.blocked
+            && dest_state == AccountState::Active
+            && counterpart_state == AccountState::Active;
+        let (from, to) = side.edge(dest, counterpart);
+        if welcome && new.status != ACTIVE && !(new.status == REQUESTED && target_private) {
+            let (status, event_type) =
+                if target_private { (REQUESTED, EventType::FollowRequested) } else { (ACTIVE, EventType::Follow) };
+            written.push(format!("('{tenant}', {from}, {to}, {status}, {}, {at}, {at}, 0)", new.version + 1));
+            let back = reverse.status == ACTIVE;
+            events.push(ChangeEvent::new(tenant, event_type, from, to, new.version + 1, at, back, account_id));
+        }
+        let (old_from, old_to) = side.edge(account_id, counterpart);
+        written.push(format!("('{tenant}', {old_from}, {old_to}, {NONE}, {}, {at}, {at}, 0)", version + 1));
+        let back = old_followed_back.contains(&counterpart);
+        events.push(ChangeEvent::new(tenant, EventType::Unfollow, old_from, old_to, version + 1, at, back, account_id));
+    }
+    let assignments =
+        ["rel_status", "version", "updated_at", "hidden"].map(|c| format!("{c} = {}", kind.inserted(c))).join(", ");
+    // An ended follow keeps its start; a new one starts now.
+    let created = format!(
+        "created_at = CASE WHEN {} = {NONE} THEN created_at ELSE {} END",
+        kind.inserted("rel_status"),
+        kind.inserted("created_at")
+    );
+    let mut statements = format!(
+        "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at, \
+         hidden) VALUES {}{}{created}, {assignments};",
+        written.join(", "),
+        kind.on_conflict_update(&["tenant_id", "from_user_id", "to_user_id"])
+    );
+    statements.push_str(&outbox::insert(kind, &events.iter().collect::<Vec<_>>(), at));
+    tx.execute(statements.as_str()).await?;
+    Ok(old.len() as u64)
+}
+
+/// A follow row of a pair as a move reads it.
+#[derive(Debug, Clone, Copy, Default)]
+struct PairRow {
+    status: i64,
+    version: i64,
+    blocked: bool,
+}
+
+/// Rows of (counterpart, rel_status, version, blocked) by counterpart.
+fn pair_rows(rows: Vec<sqlx::any::AnyRow>) -> Result<std::collections::HashMap<i64, PairRow>, sqlx::Error> {
+    rows.iter()
+        .map(|row| {
+            let pair =
+                PairRow { status: row.try_get(1)?, version: row.try_get(2)?, blocked: row.try_get::<i64, _>(3)? == 1 };
+            Ok((row.try_get::<i64, _>(0)?, pair))
+        })
+        .collect()
+}

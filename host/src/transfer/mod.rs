@@ -1,0 +1,3 @@
+//! Whole graphs in and out of a tenant: export (a user's lists, a tenant's edges) and import.
+
+pub mod export;
