@@ -8,4 +8,4 @@ mod runner;
 mod steps;
 
 pub use job::{get, list, start, Job, JobKind, JobRequest, JobState, StartError};
-pub use runner::{JobRunner, LEASE};
+pub use runner::JobRunner;

@@ -19,6 +19,10 @@ use crate::util::time::now_ms;
 
 /// How long a job stays with a node that renews it no more.
 pub const LEASE: Duration = Duration::from_secs(10);
+/// How long a node works on one job (at most, and at most how many batches) before it lets the
+/// longest-waiting job have a turn.
+const SLICE: Duration = Duration::from_secs(2);
+const SLICE_BATCHES: u32 = 100;
 /// How often an idle runner looks for a job.
 const IDLE_POLL: Duration = Duration::from_millis(500);
 /// Failed tries of one batch before its job is marked failed.
@@ -52,7 +56,7 @@ impl JobRunner {
     /// Takes and runs jobs until `stop`.
     pub async fn run(&self, stop: CancellationToken) -> anyhow::Result<()> {
         while !stop.is_cancelled() {
-            match self.claim(None).await? {
+            match self.claim().await? {
                 Some(job) => self.work(job, &stop).await?,
                 None => tokio::select! {
                     () = tokio::time::sleep(IDLE_POLL) => {}
@@ -63,40 +67,20 @@ impl JobRunner {
         Ok(())
     }
 
-    /// Runs job `id` to its end here (the CLI's foreground run), waiting for the lease of a node that holds it
-    /// to run out; returns when it finished, or when another node took it.
-    pub async fn run_one(&self, id: i64, stop: &CancellationToken) -> anyhow::Result<()> {
-        while !stop.is_cancelled() {
-            if let Some(job) = self.claim(Some(id)).await? {
-                return self.work(job, stop).await;
-            }
-            let state: Option<String> = sqlx::query_scalar("SELECT state FROM account_jobs WHERE id = ?")
-                .bind(id)
-                .fetch_optional(self.db.reader())
-                .await?;
-            if state.as_deref() != Some("running") {
-                return Ok(());
-            }
-            tokio::select! {
-                () = tokio::time::sleep(IDLE_POLL) => {}
-                () = stop.cancelled() => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// Takes the lease of a running job nobody holds (job `only`, when given).
-    async fn claim(&self, only: Option<i64>) -> Result<Option<Claimed>, sqlx::Error> {
+    /// Takes the lease of the running job nobody holds that waited longest since its last batch: jobs (and so
+    /// tenants) take turns of [`SLICE`] (or [`SLICE_BATCHES`]) on a node, so one tenant's celebrity deletion does not hold another's
+    /// job back until it ends.
+    async fn claim(&self) -> Result<Option<Claimed>, sqlx::Error> {
         let now = now_ms();
-        let which = if only.is_some() { " AND id = ?" } else { "" };
-        let sql = format!(
-            "SELECT id FROM account_jobs WHERE state = 'running' AND lease_until < ?{which} ORDER BY id LIMIT 1"
-        );
-        let mut query = sqlx::query_scalar::<_, i64>(&sql).bind(now);
-        if let Some(id) = only {
-            query = query.bind(id);
-        }
-        let Some(id) = query.fetch_optional(self.db.reader()).await? else { return Ok(None) };
+        let Some(id) = sqlx::query_scalar::<_, i64>(
+            "SELECT id FROM account_jobs WHERE state = 'running' AND lease_until < ? ORDER BY updated_at, id LIMIT 1",
+        )
+        .bind(now)
+        .fetch_optional(self.db.reader())
+        .await?
+        else {
+            return Ok(None);
+        };
         let taken = sqlx::query(
             "UPDATE account_jobs SET lease_owner = ?, lease_until = ? WHERE id = ? AND state = 'running' AND lease_until < ?",
         )
@@ -123,18 +107,31 @@ impl JobRunner {
             row.try_get::<Option<i64>, _>(3)?.map(UserId::try_from).transpose().map_err(|e| decode(Box::new(e)))?;
         let steps = steps::of(kind, row.try_get::<i64, _>(4)? == 1);
         let phase = usize::try_from(row.try_get::<i64, _>(5)?).unwrap_or(usize::MAX);
-        tracing::info!(job = id, %tenant, %user, %kind, phase, "account job taken");
+        tracing::debug!(job = id, %tenant, %user, %kind, phase, "account job taken");
         Ok(Some(Claimed { id, tenant, user, kind, destination, steps, phase }))
     }
 
-    /// Runs `job`'s batches from where it stands to its end, or until `stop` or a lost lease.
+    /// Runs `job`'s batches from where it stands to its end, or until `stop`, a lost lease or the end of its
+    /// slice (then its lease is given back, for the next claim to choose).
     async fn work(&self, mut job: Claimed, stop: &CancellationToken) -> anyhow::Result<()> {
+        let (turn, mut batches) = (std::time::Instant::now(), 0);
         let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
         let mut failures = 0;
         while let Some(step) = job.steps.get(job.phase).copied() {
             if stop.is_cancelled() {
                 return Ok(());
             }
+            if turn.elapsed() >= SLICE || batches >= SLICE_BATCHES {
+                sqlx::query(
+                    "UPDATE account_jobs SET lease_owner = NULL, lease_until = 0 WHERE id = ? AND lease_owner = ?",
+                )
+                .bind(job.id)
+                .bind(&self.owner)
+                .execute(self.db.writer())
+                .await?;
+                return Ok(());
+            }
+            batches += 1;
             match self.batch(&job, step).await {
                 Ok(Progress::Lost) => {
                     tracing::warn!(job = job.id, "account job lease lost to another node");

@@ -17,6 +17,7 @@ on_every_backend!(
     suspending_hides_every_follow_and_restoring_brings_back_exactly_what_is_still_hidden,
     moving_an_account_moves_its_followers_under_the_destinations_blocks_and_privacy,
     a_users_export_streams_every_entry_as_csv_and_json,
+    a_long_job_takes_turns_with_another_tenants_job,
 );
 
 fn user(id: i64) -> UserId {
@@ -263,4 +264,29 @@ async fn a_users_export_streams_every_entry_as_csv_and_json(backend: Backend) {
     let edges: Vec<Value> = ndjson.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(edges.len(), 2501, "every follow and the mute");
     assert_eq!(edges.iter().filter(|e| e["relation"] == "mute").count(), 1);
+}
+
+async fn a_long_job_takes_turns_with_another_tenants_job(backend: Backend) {
+    // One edge per batch: tenant big's deletion takes many seconds on one node.
+    let server = TestServer::start_with(backend, |c| c.account_job_batch = 1).await;
+    let db = server.database();
+    let (big, small) = ("big".parse::<TenantId>().unwrap(), "small".parse::<TenantId>().unwrap());
+    followed_by(db, &big, 1, 2..=2001).await;
+    followed_by(db, &small, 1, 2..=4).await;
+    let admin = server.admin();
+    let started = admin
+        .send_json(reqwest::Method::POST, "/admin/v1/tenants/big/accounts/1/jobs", &json!({"kind": "delete"}))
+        .await;
+    let long = format!("/admin/v1/tenants/big/jobs/{}", started.body["id"]);
+    wait_until("the long job makes progress", Duration::from_secs(30), || async {
+        admin.get(&long).await.body["done"].as_i64().unwrap_or(0) > 0
+    })
+    .await;
+    run_job(&admin, "small", 1, json!({"kind": "delete"})).await;
+    let job = admin.get(&long).await.body;
+    assert_eq!(job["state"], "running", "the other tenant's job ended first: {job}");
+    wait_until("the long job ends", Duration::from_secs(120), || async {
+        admin.get(&long).await.body["state"] == "done"
+    })
+    .await;
 }

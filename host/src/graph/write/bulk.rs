@@ -8,7 +8,7 @@
 
 use sqlx::{Any, Executor, Row, Transaction};
 
-use super::edge::{ACTIVE, NONE, REQUESTED};
+use super::edge::{table, ACTIVE, NONE, REQUESTED};
 use crate::db::DatabaseKind;
 use crate::graph::{AccountState, TenantId, UserId};
 use crate::outbox::{self, ChangeEvent, EventType, Relation};
@@ -136,18 +136,36 @@ pub async fn follows(
         let back = followed_back.contains(&counterpart);
         events.push(ChangeEvent::new(tenant, event_type, from, to, version + 1, scope.at_ms, back, account));
     }
+    write_follows(tx, scope, &written, &events).await?;
+    Ok(rows.len() as u64)
+}
+
+/// Writes a batch's follow rows — `(tenant, from, to, rel_status, version, created_at, updated_at, hidden)`
+/// literals — and their events, in one round trip. An ended follow keeps its start (lists and a restore keep
+/// its time); one that begins takes the row's `created_at`.
+async fn write_follows(
+    tx: &mut Transaction<'_, Any>,
+    scope: &Scope<'_>,
+    rows: &[String],
+    events: &[ChangeEvent],
+) -> Result<(), sqlx::Error> {
     let kind = scope.kind;
     let assignments =
         ["rel_status", "version", "updated_at", "hidden"].map(|c| format!("{c} = {}", kind.inserted(c))).join(", ");
+    let created = format!(
+        "created_at = CASE WHEN {} = {NONE} THEN created_at ELSE {} END",
+        kind.inserted("rel_status"),
+        kind.inserted("created_at")
+    );
     let mut statements = format!(
         "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at, \
-         hidden) VALUES {}{}{assignments};",
-        written.join(", "),
+         hidden) VALUES {}{}{created}, {assignments};",
+        rows.join(", "),
         kind.on_conflict_update(&["tenant_id", "from_user_id", "to_user_id"])
     );
     statements.push_str(&outbox::insert(kind, &events.iter().collect::<Vec<_>>(), scope.at_ms));
     tx.execute(statements.as_str()).await?;
-    Ok(rows.len() as u64)
+    Ok(())
 }
 
 /// Which of `counterparts` have a follow of the reverse edge (shared-locked: the events say it).
@@ -170,14 +188,6 @@ async fn reverse_follows(
 
 fn ids(values: &[i64]) -> String {
     values.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
-}
-
-fn table(relation: Relation) -> &'static str {
-    match relation {
-        Relation::Follow => "following",
-        Relation::Block => "blocks",
-        Relation::Mute => "mutes",
-    }
 }
 
 /// How many blocks or mutes (`relation`) of the account on `side` hold.
@@ -362,22 +372,7 @@ pub async fn move_follows(
         let back = old_followed_back.contains(&counterpart);
         events.push(ChangeEvent::new(tenant, EventType::Unfollow, old_from, old_to, version + 1, at, back, account_id));
     }
-    let assignments =
-        ["rel_status", "version", "updated_at", "hidden"].map(|c| format!("{c} = {}", kind.inserted(c))).join(", ");
-    // An ended follow keeps its start; a new one starts now.
-    let created = format!(
-        "created_at = CASE WHEN {} = {NONE} THEN created_at ELSE {} END",
-        kind.inserted("rel_status"),
-        kind.inserted("created_at")
-    );
-    let mut statements = format!(
-        "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at, \
-         hidden) VALUES {}{}{created}, {assignments};",
-        written.join(", "),
-        kind.on_conflict_update(&["tenant_id", "from_user_id", "to_user_id"])
-    );
-    statements.push_str(&outbox::insert(kind, &events.iter().collect::<Vec<_>>(), at));
-    tx.execute(statements.as_str()).await?;
+    write_follows(tx, scope, &written, &events).await?;
     Ok(old.len() as u64)
 }
 

@@ -36,15 +36,20 @@ impl Edge {
     }
 
     fn table(self) -> &'static str {
-        match self.relation {
-            Relation::Follow => "following",
-            Relation::Block => "blocks",
-            Relation::Mute => "mutes",
-        }
+        table(self.relation)
     }
 
     fn key(self, tenant: &TenantId) -> String {
         format!("tenant_id = '{tenant}' AND from_user_id = {} AND to_user_id = {}", self.from, self.to)
+    }
+}
+
+/// The table holding `relation`'s edges.
+pub fn table(relation: Relation) -> &'static str {
+    match relation {
+        Relation::Follow => "following",
+        Relation::Block => "blocks",
+        Relation::Mute => "mutes",
     }
 }
 
