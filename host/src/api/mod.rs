@@ -144,12 +144,18 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(admin::export_tenant))
         .layer(middleware::from_fn_with_state(state.max_plugin_bytes, refuse_declared_over))
         .layer(DefaultBodyLimit::max(state.max_plugin_bytes));
+    // A graph's size has no bound: it is read line by line as it arrives, never whole.
+    let import = OpenApiRouter::new().routes(routes!(admin::import_graph));
     let operations = OpenApiRouter::new()
         .routes(routes!(operations::healthz))
         .routes(routes!(operations::readyz))
         .routes(routes!(operations::admin_metrics));
-    let (router, mut openapi) =
-        OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(api).merge(admin).merge(operations).split_for_parts();
+    let (router, mut openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(api)
+        .merge(admin)
+        .merge(import)
+        .merge(operations)
+        .split_for_parts();
     admin_refusals_documented(&mut openapi);
     errors_as_problems(&mut openapi);
     let openapi = Arc::new(openapi);

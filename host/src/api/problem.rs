@@ -180,6 +180,19 @@ impl From<crate::accounts::StartError> for ApiError {
     }
 }
 
+impl From<crate::transfer::import::ImportError> for ApiError {
+    fn from(error: crate::transfer::import::ImportError) -> Self {
+        use crate::transfer::import::ImportError;
+        match error {
+            ImportError::Invalid { .. } | ImportError::Read(_) => {
+                Self::bad_request("invalid_import", error.to_string())
+            }
+            ImportError::Write(e) => e.into(),
+            ImportError::Database(e) => Self::database(&e),
+        }
+    }
+}
+
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> Self {
         Self::database(&error)

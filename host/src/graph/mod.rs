@@ -15,7 +15,7 @@ pub use read::{
     PageRequest, Position, Relationship,
 };
 pub use settings::{settings, update_settings, Settings};
-pub use write::bulk;
+pub use write::{bulk, import};
 pub use write::{
     change, change_under, Act, Admit, FollowContext, FollowPolicy, PrivateNeedsApproval, RelationChange,
     RelationCommand, WriteError,

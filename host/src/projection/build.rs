@@ -13,11 +13,12 @@ use std::time::Duration;
 
 use super::backfill::Snapshot;
 use super::progress::{self, BackfillState};
-use super::projector::{PluginProjectionError, Projector, LOCK_TTL};
+use super::projector::{builder_id, PluginProjectionError, Projector, LOCK_TTL};
 use crate::bus::Topology;
+use crate::cache::{Cache, CacheError, Space};
 use crate::db::Database;
 use crate::graph::TenantId;
-use crate::plugins::ActivePlugin;
+use crate::plugins::{ActivePlugin, PluginKind, PluginRegistry, PluginSlot};
 
 /// How often a process waiting for another's build checks it.
 const LOCK_WAIT: Duration = Duration::from_millis(200);
@@ -75,13 +76,14 @@ async fn fill(
     projection.cache().clear(space).await?;
     let mut snapshot = Snapshot::start(projection.db(), tenant, plugin.prepared.receives_every_kind()).await?;
     let mut replayed = 0;
-    loop {
-        let pairs = snapshot.next_page().await?;
-        if pairs.is_empty() {
-            break;
-        }
-        replayed += pairs.len() as u64;
-        projection.apply_snapshot(tenant, plugin, pairs).await?;
+    let mut page = snapshot.next_page().await?;
+    while !page.is_empty() {
+        let pairs = page.len() as u64;
+        // The next page is read while this one is applied: the database and the projector work at once.
+        let (next, applied) = tokio::join!(snapshot.next_page(), projection.apply_snapshot(tenant, plugin, page));
+        applied?;
+        page = next?;
+        replayed += pairs;
         report(replayed, snapshot.total);
         if let Err(error) = record(replayed, snapshot.total, BackfillState::Backfilling).await {
             tracing::warn!(%error, "cannot record backfill progress; the backfill goes on");
@@ -97,6 +99,29 @@ async fn fill(
     record(replayed, replayed, BackfillState::Complete).await?;
     tracing::info!(projection = %name, %tenant, version = plugin.version, replayed, "built");
     Ok(replayed)
+}
+
+/// Makes every space of `tenant`'s projectors (each active version's and a running shadow's) stale, so the
+/// workers build them again from the truth: after the truth changed without events (an import). Each is
+/// cleared under its build lock: a build running meanwhile ends first, and one that starts later reads the
+/// truth as it is now. Returns how many spaces were cleared.
+pub async fn build_again(cache: &Cache, registry: &PluginRegistry, tenant: &TenantId) -> Result<usize, CacheError> {
+    let owner = builder_id();
+    let mut cleared = 0;
+    for projector in registry.projectors(tenant) {
+        let slot = PluginSlot { tenant: tenant.clone(), kind: PluginKind::Projector, name: projector.name.clone() };
+        for version in registry.live_versions(&slot) {
+            let space = Space { tenant: tenant.as_str(), plugin: &slot.name, version };
+            while !cache.lock(space, &owner, LOCK_TTL).await? {
+                tokio::time::sleep(LOCK_WAIT).await;
+            }
+            let result = cache.clear(space).await;
+            cache.unlock(space, &owner).await?;
+            result?;
+            cleared += 1;
+        }
+    }
+    Ok(cleared)
 }
 
 /// The stale spaces of `projection` — its active version's and a running shadow's — among the truth's

@@ -30,7 +30,7 @@ mod supervisor;
 mod worker;
 
 pub use backfill::recent_changes;
-pub use build::Rebuild;
+pub use build::{build_again, Rebuild};
 pub use cached_reads::CachedReads;
 pub use events::{relation_event, Unprojectable};
 pub use plugin::{PluginProjection, DEFAULT_TENANT_BUDGET};

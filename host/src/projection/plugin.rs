@@ -70,6 +70,11 @@ impl Retry {
         Self { at: Instant::now(), backoff: Backoff::new(RETRY_FIRST, RETRY_AT_MOST) }
     }
 
+    /// After `wait`, the backoff started over.
+    fn after(wait: Duration) -> Self {
+        Self { at: Instant::now() + wait, ..Self::now() }
+    }
+
     /// After the first wait, the backoff started over.
     fn soon() -> Self {
         Self::now().after_failure()
@@ -220,16 +225,31 @@ impl PluginProjection {
             self.start_build(&tenant, &plugin);
         }
         self.reap_builds();
-        let due: Vec<(TenantId, Retry)> = {
-            let fence = self.lock();
-            let building = |t: &TenantId| fence.builds.keys().any(|(b, _)| b == t);
-            fence
-                .held
-                .iter()
-                .filter(|(t, r)| r.at <= Instant::now() && !building(t))
-                .map(|(t, r)| (t.clone(), *r))
-                .collect()
-        };
+        self.retry_parked().await
+    }
+
+    /// Whether a held tenant's parked events are due to be tried again: between every two live batches while
+    /// they drain, so a tenant with a long backlog (a celebrity's deletion) catches up at the pace of the live
+    /// path, one parked batch per live batch, instead of one per sweep.
+    pub fn retry_due(&self) -> bool {
+        !self.due().is_empty()
+    }
+
+    fn due(&self) -> Vec<(TenantId, Retry)> {
+        let fence = self.lock();
+        let building = |t: &TenantId| fence.builds.keys().any(|(b, _)| b == t);
+        fence
+            .held
+            .iter()
+            .filter(|(t, r)| r.at <= Instant::now() && !building(t))
+            .map(|(t, r)| (t.clone(), *r))
+            .collect()
+    }
+
+    /// Retries each due held tenant's oldest parked events once; returns those tried too often (see
+    /// [`PluginProjection::maintain`]).
+    pub async fn retry_parked(&self) -> Result<Vec<GivenUp>, PluginProjectionError> {
+        let due = self.due();
         let mut given_up = Vec::new();
         for (tenant, retry) in due {
             given_up.extend(self.retry(&tenant, retry).await?);
@@ -277,10 +297,11 @@ impl PluginProjection {
             .filter(|p| matches!(held, Held::Refused(_)) || p.attempts + 1 >= MAX_ATTEMPTS)
             .map(|p| GivenUp { event: p.event.clone(), payload: p.payload.clone(), reason: failed.clone(), id: p.id })
             .collect();
-        // Slowness may be the machine's (its CPU taken by others), not the events': tried again next sweep;
-        // so are the rest once the blamed events are given up (the next may well apply).
+        // Slowness may be the machine's (its CPU taken by others), not the events': tried again after as long
+        // as the try took (the tenant gets at most half of the worker's time); the rest are tried again soon
+        // once the blamed events are given up (the next may well apply).
         let next = match held {
-            Held::OverBudget(_) => Retry::now(),
+            Held::OverBudget(_) => Retry::after(self.budget),
             _ if !given_up.is_empty() => Retry::soon(),
             Held::Poison(_) | Held::Refused(_) | Held::OverQuota { .. } | Held::Building(_) => retry.after_failure(),
         };

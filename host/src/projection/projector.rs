@@ -36,7 +36,7 @@ pub struct Projector {
 /// A build-lock owner id unique among live builders: the host name (a container's own), the process id
 /// (two containers may both be pid 1), the time it was made, a counter within the process, and random bits
 /// (their failure is logged: the other parts still tell live builders apart).
-fn builder_id() -> String {
+pub(super) fn builder_id() -> String {
     static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .or_else(|_| std::env::var("HOSTNAME"))

@@ -61,13 +61,19 @@ impl Projection {
         }
     }
 
-    /// Work between batches: a projector starts builds of its stale spaces and retries parked events; the
-    /// ones tried too often are returned to be dead-lettered.
-    async fn maintain(&self) -> Result<Vec<GivenUp>, PluginProjectionError> {
+    /// Work between batches: a projector starts builds of its stale spaces (on a `sweep`) and retries due
+    /// parked events; the ones tried too often are returned to be dead-lettered.
+    async fn maintain(&self, sweep: bool) -> Result<Vec<GivenUp>, PluginProjectionError> {
         match self {
             Projection::Follower(_) => Ok(Vec::new()),
-            Projection::Plugin(plugin) => plugin.maintain().await,
+            Projection::Plugin(plugin) if sweep => plugin.maintain().await,
+            Projection::Plugin(plugin) => plugin.retry_parked().await,
         }
+    }
+
+    /// Whether parked events are due before the next sweep.
+    fn retry_due(&self) -> bool {
+        matches!(self, Projection::Plugin(plugin) if plugin.retry_due())
     }
 }
 
@@ -122,11 +128,12 @@ impl Worker {
         let mut failed: Option<Vec<Received>> = None;
         let mut swept: Option<Instant> = None;
         loop {
-            if failed.is_none() && swept.is_none_or(|at| at.elapsed() >= SWEEP) {
+            let sweep = swept.is_none_or(|at| at.elapsed() >= SWEEP);
+            if failed.is_none() && (sweep || self.projection.retry_due()) {
                 // Cut short by shutdown, a build is simply done again later: its space is not marked complete.
                 tokio::select! {
                     () = &mut shutdown => return self.stop(),
-                    maintained = self.projection.maintain() => match maintained {
+                    maintained = self.projection.maintain(sweep) => match maintained {
                         Ok(given_up) => self.dead_letter_parked(given_up).await,
                         Err(error) => {
                             let error = causes(&error);
@@ -134,7 +141,9 @@ impl Worker {
                         }
                     },
                 }
-                swept = Some(Instant::now());
+                if sweep {
+                    swept = Some(Instant::now());
+                }
             }
             let batch = match failed.take() {
                 Some(batch) => batch,

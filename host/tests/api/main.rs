@@ -3,6 +3,7 @@
 mod accounts;
 mod auth;
 mod database_outage;
+mod import;
 mod operations;
 mod reads;
 mod relations;

@@ -83,6 +83,7 @@ async fn openapi_document_covers_every_route() {
         ("/admin/v1/tenants/{tenant}/jobs", &["get"]),
         ("/admin/v1/tenants/{tenant}/jobs/{id}", &["get"]),
         ("/admin/v1/tenants/{tenant}/export", &["get"]),
+        ("/admin/v1/tenants/{tenant}/import", &["post"]),
         ("/healthz", &["get"]),
         ("/readyz", &["get"]),
         ("/metrics", &["get"]),

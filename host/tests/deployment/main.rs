@@ -4,6 +4,7 @@
 
 mod accounts;
 mod faults;
+mod import;
 mod scale_out;
 
 use std::path::PathBuf;
@@ -67,6 +68,19 @@ impl Deployment {
             rows += n;
         }
         rows
+    }
+
+    pub fn database_url(&self) -> String {
+        self.database.url.clone()
+    }
+
+    pub fn redis_url(&self) -> &str {
+        &self.redis_url
+    }
+
+    /// `strand args…` run once (a CLI command) with the deployment's settings, its output in its log.
+    pub fn cli(&self, name: &str, args: &[&str]) -> StrandProcess {
+        self.start(name, args, self.command.clone())
     }
 
     /// A binlog relay, with `/metrics` on `port`.

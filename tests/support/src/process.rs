@@ -71,6 +71,19 @@ impl StrandProcess {
         Ok(Self { child, log })
     }
 
+    /// Waits (up to `limit`) for the process to end, and asserts it succeeded; its log.
+    pub async fn finished(mut self, limit: std::time::Duration) -> String {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.exited() {
+                assert!(status.success(), "{status}:\n{}", self.log());
+                return self.log();
+            }
+            assert!(std::time::Instant::now() < deadline, "still running after {limit:?}:\n{}", self.log());
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// SIGKILL: no shutdown hook runs, nothing in flight is finished.
     pub fn kill(mut self) {
         self.kill_now();

@@ -120,10 +120,17 @@ impl TestServer {
 
     /// Stops this server and starts a new one on the same database and configuration, as a process
     /// restart would (nothing in memory survives).
-    pub async fn restart(mut self) -> Self {
+    pub async fn restart(self) -> Self {
+        self.restart_with(|_| {}).await
+    }
+
+    /// Restarts this server (as [`Self::restart`]) with its configuration changed by `adjust`.
+    pub async fn restart_with(mut self, adjust: impl FnOnce(&mut Config)) -> Self {
         self.shutdown_now().await;
         let database = std::mem::replace(&mut self._database, TestDatabase { url: String::new(), _dir: None });
-        Self::start_on(database, self.config.clone()).await
+        let mut config = self.config.clone();
+        adjust(&mut config);
+        Self::start_on(database, config).await
     }
 
     /// A second node on this server's database and configuration, as a scaled-out deployment runs.

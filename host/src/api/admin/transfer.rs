@@ -3,14 +3,18 @@
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
 
 use super::*;
-use crate::api::params::ApiPath as Path;
+use crate::api::params::{ApiPath as Path, ApiQuery as Query};
 use crate::api::problem::{ApiError, Problem};
 use crate::api::AppState;
+use crate::projection::build_again;
+use crate::tenancy::audit::AuditAction;
 use crate::transfer::export::tenant_edges;
+use crate::transfer::import::{import, ImportFormat, ImportReport};
 
 /// Every edge of the tenant that holds (follows, pending requests, blocks, unexpired mutes) as NDJSON, one
 /// `{"relation", "from", "to", "at_ms"[, "requested", "expires_at_ms"]}` per line: what `strand import`
@@ -27,4 +31,52 @@ pub async fn export_tenant(
     let tenant = operator.reach(&path.tenant)?;
     let body = Body::from_stream(tenant_edges(state.db.clone(), tenant));
     Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response())
+}
+
+#[derive(Deserialize)]
+pub struct ImportParams {
+    /// `ndjson` or `csv`; by default CSV when the body's type is `text/csv`, else NDJSON.
+    format: Option<String>,
+}
+
+/// Imports a graph into the tenant, streamed: NDJSON as the export writes it (follows, pending requests,
+/// blocks, mutes), or CSV lines `from,to[,at_ms]` of follows. An edge that holds is kept, so a second run
+/// changes nothing; blocks and suspended or deleted accounts refuse follows, a private target gets a request.
+/// Answers once every line is in the truth; the tenant's projector spaces are then built again from it by
+/// the workers (reads use the database meanwhile). A bad line stops the import there (what came before
+/// stays; running it again completes it).
+#[utoipa::path(post, path = "/admin/v1/tenants/{tenant}/import", tag = "admin",
+    params(("tenant" = String, Path), ("format" = Option<String>, Query)),
+    request_body(content = String, content_type = "application/x-ndjson"),
+    responses((status = 200, body = ImportReport), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem)),
+    security(("admin" = [])))]
+pub async fn import_graph(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<TenantPath>,
+    Query(params): Query<ImportParams>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<axum::Json<ImportReport>, ApiError> {
+    let tenant = operator.reach(&path.tenant)?;
+    let result = async {
+        let format = match params.format.as_deref() {
+            Some(format) => format.parse().map_err(|e| ApiError::bad_request("invalid_import", format!("{e}")))?,
+            None if headers.get(header::CONTENT_TYPE).is_some_and(|t| t.as_bytes().starts_with(b"text/csv")) => {
+                ImportFormat::Csv
+            }
+            None => ImportFormat::Ndjson,
+        };
+        let report = import(state.db.clone(), tenant.clone(), format, body.into_data_stream()).await?;
+        build_again(&state.cache, &state.plugins, &tenant).await?;
+        Ok(report)
+    }
+    .await;
+    let detail = match &result {
+        Ok(report) => serde_json::to_string(report).unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    let change = Change { detail, ..Change::of(AuditAction::Import) };
+    audited(&state, &operator, &tenant, change, result).await.map(axum::Json)
 }

@@ -2,6 +2,7 @@
 
 mod account;
 mod build;
+mod import;
 mod plugin;
 mod progress_bar;
 mod replay;
@@ -76,6 +77,9 @@ enum Command {
     /// Delete (erase), suspend, restore or move an account: a background job on the serving nodes.
     #[command(subcommand)]
     Account(account::AccountCommand),
+    /// Import a graph into a tenant (an NDJSON or CSV file, or the seed system's MySQL table): edges that
+    /// hold are kept, blocks and private accounts respected; the tenant's projections are built again.
+    Import(import::ImportArgs),
 }
 
 #[tokio::main]
@@ -134,6 +138,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Plugin(command) => plugin::run(command, &config).await?,
         Command::Tenant(command) => tenant::run(command, &config).await?,
         Command::Account(command) => account::run(command, &config).await?,
+        Command::Import(args) => import::run(args, &config).await?,
     }
     Ok(())
 }

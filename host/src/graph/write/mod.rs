@@ -9,6 +9,7 @@ pub mod bulk;
 mod command;
 mod decide;
 pub(super) mod edge;
+pub mod import;
 mod transaction;
 
 use std::time::Duration;

@@ -1,0 +1,167 @@
+//! Deleting a celebrity, measured on one production-shaped in-process node (MariaDB binlog relay, Redis,
+//! Kafka, workers): an account with `ACCOUNTS_FOLLOWERS` followers (default 1 000 000, seeded with bulk SQL and
+//! projected by the workers' build from the truth), deleted while the tenant's other users keep writing.
+//! Printed: the build of the seeded projections (pairs/s: today's build rate), the other writes' p50/p99 alone
+//! and beside the job, the job's edges/s, and the wall time until every projection has converged (outbox
+//! empty, every consumer group at the end) — then `reconcile` confirms the follower table and the counters.
+//! `cargo bench -p strand --bench accounts`. Figures are printed, not asserted.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use strand::cache::{Cache, RedisCache};
+use strand::projection::{rebuild_follower, reconcile};
+use strand_test_support::bench::{setting, Measurement};
+use strand_test_support::{Redis, TestServer};
+
+const TENANT: &str = "bench";
+/// The deleted account; its followers are users from [`FIRST_FOLLOWER`] on.
+const CELEBRITY: i64 = 1;
+const FIRST_FOLLOWER: i64 = 10_000_000;
+/// The other writers, each following and unfollowing users of its own.
+const WRITERS: usize = 8;
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let followers = setting("ACCOUNTS_FOLLOWERS", 1_000_000) as i64;
+    let server = TestServer::start_node(|_| {}).await;
+    let db = server.database();
+    let admin = server.admin();
+    println!("accounts: deleting an account with {followers} followers; MariaDB (binlog), Redis, Kafka; one in-process node, 2 cores");
+
+    // The followers, straight into the truth (version 1), then the follower table and the projectors' spaces
+    // built from it.
+    let seeded = Instant::now();
+    for start in (0..followers).step_by(1_000_000) {
+        let count = (followers - start).min(1_000_000);
+        sqlx::query(
+            "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at) \
+             SELECT ?, ? + seq, ?, 1, 1, seq, seq FROM seq_0_to_999999 WHERE seq < ?",
+        )
+        .bind(TENANT)
+        .bind(FIRST_FOLLOWER + start)
+        .bind(CELEBRITY)
+        .bind(count)
+        .execute(db.writer())
+        .await
+        .expect("seeding followers");
+    }
+    rebuild_follower(db).await.expect("the follower table");
+    let built = Instant::now();
+    let complete = || async {
+        let progress = admin.get("/admin/v1/projections").await.body;
+        let entries = progress["backfills"].as_array().cloned().unwrap_or_default();
+        let ours: Vec<&Value> = entries.iter().filter(|p| p["tenant"] == TENANT).collect();
+        !ours.is_empty() && ours.iter().all(|p| p["state"] == "complete")
+    };
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while !complete().await {
+        assert!(Instant::now() < deadline, "the projections were not built within 10 minutes");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let build = built.elapsed();
+    println!(
+        "seeded in {:.1?}; projections built from the truth in {build:.1?}: {:.0} pairs/s per projector",
+        built - seeded,
+        followers as f64 / build.as_secs_f64()
+    );
+
+    let alone = writes(&server, 0, Duration::from_secs(10)).await;
+    alone.print("other writes, alone", "writes");
+
+    let started = Instant::now();
+    let job = admin
+        .send_json(
+            reqwest::Method::POST,
+            &format!("/admin/v1/tenants/{TENANT}/accounts/{CELEBRITY}/jobs"),
+            &json!({"kind": "delete"}),
+        )
+        .await;
+    assert_eq!(job.status, 202, "{job:?}");
+    let job_path = format!("/admin/v1/tenants/{TENANT}/jobs/{}", job.body["id"]);
+    let mut beside: Option<Measurement> = None;
+    let mut round = 1;
+    let job_took = loop {
+        let state = admin.get(&job_path).await.body;
+        if state["state"] != "running" {
+            assert_eq!(state["state"], "done", "{state}");
+            break started.elapsed();
+        }
+        let measured = writes(&server, round, Duration::from_secs(2)).await;
+        beside = Some(match beside {
+            Some(before) => before.and(measured),
+            None => measured,
+        });
+        round += 1;
+    };
+    if let Some(beside) = &beside {
+        beside.print("other writes, beside the deletion", "writes");
+        println!("p99 beside / alone: {:.2}", beside.quantile(0.99).as_secs_f64() / alone.quantile(0.99).as_secs_f64());
+    }
+    println!("deletion: {followers} edges in {job_took:.1?}: {:.0} edges/s", followers as f64 / job_took.as_secs_f64());
+
+    // Converged: nothing left to publish or consume, nothing parked, and reconcile finds the follower table
+    // and the counters equal to the truth.
+    let cache = Cache::Redis(RedisCache::connect(&Redis::shared().expect("Redis").url()).await.expect("Redis"));
+    let deadline = Instant::now() + Duration::from_secs(1200);
+    let report = loop {
+        let lag = admin.get("/admin/v1/lag").await.body;
+        let consumers = lag["consumers"].as_array().cloned().unwrap_or_default();
+        let behind: i64 = consumers.iter().map(|c| c["behind"].as_i64().unwrap_or(0)).sum();
+        let parked = admin.get(&format!("/admin/v1/tenants/{TENANT}/parked")).await.body;
+        let idle = lag["relay"]["outbox_rows"] == 0 && !consumers.is_empty() && behind == 0;
+        let none_parked = parked["rows"] == 0 && parked["projections"].as_array().is_some_and(Vec::is_empty);
+        if idle && none_parked {
+            let report = reconcile(db, Some(&cache), 100).await.expect("reconcile");
+            if report.is_clean() || Instant::now() > deadline {
+                break report;
+            }
+        }
+        if Instant::now() > deadline {
+            println!("not converged within 20 minutes: {lag} {parked}");
+            break reconcile(db, Some(&cache), 100).await.expect("reconcile");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    println!(
+        "converged (outbox empty, groups at the end, nothing parked, reconcile clean) {:.1?} after the job started",
+        started.elapsed()
+    );
+    println!(
+        "reconcile: {} pairs, {} users' counters: {} differences",
+        report.pairs_checked,
+        report.users_checked,
+        report.differences.len()
+    );
+    for difference in report.differences.iter().take(10) {
+        println!("  {difference}");
+    }
+}
+
+/// The tenant's other users following for `length`, from [`WRITERS`] connections: each write a fresh pair of
+/// a user of its own (round `round` numbers them apart), so no write meets another's pair or the bundled rate
+/// limit's per-user bucket (100 a user).
+async fn writes(server: &TestServer, round: usize, length: Duration) -> Measurement {
+    let started = Instant::now();
+    let writers = (0..WRITERS).map(|w| {
+        let server_clients: Vec<_> =
+            (0..90).map(|k| server.client(TENANT, 100_000 + ((round * WRITERS + w) * 90 + k) as i64)).collect();
+        tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut i = 0;
+            while started.elapsed() < length {
+                let (client, target) = (&server_clients[i % 90], 1_000 + i / 90);
+                let begun = Instant::now();
+                let reply = client.put(&format!("/v1/me/following/{target}")).await;
+                assert_eq!(reply.status, 200, "{reply:?}");
+                latencies.push(begun.elapsed());
+                i += 1;
+            }
+            latencies
+        })
+    });
+    let mut latencies: Vec<Duration> =
+        futures::future::join_all(writers).await.into_iter().flat_map(|r| r.expect("a writer")).collect();
+    latencies.sort();
+    Measurement { count: latencies.len(), elapsed: started.elapsed(), latencies }
+}

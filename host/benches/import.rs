@@ -1,0 +1,92 @@
+//! Importing a graph, measured on one production-shaped in-process node (MariaDB with its binlog, Redis,
+//! Kafka, workers): `IMPORT_EDGES` follows (default 10 000 000; users of `IMPORT_FANOUT` followings each)
+//! streamed as CSV to the admin import route, then the tenant's projector spaces built again from the truth.
+//! Printed: edges/s into the truth (and the follower table), the CPU seconds per million edges of this
+//! process and of `mariadbd`, and the build's pairs/s — the three bundled projectors at once — until counts
+//! and lists are served from the cache. `cargo bench -p strand --bench import`. Figures are printed, not
+//! asserted.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::Value;
+use strand_test_support::bench::{cpu_time, setting};
+use strand_test_support::{TestServer, ADMIN_TOKEN};
+
+const TENANT: &str = "imported";
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let edges = setting("IMPORT_EDGES", 10_000_000) as i64;
+    let fanout = setting("IMPORT_FANOUT", 100) as i64;
+    let users = (edges / fanout).max(2);
+    let server = TestServer::start_node(|_| {}).await;
+    let mariadb = strand_test_support::MariaDb::shared().expect("MariaDB").pid().expect("mariadbd's pid");
+    let me = std::process::id();
+    println!(
+        "import: {edges} follows of {users} users into MariaDB (binlog), Redis, Kafka; one in-process node, 2 cores"
+    );
+
+    // `from,to,at_ms` lines, made as they are sent: user u follows the next `fanout` users.
+    let chunks = futures::stream::iter((0..users).step_by(100)).map(move |first| {
+        let mut chunk = String::with_capacity(100 * fanout as usize * 24);
+        for from in first..(first + 100).min(users) {
+            for k in 1..=fanout {
+                let to = (from + k) % users;
+                chunk.push_str(&format!("{},{},{}\n", from + 1, to + 1, 1_600_000_000_000 + from * fanout + k));
+            }
+        }
+        Ok::<_, std::io::Error>(Bytes::from(chunk))
+    });
+    let (cpu_me, cpu_db) = (cpu_time(me).unwrap(), cpu_time(mariadb).unwrap());
+    let started = Instant::now();
+    let reply = reqwest::Client::new()
+        .post(server.url(&format!("/admin/v1/tenants/{TENANT}/import?format=csv")))
+        .bearer_auth(ADMIN_TOKEN)
+        .body(reqwest::Body::wrap_stream(chunks))
+        .send()
+        .await
+        .expect("the import request");
+    let status = reply.status();
+    let report: Value = reply.json().await.expect("the import's report");
+    let took = started.elapsed();
+    assert!(status.is_success(), "{status}: {report}");
+    let (cpu_me, cpu_db) = (cpu_time(me).unwrap() - cpu_me, cpu_time(mariadb).unwrap() - cpu_db);
+    let per_million = |cpu: Duration| cpu.as_secs_f64() / (edges as f64 / 1e6);
+    println!(
+        "imported in {took:.1?}: {:.0} edges/s into the truth and the follower table ({report})",
+        edges as f64 / took.as_secs_f64()
+    );
+    println!(
+        "CPU per million edges: strand {:.1} s, mariadbd {:.1} s ({:.0} edges per CPU-second in all)",
+        per_million(cpu_me),
+        per_million(cpu_db),
+        edges as f64 / (cpu_me + cpu_db).as_secs_f64()
+    );
+
+    let admin = server.admin();
+    let built = Instant::now();
+    let deadline = built + Duration::from_secs(3600);
+    loop {
+        let progress = admin.get("/admin/v1/projections").await.body;
+        let ours: Vec<Value> =
+            progress["backfills"].as_array().into_iter().flatten().filter(|b| b["tenant"] == TENANT).cloned().collect();
+        if ours.len() >= 3 && ours.iter().all(|b| b["state"] == "complete" && b["done"].as_i64() >= Some(edges)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not built within an hour: {ours:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let build = built.elapsed();
+    println!(
+        "projections built from the truth in {build:.1?}: {:.0} pairs/s per projector, {:.0} pairs/s for the three",
+        edges as f64 / build.as_secs_f64(),
+        3.0 * edges as f64 / build.as_secs_f64()
+    );
+    println!(
+        "end to end (import to counts and lists served): {:.1?}, {:.0} edges/s",
+        took + build,
+        edges as f64 / (took + build).as_secs_f64()
+    );
+}

@@ -1,0 +1,297 @@
+//! An import's batch of follows into the truth: each pair read under its lock with the reverse pair and both
+//! accounts, decided by the rules a single follow obeys (a block either way or an inactive account refuses it,
+//! a private target turns it into a request, an edge that holds is kept), and written in one multi-row upsert
+//! with its version raised by one — without an outbox row: an import is projected by building the tenant's
+//! projections from the truth, not by one bus event per edge.
+//!
+//! The batch runs inside a transaction the caller owns, so the caller's projection of the written rows (the
+//! `follower` table) commits with them, and a batch run again after a crash finds its rows and keeps them.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sqlx::{Any, Executor, Row, Transaction};
+
+use super::edge::{ACTIVE, NONE, REQUESTED};
+use crate::db::DatabaseKind;
+use crate::graph::{AccountState, TenantId, UserId};
+
+/// One follow of an imported graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportedFollow {
+    pub from: UserId,
+    pub to: UserId,
+    /// When it began (its `followed_at`).
+    pub at_ms: i64,
+    /// A pending request in the source rather than a follow.
+    pub requested: bool,
+}
+
+/// What became of one imported follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It begins as a follow.
+    Followed,
+    /// It begins as a pending request (the source said so, or the target is private).
+    Requested,
+    /// The pair already holds a follow or request (or the same follow came earlier in the batch): kept as
+    /// it is.
+    Kept,
+    /// A block between the two refuses it.
+    Blocked,
+    /// One of the accounts is suspended or deleted.
+    Inactive,
+}
+
+/// A `following` row a batch wrote, for the caller's projections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrittenFollow {
+    pub from: i64,
+    pub to: i64,
+    pub status: i64,
+    pub version: i64,
+    pub created_at: i64,
+}
+
+/// A pair's row as the batch read it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct PairRow {
+    status: i64,
+    version: i64,
+    blocked: bool,
+}
+
+/// An account as the batch read it (no row: active and public).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Account {
+    private: bool,
+    state: AccountState,
+}
+
+/// Decides one follow from what its batch read: the pair's row (`None`: never related), whether the
+/// reverse pair carries a block, both accounts, and whether the same pair came earlier in the batch.
+fn decide(
+    follow: &ImportedFollow,
+    pair: Option<PairRow>,
+    blocked_back: bool,
+    accounts: [Account; 2],
+    seen: bool,
+) -> Outcome {
+    let pair = pair.unwrap_or_default();
+    if seen || pair.status != NONE {
+        Outcome::Kept
+    } else if accounts.iter().any(|a| a.state != AccountState::Active) {
+        Outcome::Inactive
+    } else if pair.blocked || blocked_back {
+        Outcome::Blocked
+    } else if follow.requested || accounts[1].private {
+        Outcome::Requested
+    } else {
+        Outcome::Followed
+    }
+}
+
+/// Imports `batch` into `tenant` at `now_ms`: the outcome of each follow, in order, and the rows written.
+pub async fn follows(
+    tx: &mut Transaction<'_, Any>,
+    kind: DatabaseKind,
+    tenant: &TenantId,
+    batch: &[ImportedFollow],
+    now_ms: i64,
+) -> Result<(Vec<Outcome>, Vec<WrittenFollow>), sqlx::Error> {
+    if batch.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let accounts = read_accounts(tx, kind, tenant, batch).await?;
+    let pairs = read_pairs(tx, kind, tenant, batch).await?;
+    let mut outcomes = Vec::with_capacity(batch.len());
+    let mut written: Vec<WrittenFollow> = Vec::new();
+    let mut seen = HashMap::with_capacity(batch.len());
+    for follow in batch {
+        let (from, to) = (follow.from.get(), follow.to.get());
+        let account = |user: i64| accounts.get(&user).copied().unwrap_or_default();
+        let pair = pairs.get(&(from, to)).copied();
+        let blocked_back = pairs.get(&(to, from)).is_some_and(|row| row.blocked);
+        let outcome =
+            decide(follow, pair, blocked_back, [account(from), account(to)], seen.insert((from, to), ()).is_some());
+        if let Outcome::Followed | Outcome::Requested = outcome {
+            let status = if outcome == Outcome::Followed { ACTIVE } else { REQUESTED };
+            let version = pair.map_or(0, |row| row.version) + 1;
+            written.push(WrittenFollow { from, to, status, version, created_at: follow.at_ms });
+        }
+        outcomes.push(outcome);
+    }
+    write(tx, kind, tenant, &written, now_ms).await?;
+    Ok((outcomes, written))
+}
+
+/// Both accounts of every follow, shared-locked like a single follow's (an account job changes the state
+/// under its exclusive lock before it touches the account's edges).
+async fn read_accounts(
+    tx: &mut Transaction<'_, Any>,
+    kind: DatabaseKind,
+    tenant: &TenantId,
+    batch: &[ImportedFollow],
+) -> Result<HashMap<i64, Account>, sqlx::Error> {
+    let mut users: Vec<i64> = batch.iter().flat_map(|f| [f.from.get(), f.to.get()]).collect();
+    users.sort_unstable();
+    users.dedup();
+    let sql = format!(
+        "SELECT user_id, private, state FROM account_settings WHERE tenant_id = '{tenant}' AND user_id IN ({}){}",
+        list(&users),
+        kind.row_lock(true)
+    );
+    let rows = tx.fetch_all(sql.as_str()).await?;
+    rows.iter()
+        .map(|row| {
+            let account =
+                Account { private: row.try_get::<i64, _>(1)? != 0, state: AccountState::from_stored(row.try_get(2)?) };
+            Ok((row.try_get(0)?, account))
+        })
+        .collect()
+}
+
+/// Every follow's pair, locked to be written, and its reverse pair, shared-locked (its block flag decides):
+/// as ranges of the primary key, one per first user.
+async fn read_pairs(
+    tx: &mut Transaction<'_, Any>,
+    kind: DatabaseKind,
+    tenant: &TenantId,
+    batch: &[ImportedFollow],
+) -> Result<HashMap<(i64, i64), PairRow>, sqlx::Error> {
+    let forward = ranges(batch.iter().map(|f| (f.from.get(), f.to.get())));
+    let reverse = ranges(batch.iter().map(|f| (f.to.get(), f.from.get())));
+    let select = |ranges: &str, shared: bool| {
+        format!(
+            "SELECT from_user_id, to_user_id, rel_status, version, blocked FROM following WHERE tenant_id = \
+             '{tenant}' AND ({ranges}){}",
+            kind.row_lock(shared)
+        )
+    };
+    // Pairs first, reverse pairs after: every writer locks a follow's own row before its reverse.
+    let mut pairs = HashMap::with_capacity(batch.len() * 2);
+    for sql in [select(&forward, false), select(&reverse, true)] {
+        for row in tx.fetch_all(sql.as_str()).await? {
+            let pair =
+                PairRow { status: row.try_get(2)?, version: row.try_get(3)?, blocked: row.try_get::<i64, _>(4)? != 0 };
+            pairs.insert((row.try_get(0)?, row.try_get(1)?), pair);
+        }
+    }
+    Ok(pairs)
+}
+
+/// `(from_user_id = a AND to_user_id IN (…)) OR …` covering `pairs`, grouped by whichever side has fewer
+/// distinct users (a celebrity's followers are one group by `to_user_id`, a user's followings one by
+/// `from_user_id`).
+fn ranges(pairs: impl Iterator<Item = (i64, i64)>) -> String {
+    let (mut by_from, mut by_to): (BTreeMap<i64, Vec<i64>>, BTreeMap<i64, Vec<i64>>) = Default::default();
+    for (from, to) in pairs {
+        by_from.entry(from).or_default().push(to);
+        by_to.entry(to).or_default().push(from);
+    }
+    let (groups, key, other) = if by_from.len() <= by_to.len() {
+        (by_from, "from_user_id", "to_user_id")
+    } else {
+        (by_to, "to_user_id", "from_user_id")
+    };
+    let terms: Vec<String> =
+        groups.iter().map(|(user, others)| format!("({key} = {user} AND {other} IN ({}))", list(others))).collect();
+    any_of(&terms)
+}
+
+/// `terms` joined by `OR` as a balanced tree: SQLite refuses an expression deeper than 1000, and a chain of
+/// 5000 terms is 5000 deep.
+fn any_of(terms: &[String]) -> String {
+    match terms {
+        [] => "FALSE".to_owned(),
+        [term] => term.clone(),
+        _ => {
+            let (left, right) = terms.split_at(terms.len() / 2);
+            format!("({} OR {})", any_of(left), any_of(right))
+        }
+    }
+}
+
+fn list(values: &[i64]) -> String {
+    values.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// The rows of the batch that begin, in one statement: each at its new status and version; the pair's
+/// `blocked` flag stays (clear: the decision checked), a stale `hidden` goes (both accounts are active).
+async fn write(
+    tx: &mut Transaction<'_, Any>,
+    kind: DatabaseKind,
+    tenant: &TenantId,
+    written: &[WrittenFollow],
+    now_ms: i64,
+) -> Result<(), sqlx::Error> {
+    if written.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<String> = written
+        .iter()
+        .map(|w| {
+            format!("('{tenant}', {}, {}, {}, {}, {}, {now_ms}, 0)", w.from, w.to, w.status, w.version, w.created_at)
+        })
+        .collect();
+    let assignments = ["rel_status", "version", "created_at", "updated_at", "hidden"]
+        .map(|c| format!("{c} = {}", kind.inserted(c)))
+        .join(", ");
+    let sql = format!(
+        "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at, \
+         hidden) VALUES {}{}{assignments}",
+        rows.join(", "),
+        kind.on_conflict_update(&["tenant_id", "from_user_id", "to_user_id"])
+    );
+    tx.execute(sql.as_str()).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn follow(requested: bool) -> ImportedFollow {
+        let user = |id| UserId::try_from(id).unwrap();
+        ImportedFollow { from: user(1), to: user(2), at_ms: 5, requested }
+    }
+
+    const PUBLIC: [Account; 2] = [Account { private: false, state: AccountState::Active }; 2];
+
+    #[test]
+    fn a_new_pair_follows_and_a_private_target_gets_a_request() {
+        assert_eq!(decide(&follow(false), None, false, PUBLIC, false), Outcome::Followed);
+        assert_eq!(decide(&follow(true), None, false, PUBLIC, false), Outcome::Requested);
+        let private = [Account::default(), Account { private: true, state: AccountState::Active }];
+        assert_eq!(decide(&follow(false), None, false, private, false), Outcome::Requested);
+    }
+
+    #[test]
+    fn an_edge_that_holds_is_kept_and_an_ended_one_begins_again() {
+        let held = PairRow { status: REQUESTED, version: 3, blocked: false };
+        assert_eq!(decide(&follow(false), Some(held), false, PUBLIC, false), Outcome::Kept);
+        let ended = PairRow { status: NONE, version: 4, blocked: false };
+        assert_eq!(decide(&follow(false), Some(ended), false, PUBLIC, false), Outcome::Followed);
+        assert_eq!(decide(&follow(false), None, false, PUBLIC, true), Outcome::Kept, "a repeat in the batch");
+    }
+
+    #[test]
+    fn blocks_either_way_and_inactive_accounts_refuse() {
+        let blocking = PairRow { status: NONE, version: 0, blocked: true };
+        assert_eq!(decide(&follow(false), Some(blocking), false, PUBLIC, false), Outcome::Blocked);
+        assert_eq!(decide(&follow(false), None, true, PUBLIC, false), Outcome::Blocked);
+        let suspended = [Account::default(), Account { private: false, state: AccountState::Suspended }];
+        assert_eq!(decide(&follow(false), None, false, suspended, false), Outcome::Inactive);
+    }
+
+    #[test]
+    fn pairs_are_grouped_by_the_side_with_fewer_users_in_a_shallow_tree() {
+        let celebrity = ranges((10..13).map(|follower| (follower, 1)));
+        assert_eq!(celebrity, "(to_user_id = 1 AND from_user_id IN (10, 11, 12))");
+        let scattered = ranges([(1, 2), (3, 4), (5, 6)].into_iter());
+        assert_eq!(
+            scattered,
+            "((from_user_id = 1 AND to_user_id IN (2)) OR ((from_user_id = 3 AND to_user_id IN (4)) OR \
+             (from_user_id = 5 AND to_user_id IN (6))))"
+        );
+    }
+}

@@ -1,0 +1,301 @@
+//! Import of an existing graph into a tenant, streamed line by line (a 10 M-edge graph is never held in
+//! memory): NDJSON as the tenant export writes it, or CSV of follows.
+//!
+//! Follows go in batches (`graph::import`: the rules of a single follow, no bus event per edge) and the
+//! `follower` table is kept in each batch's transaction; blocks and mutes go one by one through the ordinary
+//! write path, with their events (a block ends follows both ways, as it would live). Merge semantics: an edge
+//! that holds is kept, so importing the same graph twice changes nothing the second time. Once the graph is
+//! in, the tenant's projector spaces are built again from the truth ([`crate::projection::build_again`]).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::export::EdgeLine;
+use crate::db::{is_lock_conflict, Database};
+use crate::graph::import::{self, ImportedFollow, Outcome};
+use crate::graph::{change, Act, RelationCommand, TenantId, UserId, WriteError};
+use crate::projection::follower;
+use crate::util::time::now_ms;
+
+/// Follows per batch: one transaction, three statements.
+pub const BATCH: usize = 5000;
+/// How often a batch that lost a lock race with live writers is tried again.
+const MAX_ATTEMPTS: u32 = 8;
+/// The longest line read (an edge is well under 200 bytes).
+pub const MAX_LINE: usize = 4096;
+
+crate::str_enum! {
+    /// How an imported graph is written.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum ImportFormat("import format") {
+        /// One `{"relation", "from", "to", "at_ms"[, "requested", "expires_at_ms"]}` per line: the tenant
+        /// export's format.
+        #[default]
+        Ndjson = "ndjson",
+        /// `from,to[,at_ms]` follows, one per line; a first line that is not numbers is a header.
+        Csv = "csv",
+    }
+}
+
+/// What an import did, by outcome.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+pub struct ImportReport {
+    /// Lines read (blank ones and a CSV header not counted).
+    pub lines: u64,
+    /// Follows that began.
+    pub followed: u64,
+    /// Follows that began as pending requests (the source said so, or the target is private).
+    pub requested: u64,
+    /// Edges that already held (a second import of the same graph keeps every one).
+    pub kept: u64,
+    /// Follows refused by a block between the two.
+    pub blocked: u64,
+    /// Edges refused because an account is suspended or deleted.
+    pub inactive: u64,
+    /// Blocks and mutes that began.
+    pub blocks: u64,
+    pub mutes: u64,
+}
+
+/// Why an import stopped. What was imported before stays (a batch is whole or absent), and running the
+/// import again completes it.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("line {line}: {reason}")]
+    Invalid { line: u64, reason: String },
+    #[error("reading the graph failed: {0}")]
+    Read(String),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error("the database failed: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Imports the graph `body` holds into `tenant`, line by line as it arrives.
+pub async fn import<E: std::fmt::Display>(
+    db: Database,
+    tenant: TenantId,
+    format: ImportFormat,
+    body: impl Stream<Item = Result<Bytes, E>>,
+) -> Result<ImportReport, ImportError> {
+    let mut importer = Importer::new(db, tenant, format);
+    let mut pending: Vec<u8> = Vec::new();
+    let mut body = std::pin::pin!(body);
+    while let Some(chunk) = body.next().await {
+        pending.extend_from_slice(&chunk.map_err(|e| ImportError::Read(e.to_string()))?);
+        let mut start = 0;
+        while let Some(end) = pending[start..].iter().position(|&b| b == b'\n') {
+            importer.line(&pending[start..start + end]).await?;
+            start += end + 1;
+        }
+        pending.drain(..start);
+        if pending.len() > MAX_LINE {
+            importer.flush().await?;
+            return Err(ImportError::Invalid {
+                line: importer.lines + 1,
+                reason: format!("longer than {MAX_LINE} bytes"),
+            });
+        }
+    }
+    if !pending.is_empty() {
+        importer.line(&pending).await?;
+    }
+    importer.finish().await
+}
+
+/// One parsed line.
+enum Line {
+    Follow(ImportedFollow),
+    /// A block or a mute: `act` by `from` on `to`.
+    Other {
+        act: Act,
+        from: UserId,
+        to: UserId,
+        at_ms: i64,
+    },
+}
+
+/// Parses `text` (one line, without its newline) as `format`; `None`: nothing to import on it (blank, or a
+/// CSV header on the first line).
+fn parse(format: ImportFormat, number: u64, text: &str, now: i64) -> Result<Option<Line>, ImportError> {
+    let invalid = |reason: String| ImportError::Invalid { line: number, reason };
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let edge = match format {
+        ImportFormat::Ndjson => serde_json::from_str::<EdgeLine>(text).map_err(|e| invalid(e.to_string()))?,
+        ImportFormat::Csv => {
+            let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+            let numbers: Result<Vec<i64>, _> = fields.iter().map(|f| f.parse::<i64>()).collect();
+            match (numbers, fields.len()) {
+                (Ok(n), 2 | 3) => EdgeLine {
+                    relation: "follow".to_owned(),
+                    from: n[0],
+                    to: n[1],
+                    at_ms: n.get(2).copied(),
+                    expires_at_ms: None,
+                    requested: false,
+                },
+                (Err(_), _) if number == 1 => return Ok(None),
+                _ => return Err(invalid("a CSV line is `from,to[,at_ms]`, integers".to_owned())),
+            }
+        }
+    };
+    let user = |id: i64| UserId::try_from(id).map_err(|e| invalid(e.to_string()));
+    let (from, to, at_ms) = (user(edge.from)?, user(edge.to)?, edge.at_ms.unwrap_or(now));
+    if from == to {
+        return Err(invalid(format!("user {from} cannot {} themselves", edge.relation)));
+    }
+    let act = match edge.relation.as_str() {
+        "follow" => return Ok(Some(Line::Follow(ImportedFollow { from, to, at_ms, requested: edge.requested }))),
+        "block" => Act::Block,
+        "mute" => Act::Mute { expires_at_ms: edge.expires_at_ms, notifications: true },
+        other => return Err(invalid(format!("unknown relation {other:?} (follow, block or mute)"))),
+    };
+    Ok(Some(Line::Other { act, from, to, at_ms }))
+}
+
+/// An import in progress: lines in, batches out.
+struct Importer {
+    db: Database,
+    tenant: TenantId,
+    format: ImportFormat,
+    now: i64,
+    lines: u64,
+    batch: Vec<ImportedFollow>,
+    report: ImportReport,
+}
+
+impl Importer {
+    fn new(db: Database, tenant: TenantId, format: ImportFormat) -> Self {
+        let now = now_ms();
+        Self { db, tenant, format, now, lines: 0, batch: Vec::with_capacity(BATCH), report: ImportReport::default() }
+    }
+
+    /// Imports the next line (without its newline); a full batch is written before it returns.
+    async fn line(&mut self, bytes: &[u8]) -> Result<(), ImportError> {
+        self.lines += 1;
+        let parsed = std::str::from_utf8(bytes)
+            .map_err(|_| ImportError::Invalid { line: self.lines, reason: "not UTF-8".to_owned() })
+            .and_then(|text| parse(self.format, self.lines, text, self.now));
+        let line = match parsed {
+            Ok(Some(line)) => line,
+            Ok(None) => return Ok(()),
+            Err(invalid) => {
+                // Every line before the bad one is in: fixed, the import runs again from the start.
+                self.flush().await?;
+                return Err(invalid);
+            }
+        };
+        self.report.lines += 1;
+        match line {
+            Line::Follow(follow) => {
+                self.batch.push(follow);
+                if self.batch.len() >= BATCH {
+                    self.flush().await?;
+                }
+            }
+            Line::Other { act, from, to, at_ms } => {
+                // In the source's order: the follows before it are in before a block ends them.
+                self.flush().await?;
+                let command = RelationCommand { tenant: &self.tenant, actor: from, subject: to, act, at_ms };
+                match change(&self.db, command).await {
+                    Ok(done) if !done.changed => self.report.kept += 1,
+                    Ok(_) if act == Act::Block => self.report.blocks += 1,
+                    Ok(_) => self.report.mutes += 1,
+                    Err(WriteError::AccountDeleted | WriteError::AccountSuspended) => self.report.inactive += 1,
+                    Err(other) => return Err(other.into()),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes what is left; what the import did.
+    async fn finish(mut self) -> Result<ImportReport, ImportError> {
+        self.flush().await?;
+        Ok(self.report)
+    }
+
+    async fn flush(&mut self) -> Result<(), ImportError> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let mut attempt = 1;
+        let outcomes = loop {
+            match self.write_batch().await {
+                Err(e) if attempt < MAX_ATTEMPTS && is_lock_conflict(&e) => {
+                    tracing::debug!(tenant = %self.tenant, attempt, error = %e, "an import batch lost a lock race; retrying");
+                    tokio::time::sleep(Duration::from_millis(5u64 << attempt)).await;
+                    attempt += 1;
+                }
+                result => break result?,
+            }
+        };
+        for outcome in outcomes {
+            let count = match outcome {
+                Outcome::Followed => &mut self.report.followed,
+                Outcome::Requested => &mut self.report.requested,
+                Outcome::Kept => &mut self.report.kept,
+                Outcome::Blocked => &mut self.report.blocked,
+                Outcome::Inactive => &mut self.report.inactive,
+            };
+            *count += 1;
+        }
+        self.batch.clear();
+        Ok(())
+    }
+
+    /// The batch into the truth and the `follower` table, in one transaction.
+    async fn write_batch(&self) -> Result<Vec<Outcome>, sqlx::Error> {
+        let kind = self.db.kind();
+        let mut tx = self.db.writer().begin().await?;
+        let (outcomes, written) = import::follows(&mut tx, kind, &self.tenant, &self.batch, self.now).await?;
+        follower::apply_imported(&mut tx, kind, &self.tenant, &written).await?;
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(format: ImportFormat, number: u64, text: &str) -> Result<Option<Line>, ImportError> {
+        parse(format, number, text, 7)
+    }
+
+    #[test]
+    fn csv_takes_a_header_pairs_and_times() {
+        assert!(parsed(ImportFormat::Csv, 1, "from,to,at_ms").unwrap().is_none());
+        let Some(Line::Follow(follow)) = parsed(ImportFormat::Csv, 2, "3, 4").unwrap() else { panic!("a follow") };
+        assert_eq!((follow.from.get(), follow.to.get(), follow.at_ms), (3, 4, 7), "no time: the import's");
+        let Some(Line::Follow(follow)) = parsed(ImportFormat::Csv, 2, "3,4,99").unwrap() else { panic!() };
+        assert_eq!(follow.at_ms, 99);
+        assert!(matches!(parsed(ImportFormat::Csv, 2, "from,to"), Err(ImportError::Invalid { line: 2, .. })));
+        assert!(matches!(parsed(ImportFormat::Csv, 3, "3"), Err(ImportError::Invalid { line: 3, .. })));
+    }
+
+    #[test]
+    fn ndjson_reads_the_exports_lines() {
+        let line = r#"{"relation":"follow","from":1,"to":2,"at_ms":5,"requested":true}"#;
+        let Some(Line::Follow(follow)) = parsed(ImportFormat::Ndjson, 1, line).unwrap() else { panic!() };
+        assert!(follow.requested);
+        let mute = r#"{"relation":"mute","from":1,"to":2,"expires_at_ms":9}"#;
+        let Some(Line::Other { act, .. }) = parsed(ImportFormat::Ndjson, 1, mute).unwrap() else { panic!() };
+        assert_eq!(act, Act::Mute { expires_at_ms: Some(9), notifications: true });
+        assert!(parsed(ImportFormat::Ndjson, 1, "  ").unwrap().is_none());
+    }
+
+    #[test]
+    fn bad_lines_are_named() {
+        for bad in [r#"{"from":1,"to":1}"#, r#"{"from":0,"to":1}"#, r#"{"relation":"like","from":1,"to":2}"#, "{"] {
+            assert!(matches!(parsed(ImportFormat::Ndjson, 4, bad), Err(ImportError::Invalid { line: 4, .. })), "{bad}");
+        }
+    }
+}
