@@ -1,10 +1,11 @@
-//! Deleting a celebrity, measured on one production-shaped in-process node (MariaDB binlog relay, Redis,
-//! Kafka, workers): an account with `ACCOUNTS_FOLLOWERS` followers (default 1 000 000, seeded with bulk SQL and
-//! projected by the workers' build from the truth), deleted while the tenant's other users keep writing.
-//! Printed: the build of the seeded projections (pairs/s: today's build rate), the other writes' p50/p99 alone
-//! and beside the job, the job's edges/s, and the wall time until every projection has converged (outbox
-//! empty, every consumer group at the end) — then `reconcile` confirms the follower table and the counters.
-//! `cargo bench -p strand --bench accounts`. Figures are printed, not asserted.
+//! Deleting a celebrity, measured on one production-shaped in-process node (MariaDB binlog relay, Redis, Kafka,
+//! workers): an account with `ACCOUNTS_FOLLOWERS` followers (default 1 000 000, seeded with bulk SQL and projected by
+//! the workers' build from the truth), deleted while the tenant's other users keep writing at `ACCOUNTS_WRITE_RATE` a
+//! second (default 200, open loop), the job working `ACCOUNTS_JOB_SHARE` of the time (default:
+//! `account_job_share`'s). Printed: the build of the seeded projections (pairs/s: today's build rate), the other
+//! writes' p50/p99 alone and beside the job, the job's edges/s, and the wall time until every projection has
+//! converged (outbox empty, every consumer group at the end) — then `reconcile` confirms the follower table and the
+//! counters. `cargo bench -p strand --bench accounts`. Figures are printed, not asserted.
 
 use std::time::{Duration, Instant};
 
@@ -18,16 +19,28 @@ const TENANT: &str = "bench";
 /// The deleted account; its followers are users from [`FIRST_FOLLOWER`] on.
 const CELEBRITY: i64 = 1;
 const FIRST_FOLLOWER: i64 = 10_000_000;
-/// The other writers, each following and unfollowing users of its own.
-const WRITERS: usize = 8;
+/// The first of the other writers' users (one per write).
+const FIRST_WRITER: i64 = 100_000;
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let followers = setting("ACCOUNTS_FOLLOWERS", 1_000_000) as i64;
-    let server = TestServer::start_node(|_| {}).await;
+    let rate = setting("ACCOUNTS_WRITE_RATE", 200);
+    let share =
+        std::env::var("ACCOUNTS_JOB_SHARE").ok().map(|s| s.parse::<f64>().expect("ACCOUNTS_JOB_SHARE: a number"));
+    let server = TestServer::start_node(|c| {
+        if let Some(share) = share {
+            c.account_job_share = share;
+        }
+    })
+    .await;
     let db = server.database();
     let admin = server.admin();
-    println!("accounts: deleting an account with {followers} followers; MariaDB (binlog), Redis, Kafka; one in-process node, 2 cores");
+    println!(
+        "accounts: deleting an account with {followers} followers while others write {rate}/s; job share {}; \
+         MariaDB (binlog), Redis, Kafka; one in-process node, 2 cores",
+        server.config.account_job_share
+    );
 
     // The followers, straight into the truth (version 1), then the follower table and the projectors' spaces
     // built from it.
@@ -66,7 +79,8 @@ async fn main() {
         followers as f64 / build.as_secs_f64()
     );
 
-    let alone = writes(&server, 0, Duration::from_secs(10)).await;
+    let mut next_user = FIRST_WRITER;
+    let alone = writes(&server, rate, &mut next_user, Duration::from_secs(10)).await;
     alone.print("other writes, alone", "writes");
 
     let started = Instant::now();
@@ -80,19 +94,17 @@ async fn main() {
     assert_eq!(job.status, 202, "{job:?}");
     let job_path = format!("/admin/v1/tenants/{TENANT}/jobs/{}", job.body["id"]);
     let mut beside: Option<Measurement> = None;
-    let mut round = 1;
     let job_took = loop {
         let state = admin.get(&job_path).await.body;
         if state["state"] != "running" {
             assert_eq!(state["state"], "done", "{state}");
             break started.elapsed();
         }
-        let measured = writes(&server, round, Duration::from_secs(2)).await;
+        let measured = writes(&server, rate, &mut next_user, Duration::from_secs(2)).await;
         beside = Some(match beside {
             Some(before) => before.and(measured),
             None => measured,
         });
-        round += 1;
     };
     if let Some(beside) = &beside {
         beside.print("other writes, beside the deletion", "writes");
@@ -138,30 +150,27 @@ async fn main() {
     }
 }
 
-/// The tenant's other users following for `length`, from [`WRITERS`] connections: each write a fresh pair of
-/// a user of its own (round `round` numbers them apart), so no write meets another's pair or the bundled rate
-/// limit's per-user bucket (100 a user).
-async fn writes(server: &TestServer, round: usize, length: Duration) -> Measurement {
+/// The tenant's other users following at `rate` writes a second for `length`, open loop — each write starts
+/// on its schedule whether or not those before it have finished, as users arrive, and its latency counts from
+/// that schedule — each a fresh pair of its own user (from `next_user` on), so no write meets another's pair
+/// or the bundled rate limit's per-user bucket.
+async fn writes(server: &TestServer, rate: usize, next_user: &mut i64, length: Duration) -> Measurement {
     let started = Instant::now();
-    let writers = (0..WRITERS).map(|w| {
-        let server_clients: Vec<_> =
-            (0..90).map(|k| server.client(TENANT, 100_000 + ((round * WRITERS + w) * 90 + k) as i64)).collect();
-        tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            let mut i = 0;
-            while started.elapsed() < length {
-                let (client, target) = (&server_clients[i % 90], 1_000 + i / 90);
-                let begun = Instant::now();
-                let reply = client.put(&format!("/v1/me/following/{target}")).await;
-                assert_eq!(reply.status, 200, "{reply:?}");
-                latencies.push(begun.elapsed());
-                i += 1;
-            }
-            latencies
-        })
-    });
+    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut writes = Vec::new();
+    while started.elapsed() < length {
+        let scheduled = ticks.tick().await;
+        let (client, target) = (server.client(TENANT, *next_user), 1_000 + *next_user % 1_000);
+        *next_user += 1;
+        writes.push(tokio::spawn(async move {
+            let reply = client.put(&format!("/v1/me/following/{target}")).await;
+            assert_eq!(reply.status, 200, "{reply:?}");
+            scheduled.elapsed()
+        }));
+    }
     let mut latencies: Vec<Duration> =
-        futures::future::join_all(writers).await.into_iter().flat_map(|r| r.expect("a writer")).collect();
+        futures::future::join_all(writes).await.into_iter().map(|r| r.expect("a write")).collect();
     latencies.sort();
     Measurement { count: latencies.len(), elapsed: started.elapsed(), latencies }
 }

@@ -91,6 +91,10 @@ pub struct Config {
     /// Edges an account job (deletion, suspension, restore, move) changes per transaction: each batch holds
     /// the locks of its edges until it commits, so smaller batches keep other writers' waits shorter.
     pub account_job_batch: u32,
+    /// The share of its node's time an account job works, above 0 and at most 1: after a batch that took
+    /// `t` it rests `t·(1/share − 1)`, so a celebrity's deletion leaves room for the tenant's live writes and
+    /// for the projections that follow the job's events.
+    pub account_job_share: f64,
     /// How the outbox reaches the bus: `binlog` (follow the MySQL/MariaDB binlog), `poll` (read, publish
     /// and delete outbox rows; any database) or `off` (run `strand relay` elsewhere). `strand serve` runs
     /// the relay in-process unless it is `off`.
@@ -183,6 +187,7 @@ impl Default for Config {
             max_plugin_bytes: 64 << 20,
             refresh_ms: 2000,
             account_job_batch: 500,
+            account_job_share: 0.5,
             relay: RelayMode::Poll,
             relay_server_id: 424_242,
             workers: true,

@@ -25,6 +25,8 @@ const SLICE: Duration = Duration::from_secs(2);
 const SLICE_BATCHES: u32 = 100;
 /// How often an idle runner looks for a job.
 const IDLE_POLL: Duration = Duration::from_millis(500);
+/// The least share of time a job works (a share of 0 would never end it).
+const MIN_SHARE: f64 = 0.01;
 /// Failed tries of one batch before its job is marked failed.
 const MAX_TRIES: u32 = 8;
 
@@ -35,6 +37,8 @@ pub struct JobRunner {
     owner: String,
     /// Edges per batch (`account_job_batch`): one short transaction each.
     batch: u32,
+    /// The share of time it works (`account_job_share`), in (0, 1].
+    share: f64,
 }
 
 /// A job as its runner needs it.
@@ -49,8 +53,16 @@ struct Claimed {
 }
 
 impl JobRunner {
-    pub fn new(db: Database, batch: u32) -> Self {
-        Self { db, owner: format!("{}-{:016x}", std::process::id(), rand::random::<u64>()), batch: batch.max(1) }
+    pub fn new(db: Database, batch: u32, share: f64) -> Self {
+        let owner = format!("{}-{:016x}", std::process::id(), rand::random::<u64>());
+        Self { db, owner, batch: batch.max(1), share: share.clamp(MIN_SHARE, 1.0) }
+    }
+
+    /// After a batch that took `worked`: rests so the job works its share of the time.
+    async fn rest(&self, worked: Duration) {
+        if self.share < 1.0 {
+            tokio::time::sleep(worked.mul_f64(1.0 / self.share - 1.0)).await;
+        }
     }
 
     /// Takes and runs jobs until `stop`.
@@ -132,6 +144,7 @@ impl JobRunner {
                 return Ok(());
             }
             batches += 1;
+            let begun = std::time::Instant::now();
             match self.batch(&job, step).await {
                 Ok(Progress::Lost) => {
                     tracing::warn!(job = job.id, "account job lease lost to another node");
@@ -140,6 +153,7 @@ impl JobRunner {
                 Ok(Progress::Edges(n)) => {
                     metrics::counter!(ACCOUNT_JOB_EDGES.name, "kind" => job.kind.as_str()).increment(n);
                     failures = 0;
+                    self.rest(begun.elapsed()).await;
                 }
                 Ok(Progress::StepDone) => {
                     job.phase += 1;

@@ -39,6 +39,7 @@ pub struct Server {
     relation_policies: Arc<RelationPolicies>,
     refresh_every: Duration,
     account_job_batch: u32,
+    account_job_share: f64,
     retention: Retention,
     plugin_cache_dir: Option<std::path::PathBuf>,
     relay: Option<RestartableRelay>,
@@ -102,6 +103,7 @@ impl Server {
             relation_policies,
             refresh_every: config.refresh_every(),
             account_job_batch: config.account_job_batch,
+            account_job_share: config.account_job_share,
             retention: config.retention(),
             plugin_cache_dir: config.plugin_cache_dir.clone(),
             relay,
@@ -128,7 +130,7 @@ impl Server {
         supervise_sample(&self.tasks, "request-sample", self.rate_limiting, |r| r.sample(), db.clone());
         supervise_sample(&self.tasks, "attempt-sample", self.relation_policies, |r| r.sample(), db.clone());
         supervise_retention(&self.tasks, self.retention, db.clone(), self.plugin_cache_dir);
-        supervise_account_jobs(&self.tasks, db.clone(), self.account_job_batch);
+        supervise_account_jobs(&self.tasks, db.clone(), self.account_job_batch, self.account_job_share);
         if let Some(relay) = self.relay {
             // Down, it is restarted; the API keeps serving meanwhile (rows wait in the outbox).
             relay.supervise(&self.tasks);
@@ -170,8 +172,8 @@ fn supervise_sample<O: Send + Sync + 'static, T: Sampled>(
 
 /// Runs the account jobs (deletion, suspension, restore, move) this node takes the lease of, as a supervised
 /// task: every API node offers to, so a job outlives the node it started on.
-fn supervise_account_jobs(tasks: &Tasks, db: Database, batch: u32) {
-    let runner = crate::accounts::JobRunner::new(db, batch);
+fn supervise_account_jobs(tasks: &Tasks, db: Database, batch: u32, share: f64) {
+    let runner = crate::accounts::JobRunner::new(db, batch, share);
     tasks.spawn("account-jobs", move |stop: CancellationToken| {
         let runner = runner.clone();
         async move { runner.run(stop).await }
