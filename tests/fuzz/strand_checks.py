@@ -5,6 +5,8 @@ import schemathesis
 
 # Plugin uploads are raw bytes, sent like any binary body.
 schemathesis.serializer.alias("application/wasm", "application/octet-stream")
+# Imports are text, line by line: NDJSON or CSV.
+schemathesis.serializer.alias(["application/x-ndjson", "text/csv"], "text/plain")
 
 
 @schemathesis.check

@@ -47,7 +47,7 @@ pub struct ImportParams {
 /// stays; running it again completes it).
 #[utoipa::path(post, path = "/admin/v1/tenants/{tenant}/import", tag = "admin",
     params(("tenant" = String, Path), ("format" = Option<String>, Query)),
-    request_body(content = String, content_type = "application/x-ndjson"),
+    request_body(content((String = "application/x-ndjson"), (String = "text/csv"))),
     responses((status = 200, body = ImportReport), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem)),
     security(("admin" = [])))]
