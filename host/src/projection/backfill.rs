@@ -14,7 +14,7 @@ use crate::outbox::{EventId, EventType, Relation};
 use crate::plugins::{RelationEvent, RelationKind};
 
 /// Pairs per page.
-const PAGE: i64 = 500;
+const PAGE: i64 = 5000;
 
 /// A tenant's edges in the truth, read page by page in `(from, to)` order: the follow edges (follows and
 /// requests), then — for a relation projector, which receives every kind — blocks, then mutes.
