@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use strand::cache::{Cache, RedisCache};
 use strand::projection::{rebuild_follower, reconcile};
 use strand_test_support::bench::{setting, Measurement};
-use strand_test_support::{Redis, TestServer};
+use strand_test_support::TestServer;
 
 const TENANT: &str = "bench";
 /// The deleted account; its followers are users from [`FIRST_FOLLOWER`] on.
@@ -114,7 +114,9 @@ async fn main() {
 
     // Converged: nothing left to publish or consume, nothing parked, and reconcile finds the follower table
     // and the counters equal to the truth.
-    let cache = Cache::Redis(RedisCache::connect(&Redis::shared().expect("Redis").url()).await.expect("Redis"));
+    // The node's own logical database: each `Redis::url()` names another.
+    let redis_url = server.config.redis_url.as_deref().expect("the node's Redis");
+    let cache = Cache::Redis(RedisCache::connect(redis_url).await.expect("Redis"));
     let deadline = Instant::now() + Duration::from_secs(1200);
     let report = loop {
         let lag = admin.get("/admin/v1/lag").await.body;
