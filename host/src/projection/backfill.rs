@@ -13,8 +13,9 @@ use crate::graph::TenantId;
 use crate::outbox::{EventId, EventType, Relation};
 use crate::plugins::{RelationEvent, RelationKind};
 
-/// Pairs per page.
-const PAGE: i64 = 5000;
+/// Pairs per page: one plugin call and one cache script each, so a tenant's build holds the shared Redis and
+/// its plugin instance no longer than a couple of live batches do.
+const PAGE: i64 = 500;
 
 /// A tenant's edges in the truth, read page by page in `(from, to)` order: the follow edges (follows and
 /// requests), then — for a relation projector, which receives every kind — blocks, then mutes.
