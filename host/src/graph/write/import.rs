@@ -135,11 +135,11 @@ async fn read_accounts(
     let mut users: Vec<i64> = batch.iter().flat_map(|f| [f.from.get(), f.to.get()]).collect();
     users.sort_unstable();
     users.dedup();
-    let rows: Vec<String> = users.iter().map(|user| format!("({user})")).collect();
+    let values: Vec<String> = users.iter().map(|user| format!("({user})")).collect();
     let sql = format!(
         "WITH batch (user_id) AS (VALUES {}) SELECT s.user_id, s.private, s.state FROM batch JOIN \
          account_settings s ON s.tenant_id = '{tenant}' AND s.user_id = batch.user_id{}",
-        rows.join(", "),
+        values.join(", "),
         kind.row_lock(true)
     );
     let rows = tx.fetch_all(sql.as_str()).await?;
@@ -161,13 +161,13 @@ async fn read_pairs(
     tenant: &TenantId,
     batch: &[ImportedFollow],
 ) -> Result<HashMap<(i64, i64), PairRow>, sqlx::Error> {
-    let values: Vec<String> = batch.iter().map(|f| format!("({}, {})", f.from, f.to)).collect();
+    let values = batch.iter().map(|f| format!("({}, {})", f.from, f.to)).collect::<Vec<_>>().join(", ");
     let select = |(from, to): (&str, &str), shared: bool| {
         format!(
             "WITH batch (from_user_id, to_user_id) AS (VALUES {}) SELECT f.from_user_id, f.to_user_id, \
              f.rel_status, f.version, f.blocked FROM batch JOIN following f ON f.tenant_id = '{tenant}' AND \
              f.from_user_id = batch.{from} AND f.to_user_id = batch.{to}{}",
-            values.join(", "),
+            values,
             kind.row_lock(shared)
         )
     };
