@@ -3,14 +3,17 @@
 //! streamed as CSV to the admin import route, then the tenant's projector spaces built again from the truth.
 //! Printed: edges/s into the truth (and the follower table), the CPU seconds per million edges of this
 //! process and of `mariadbd`, and the build's pairs/s — the three bundled projectors at once — until counts
-//! and lists are served from the cache. `cargo bench -p strand --bench import`. Figures are printed, not
-//! asserted.
+//! and lists are served from the cache. Then the database's own floor for the same rows: the edges written
+//! into copies of `following` and `follower` with plain multi-row inserts (no reads, no decisions, no
+//! upserts), the least MariaDB can spend on them here. `cargo bench -p strand --bench import`. Figures are
+//! printed, not asserted.
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::Value;
+use sqlx::Executor;
 use strand_test_support::bench::{cpu_time, setting};
 use strand_test_support::{TestServer, ADMIN_TOKEN};
 
@@ -31,11 +34,8 @@ async fn main() {
     // `from,to,at_ms` lines, made as they are sent: user u follows the next `fanout` users.
     let chunks = futures::stream::iter((0..users).step_by(100)).map(move |first| {
         let mut chunk = String::with_capacity(100 * fanout as usize * 24);
-        for from in first..(first + 100).min(users) {
-            for k in 1..=fanout {
-                let to = (from + k) % users;
-                chunk.push_str(&format!("{},{},{}\n", from + 1, to + 1, 1_600_000_000_000 + from * fanout + k));
-            }
+        for (from, to, at_ms) in edges_of(first..(first + 100).min(users), fanout, users) {
+            chunk.push_str(&format!("{from},{to},{at_ms}\n"));
         }
         Ok::<_, std::io::Error>(Bytes::from(chunk))
     });
@@ -89,4 +89,47 @@ async fn main() {
         took + build,
         edges as f64 / (took + build).as_secs_f64()
     );
+    database_floor(&server, mariadb, users, fanout).await;
+}
+
+/// The follows of users `from` (0-based): `(from, to, at_ms)`, 1-based ids, user u following the next
+/// `fanout` users.
+fn edges_of(from: std::ops::Range<i64>, fanout: i64, users: i64) -> impl Iterator<Item = (i64, i64, i64)> {
+    from.flat_map(move |u| (1..=fanout).map(move |k| (u + 1, (u + k) % users + 1, 1_600_000_000_000 + u * fanout + k)))
+}
+
+/// Writes the same edges into copies of `following` and `follower` with plain multi-row inserts of the
+/// import's batch size, one transaction per batch, and prints what that took: MariaDB's floor for these
+/// rows with its binlog on, which no import can beat.
+async fn database_floor(server: &TestServer, mariadb: u32, users: i64, fanout: i64) {
+    let writer = server.database().writer();
+    for sql in [
+        "DROP TABLE IF EXISTS floor_following, floor_follower",
+        "CREATE TABLE floor_following LIKE following",
+        "CREATE TABLE floor_follower LIKE follower",
+    ] {
+        writer.execute(sql).await.expect(sql);
+    }
+    let (edges, cpu_db) = (users * fanout, cpu_time(mariadb).unwrap());
+    let started = Instant::now();
+    let batch_users = (strand::transfer::import::BATCH as i64 / fanout).max(1);
+    for first in (0..users).step_by(batch_users as usize) {
+        let batch: Vec<_> = edges_of(first..(first + batch_users).min(users), fanout, users).collect();
+        let rows = |f: &dyn Fn(&(i64, i64, i64)) -> String| batch.iter().map(f).collect::<Vec<_>>().join(", ");
+        let following = rows(&|(from, to, at)| format!("('{TENANT}', {from}, {to}, 1, 1, {at}, {at})"));
+        let follower = rows(&|(from, to, at)| format!("('{TENANT}', {to}, {from}, 1, 1, {at}, {at})"));
+        let mut tx = writer.begin().await.expect("a transaction");
+        tx.execute(format!("INSERT INTO floor_following VALUES {following}").as_str()).await.expect("floor_following");
+        tx.execute(format!("INSERT INTO floor_follower VALUES {follower}").as_str()).await.expect("floor_follower");
+        tx.commit().await.expect("commit");
+    }
+    let (took, cpu_db) = (started.elapsed(), cpu_time(mariadb).unwrap() - cpu_db);
+    println!(
+        "database floor (plain inserts of the same rows into copies of the two tables): {:.0} edges/s, mariadbd \
+         {:.1} s CPU per million edges (at most {:.0} edges/s on 2 cores for the database alone)",
+        edges as f64 / took.as_secs_f64(),
+        cpu_db.as_secs_f64() / (edges as f64 / 1e6),
+        2.0 * edges as f64 / cpu_db.as_secs_f64()
+    );
+    writer.execute("DROP TABLE floor_following, floor_follower").await.expect("drop the copies");
 }

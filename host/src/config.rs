@@ -144,6 +144,13 @@ pub struct Config {
     /// librdkafka properties for every Kafka client (e.g. `security.protocol`, `sasl.mechanism`,
     /// `ssl.ca.location`); a value `env:NAME` is read from the environment variable `NAME`.
     pub kafka_options: std::collections::BTreeMap<String, String>,
+    /// Where traces are exported over OTLP/HTTP (a collector's base URL, e.g. `http://otel-collector:4318`);
+    /// unset: no traces, at no cost.
+    pub tracing_otlp_endpoint: Option<String>,
+    /// The share of new traces kept (0 to 1); a request continuing a caller's trace keeps its decision.
+    pub tracing_sample_ratio: f64,
+    /// The service name traces carry, with the process's role appended (`strand-serve`, `strand-relay`…).
+    pub tracing_service_name: String,
 }
 
 /// How the outbox reaches the bus.
@@ -207,6 +214,9 @@ impl Default for Config {
             kafka_partitions: 3,
             kafka_replication: 1,
             kafka_options: Default::default(),
+            tracing_otlp_endpoint: None,
+            tracing_sample_ratio: 0.01,
+            tracing_service_name: "strand".to_owned(),
         }
     }
 }
@@ -319,8 +329,8 @@ impl Config {
 }
 
 /// The sections a configuration file may group keys in; each is the prefix of its keys.
-pub const SECTIONS: [&str; 9] =
-    ["database", "jwt", "redis", "plugin", "rollout", "relay", "kafka", "projection", "retention"];
+pub const SECTIONS: [&str; 10] =
+    ["database", "jwt", "redis", "plugin", "rollout", "relay", "kafka", "projection", "retention", "tracing"];
 
 /// A file's sections read as the flat keys they stand for: `[kafka] brokers` is `kafka_brokers`, `[relay]
 /// mode` is `relay`. A key set both flat and in its section is an error naming it.

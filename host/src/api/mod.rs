@@ -38,7 +38,7 @@ use crate::cache::Cache;
 use crate::db::Database;
 use crate::ops::health::Readiness;
 use crate::ops::lag::LagProbe;
-use crate::ops::observability;
+use crate::ops::{observability, telemetry};
 use crate::plugins::PluginRegistry;
 use crate::projection::CachedReads;
 use crate::ratelimit::RateLimiting;
@@ -159,10 +159,14 @@ pub fn router(state: AppState) -> Router {
     admin_refusals_documented(&mut openapi);
     errors_as_problems(&mut openapi);
     let openapi = Arc::new(openapi);
-    router
+    let router = router
         .route("/openapi.json", axum::routing::get(move || async move { Json(openapi.as_ref().clone()) }))
         .route("/admin", axum::routing::get(admin_page::page))
-        .route_layer(middleware::from_fn(observability::time_requests))
+        .route_layer(middleware::from_fn(observability::time_requests));
+    // Traced requests: layered only when traces are exported, so with tracing off a request pays nothing.
+    let router =
+        if telemetry::enabled() { router.route_layer(middleware::from_fn(telemetry::trace_requests)) } else { router };
+    router
         .fallback(|| async { ApiError::not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(catch_panics())

@@ -1,13 +1,15 @@
 //! The write every relation route shares (v1 and seed): refuse acting on oneself, ask the rate limiter (for
 //! follows and unfollows, the writes its policy knows), then commit — a follow under the tenant's relation
-//! policy.
+//! policy. Inside a traced request the rate limiter's check and the transaction are spans of its trace.
 
 use axum::http::StatusCode;
+use tracing::Instrument;
 
 use super::auth::Caller;
 use super::problem::ApiError;
 use super::AppState;
 use crate::graph::{self, Act, RelationChange, RelationCommand, UserId, WriteError};
+use crate::ops::telemetry::{self, TARGET};
 use crate::plugins::Action;
 use crate::ratelimit::{Verdict, WriteIntent};
 
@@ -35,7 +37,8 @@ pub async fn write_relation(
             target,
             pinned_version: caller.pinned_version,
         };
-        match state.rate_limiting.check(&intent).await {
+        let checking = telemetry::inner_span(|| tracing::info_span!(target: TARGET, "ratelimit.check", ?action));
+        match state.rate_limiting.check(&intent).instrument(checking).await {
             Verdict::Allowed => {}
             Verdict::Limited { retry_after, reason } => return Err(ApiError::rate_limited(retry_after, reason)),
             Verdict::Unavailable => {
@@ -48,9 +51,15 @@ pub async fn write_relation(
         }
     }
     let command = RelationCommand::new(&caller.tenant, caller.user, act, target);
-    if act != Act::Follow {
-        return Ok(graph::change(&state.db, command).await?);
+    let committing = telemetry::inner_span(|| tracing::info_span!(target: TARGET, "graph.transaction", ?act));
+    async {
+        if act != Act::Follow {
+            return Ok(graph::change(&state.db, command).await?);
+        }
+        let policy =
+            state.relation_policies.for_follow(&caller.tenant, caller.user, target, caller.pinned_version).await;
+        Ok(graph::change_under(&state.db, command, &policy).await?)
     }
-    let policy = state.relation_policies.for_follow(&caller.tenant, caller.user, target, caller.pinned_version).await;
-    Ok(graph::change_under(&state.db, command, &policy).await?)
+    .instrument(committing)
+    .await
 }

@@ -152,16 +152,18 @@ impl ChangeEvent {
 
 /// The statement writing `events`' outbox rows at `at_ms` (one multi-row insert; nothing when there are none),
 /// with literal values so it runs in one round trip beside the changes it records (the payload as a hex
-/// literal, the tenant checked when it was parsed: nothing a caller sent is parsed as SQL).
+/// literal, the tenant checked when it was parsed: nothing a caller sent is parsed as SQL). Each row keeps
+/// the current trace's `traceparent` when it is sampled (formatted by the host, never a caller's text).
 pub fn insert(kind: DatabaseKind, events: &[&ChangeEvent], at_ms: i64) -> String {
     if events.is_empty() {
         return String::new();
     }
+    let traceparent = crate::ops::telemetry::current_traceparent().map_or("NULL".to_owned(), |t| format!("'{t}'"));
     let rows: Vec<String> = events
         .iter()
         .map(|event| {
             format!(
-                "('{}', '{AGGREGATE_TYPE}', '{}', '{}', '{}', {}, {at_ms})",
+                "('{}', '{AGGREGATE_TYPE}', '{}', '{}', '{}', {}, {at_ms}, {traceparent})",
                 event.tenant,
                 event.aggregate_id(),
                 event.event_type.as_str(),
@@ -171,8 +173,8 @@ pub fn insert(kind: DatabaseKind, events: &[&ChangeEvent], at_ms: i64) -> String
         })
         .collect();
     format!(
-        "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at) \
-         VALUES {};",
+        "INSERT INTO outbox (tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, created_at, \
+         traceparent) VALUES {};",
         rows.join(", ")
     )
 }

@@ -17,10 +17,14 @@ pub struct OutboxRow {
     /// The default message key, `tenant:follower`.
     pub key: String,
     pub payload: String,
+    /// The trace of the change that wrote the row, when it was sampled: the relay's publish continues it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// The columns [`OutboxRow::from_row`] reads, in its order (`relay_parked` has them too).
-pub const OUTBOX_COLUMNS: &str = "id, tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload";
+pub const OUTBOX_COLUMNS: &str =
+    "id, tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, traceparent";
 
 impl OutboxRow {
     /// The row the write of `event` commits, as row `id`.
@@ -33,6 +37,7 @@ impl OutboxRow {
             event_type: event.event_type.as_str().to_owned(),
             key: event.key(),
             payload: event.payload(),
+            traceparent: None,
         }
     }
 
@@ -46,6 +51,7 @@ impl OutboxRow {
             event_type: row.try_get(4)?,
             key: row.try_get(5)?,
             payload: row.try_get(6)?,
+            traceparent: row.try_get(7)?,
         })
     }
 }

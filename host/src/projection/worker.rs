@@ -6,6 +6,8 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use tracing::{Instrument, Span};
+
 use super::follower::{self, FollowerError};
 use super::plugin::{GivenUp, PluginProjection};
 use super::projector::PluginProjectionError;
@@ -14,6 +16,7 @@ use crate::bus::{Message, PublishError, Publisher, Topology};
 use crate::db::Database;
 use crate::ops::metrics::{DEAD_LETTERS, PROJECTION_EVENTS, PROJECTION_LAG_SECONDS, PROJECTION_RETRIES};
 use crate::ops::observability::{causes, seconds_since};
+use crate::ops::telemetry::{self, TARGET, TRACEPARENT};
 use crate::outbox::ChangeEvent;
 use crate::util::backoff::Backoff;
 
@@ -235,8 +238,9 @@ impl Worker {
                 Err(e) => self.dead_letter(&received.message, &format!("undecodable event: {e}")).await?,
             }
         }
+        let traced = applied_in(&self.projection.name(), &messages);
         loop {
-            match self.projection.apply(&events).await {
+            match self.projection.apply(&events).instrument(traced.clone()).await {
                 Ok(()) => break,
                 Err(ApplyError::Poison { event_id, detail }) => {
                     let index = events
@@ -272,4 +276,20 @@ impl Worker {
             source,
         })
     }
+}
+
+/// The `projection.apply` span of a batch: it continues the trace of the batch's first traced message
+/// (the relay's publish) and links the others'; a disabled span when none is traced or tracing is off.
+fn applied_in(projection: &str, messages: &[&Message]) -> Span {
+    if !telemetry::enabled() {
+        return Span::none();
+    }
+    let mut traced = messages.iter().filter_map(|message| message.header(TRACEPARENT));
+    let Some(first) = traced.next() else { return Span::none() };
+    let span = tracing::info_span!(target: TARGET, "projection.apply", projection, events = messages.len());
+    telemetry::continue_trace(&span, first);
+    for other in traced {
+        telemetry::link(&span, other);
+    }
+    span
 }

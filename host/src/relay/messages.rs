@@ -1,19 +1,44 @@
 //! From a routed outbox event to the messages that are published, with the headers every consumer can
 //! rely on: `event-id`, `tenant`, `event-type`, `version`, `router-version` (then the router's own, whose
-//! names never repeat these: see `plugins::RESERVED_HEADERS`), on a topic of the tenant's own namespace.
+//! names never repeat these: see `plugins::RESERVED_HEADERS`), and `traceparent` when the change was
+//! traced, on a topic of the tenant's own namespace.
+
+use std::collections::HashMap;
+
+use tracing::Span;
 
 use super::RelayError;
 use crate::bus::{Message, Topology};
+use crate::ops::telemetry::{self, TARGET, TRACEPARENT};
 use crate::outbox::{ChangeEvent, OutboxRow};
 use crate::plugins::Destination;
 
-/// The messages for `event`, one per destination (none: the router dropped it).
+/// The `relay.publish` span of each traced row of `rows` (continuing the trace its change began), by the
+/// row's index: open from routing until the bus has the messages. Empty with tracing off.
+pub fn publish_spans(rows: &[OutboxRow]) -> HashMap<usize, Span> {
+    if !telemetry::enabled() {
+        return HashMap::new();
+    }
+    let traced = rows.iter().enumerate().filter_map(|(index, row)| Some((index, row, row.traceparent.as_deref()?)));
+    traced
+        .map(|(index, row, traceparent)| {
+            let span = tracing::info_span!(target: TARGET, "relay.publish", tenant = %row.tenant, outbox.id = row.id);
+            telemetry::continue_trace(&span, traceparent);
+            (index, span)
+        })
+        .collect()
+}
+
+/// The messages for `event`, one per destination (none: the router dropped it); `published_in` is its
+/// `relay.publish` span, whose trace they carry on.
 pub fn to_messages(
     event: &OutboxRow,
     destinations: &[Destination],
     router_version: i64,
     topology: &Topology,
+    published_in: Option<&Span>,
 ) -> Result<Vec<Message>, RelayError> {
+    let traceparent = published_in.and_then(telemetry::traceparent_of);
     let payload: ChangeEvent = serde_json::from_str(&event.payload)
         .map_err(|e| RelayError::CorruptOutbox { id: event.id, detail: e.to_string() })?;
     Ok(destinations
@@ -26,6 +51,7 @@ pub fn to_messages(
                 ("version".to_owned(), payload.version.to_string()),
                 ("router-version".to_owned(), router_version.to_string()),
             ];
+            headers.extend(traceparent.iter().map(|t| (TRACEPARENT.to_owned(), t.clone())));
             headers.extend(destination.headers.iter().cloned());
             Message {
                 topic: topology.tenant_topic(&event.tenant, &destination.topic),

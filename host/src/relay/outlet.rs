@@ -17,7 +17,9 @@ use std::time::Duration;
 use sqlx::{Acquire, AnyConnection, Executor};
 use tokio::time::Instant;
 
-use super::{to_messages, RelayError};
+use tracing::{Instrument, Span};
+
+use super::{publish_spans, to_messages, RelayError};
 use crate::bus::{is_refusal, EmbeddedBus, KafkaBus, Message, Publisher, Sending, Topology};
 use crate::db::Database;
 use crate::graph::TenantId;
@@ -95,13 +97,14 @@ impl Outlet {
         let newest = events.last().and_then(|e| serde_json::from_str::<serde_json::Value>(&e.payload).ok());
         let occurred_at = newest.as_ref().and_then(|p| p["occurred_at"].as_str()).map(str::to_owned);
         let mut to_park = HashMap::new();
-        let routed = self.route(&events, PastBudget::Park, &mut to_park).await?;
+        let spans = publish_spans(&events);
+        let routed = self.route(&events, PastBudget::Park, &mut to_park, &spans).await?;
         let (messages, row_of): (Vec<Message>, Vec<usize>) = routed.into_iter().unzip();
         let on_its_way = match &self.publisher {
             Publisher::Embedded(bus) => OnItsWay::ToAppend(bus.clone(), messages),
             Publisher::Kafka(kafka) => OnItsWay::Sent(kafka.clone(), kafka.send(&messages).await?, messages),
         };
-        Ok(Dispatched { rows: events, row_of, to_park, occurred_at, on_its_way })
+        Ok(Dispatched { rows: events, row_of, to_park, occurred_at, on_its_way, _spans: spans })
     }
 
     /// Settles dispatched batches (in dispatch order) within `tx`: Kafka has acknowledged every message
@@ -200,12 +203,14 @@ impl Outlet {
     /// Routes each tenant's events with its own router, keeping outbox order within the tenant (one key
     /// never spans tenants, so per-key order holds): the messages, each with its row's index. A tenant
     /// parked already, or whose routers take longer than the budget, has its rows' indexes put in `to_park`
-    /// (or, retrying parked rows, is routed by the default router).
+    /// (or, retrying parked rows, is routed by the default router). A tenant's router call is traced in the
+    /// `relay.publish` span of its first traced row.
     async fn route(
         &self,
         events: &[OutboxRow],
         past_budget: PastBudget,
         to_park: &mut HashMap<usize, String>,
+        spans: &HashMap<usize, Span>,
     ) -> Result<Vec<(Message, usize)>, RelayError> {
         let mut by_tenant: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for (index, event) in events.iter().enumerate() {
@@ -222,7 +227,8 @@ impl Outlet {
                 RelayError::CorruptOutbox { id: events[indexes[0]].id, detail: e.to_string() }
             })?;
             let batch: Vec<OutboxRow> = indexes.iter().map(|&i| events[i].clone()).collect();
-            let routing = route_or_default(&self.plugins, &tenant_id, batch.clone());
+            let traced_in = indexes.iter().find_map(|index| spans.get(index)).cloned().unwrap_or_else(Span::none);
+            let routing = route_or_default(&self.plugins, &tenant_id, batch.clone()).instrument(traced_in);
             let routed = match (tokio::time::timeout(self.router_budget, routing).await, past_budget) {
                 (Ok(routed), _) => routed?,
                 (Err(_elapsed), PastBudget::DefaultRoute) => {
@@ -241,7 +247,9 @@ impl Outlet {
             {
                 let event = &events[index];
                 messages.extend(
-                    to_messages(event, destinations, *version, &self.topology)?.into_iter().map(|m| (m, index)),
+                    to_messages(event, destinations, *version, &self.topology, spans.get(&index))?
+                        .into_iter()
+                        .map(|m| (m, index)),
                 );
             }
         }
@@ -325,7 +333,8 @@ impl Outlet {
             return Ok(0);
         }
         let mut unused = HashMap::new();
-        let routed = self.route(&events, PastBudget::DefaultRoute, &mut unused).await?;
+        let spans = publish_spans(&events);
+        let routed = self.route(&events, PastBudget::DefaultRoute, &mut unused, &spans).await?;
         let (messages, row_of): (Vec<Message>, Vec<usize>) = routed.into_iter().unzip();
         let to_append = match &self.publisher {
             Publisher::Embedded(bus) => Some(bus.clone()),
@@ -408,6 +417,8 @@ pub struct Dispatched {
     /// When the newest row's change committed (its payload's `occurred_at`), for the lag gauge.
     occurred_at: Option<String>,
     on_its_way: OnItsWay,
+    /// The traced rows' `relay.publish` spans, ended when the batch is settled.
+    _spans: HashMap<usize, Span>,
 }
 
 enum OnItsWay {

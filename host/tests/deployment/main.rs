@@ -1,11 +1,17 @@
 //! Production-shaped deployments of `strand` processes on MariaDB (binlog), Redis and Kafka: the fault
 //! suite (`faults.rs`: processes SIGKILLed at random under a storm) and the scale-out recipe of the README
-//! (`scale_out.rs`: two API nodes, two relays of which one is active, two workers sharing the partitions).
+//! (`scale_out.rs`: two API nodes, two relays of which one is active, two workers sharing the partitions)
+//! and one follow traced across them all (`traces.rs`); the OCI image run alone (`image.rs`) and the
+//! Kubernetes manifests run by `podman kube play` (`kube.rs`).
 
 mod accounts;
+mod containers;
 mod faults;
+mod image;
 mod import;
+mod kube;
 mod scale_out;
+mod traces;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -42,6 +48,11 @@ impl Deployment {
         Self { command, dir: tempfile::tempdir().unwrap(), database, redis_url }
     }
 
+    /// Sets `key` to `value` for every process started after this.
+    pub fn set(&mut self, key: &str, value: impl ToString) {
+        self.command = self.command.clone().set(key, value);
+    }
+
     /// An API node on `port` (no relay, no workers: they run as processes of their own).
     pub fn api(&self, name: &str, port: u16) -> StrandProcess {
         self.api_with(name, port, &[])
@@ -68,6 +79,11 @@ impl Deployment {
             rows += n;
         }
         rows
+    }
+
+    /// Every process's `STRAND_*` settings (a later one wins), e.g. for a container's environment.
+    pub fn settings(&self) -> &[(String, String)] {
+        self.command.env()
     }
 
     pub fn database_url(&self) -> String {
@@ -147,13 +163,18 @@ impl Deployment {
 
 /// Waits until `GET http://127.0.0.1:{port}/healthz` answers 200.
 pub async fn answering(port: u16, process: &StrandProcess) {
+    answering_with(port, || process.log()).await
+}
+
+/// [`answering`] for a server whose log `log` reads (a container's, say).
+pub async fn answering_with(port: u16, log: impl Fn() -> String) {
     let http = reqwest::Client::new();
     let answered = tokio::time::timeout(Duration::from_secs(60), async {
         while !http.get(format!("http://127.0.0.1:{port}/healthz")).send().await.is_ok_and(|r| r.status() == 200) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
-    assert!(answered.await.is_ok(), "port {port} did not answer within a minute:\n{}", process.log());
+    assert!(answered.await.is_ok(), "port {port} did not answer within a minute:\n{}", log());
 }
 
 /// A fresh port for each process of a deployment.

@@ -110,7 +110,7 @@ impl ScaledOut {
 
 /// 10 users of tenant `scaled` follow and unfollow each other through alternating API nodes (four rounds);
 /// `done` counts the acknowledged writes.
-async fn storm(api_ports: [u16; 2], done: &AtomicUsize) {
+pub async fn storm(api_ports: [u16; 2], done: &AtomicUsize) {
     let http = reqwest::Client::new();
     let writes = (1..=10_i64).map(|user| {
         let http = http.clone();
@@ -132,7 +132,7 @@ async fn storm(api_ports: [u16; 2], done: &AtomicUsize) {
 }
 
 /// Rounds of the storm: each user writes once to each other user per round.
-const ROUNDS: i64 = 4;
+pub const ROUNDS: i64 = 4;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_api_nodes_one_active_relay_and_two_workers_splitting_partitions_project_the_truth() {

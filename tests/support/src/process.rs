@@ -33,6 +33,11 @@ impl StrandCommand {
         self
     }
 
+    /// The `STRAND_*` variables set so far, in order (a later one wins), e.g. to hand to a container.
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
     /// Runs `strand args…`, its output going to `log`.
     pub fn spawn(&self, args: &[&str], log: PathBuf) -> anyhow::Result<StrandProcess> {
         let env: Vec<(&str, String)> = self.env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();

@@ -18,7 +18,6 @@ use strand::api::{hs256_secret, mint_hs256, MintClaims};
 use strand::app::{run_rebuild, run_reconcile, run_relay, run_workers, Server};
 use strand::config::{Config, RelayMode};
 use strand::graph::{TenantId, UserId};
-use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
 #[command(name = "strand", version, about = "The follow graph as a service")]
@@ -84,19 +83,28 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let logs = tracing_subscriber::fmt()
-        // Logs on stderr keep stdout for output, e.g. `TOKEN=$(strand token --sub 1)`.
-        .with_writer(std::io::stderr)
-        .with_env_filter(EnvFilter::try_from_env("STRAND_LOG").unwrap_or_else(|_| EnvFilter::new("info")));
-    // One JSON object per line, for log pipelines.
-    if std::env::var("STRAND_LOG_FORMAT").is_ok_and(|format| format == "json") {
-        logs.json().init();
-    } else {
-        logs.init();
-    }
     let cli = Cli::parse();
     let config = Config::load(&cli.config)?;
-    match cli.command {
+    let telemetry = strand::ops::telemetry::install(&config, cli.command.role())?;
+    let result = run(cli.command, config).await;
+    telemetry.shutdown();
+    result
+}
+
+impl Command {
+    /// The process's role, as its traces name it.
+    fn role(&self) -> &'static str {
+        match self {
+            Command::Serve => "serve",
+            Command::Relay { .. } => "relay",
+            Command::Worker => "worker",
+            _ => "cli",
+        }
+    }
+}
+
+async fn run(command: Command, config: Config) -> anyhow::Result<()> {
+    match command {
         Command::Serve => {
             let server = Server::build(&config).await?;
             server.run_until(shutdown_signal()).await.context("serving HTTP")?;

@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use tracing::Instrument;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -13,6 +14,7 @@ use super::super::logs::{CallLog, LogLine};
 use super::super::wasi;
 use super::super::PluginKind;
 use super::{CallCost, PluginLimits, PluginRuntime};
+use crate::ops::telemetry::{self, TARGET};
 
 /// Per-call store data: the limiter, the call's log lines and an empty WASI. Plugins get no other host
 /// state.
@@ -56,7 +58,22 @@ impl PluginRuntime {
     /// version's, scaled to the batch). The call runs in the caller's task, on a fiber that yields at every
     /// epoch tick (so a busy plugin shares its worker thread with other tasks) and traps once the deadline
     /// has passed.
+    /// Inside a traced change the call is a `plugin.call` span of it.
     pub(in crate::plugins) async fn run<R>(
+        &self,
+        limits: PluginLimits,
+        tenant: &str,
+        kind: PluginKind,
+        inputs: usize,
+        call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<R>,
+    ) -> (Result<(R, CallCost), PluginError>, CallLog) {
+        let span = telemetry::inner_span(
+            || tracing::info_span!(target: TARGET, "plugin.call", tenant, kind = kind.as_str(), inputs),
+        );
+        self.run_untraced(limits, tenant, kind, inputs, call).instrument(span).await
+    }
+
+    async fn run_untraced<R>(
         &self,
         limits: PluginLimits,
         tenant: &str,

@@ -172,6 +172,7 @@ impl OutboxTable {
             event_type: String::new(),
             key: String::new(),
             payload: String::new(),
+            traceparent: None,
         };
         for (index, (logged, value)) in columns.enumerate() {
             let name = match logged.strip_prefix('@') {
@@ -186,6 +187,7 @@ impl OutboxTable {
                 "event_type" => event.event_type = text(value),
                 "event_key" => event.key = text(value),
                 "payload" => event.payload = text(value),
+                "traceparent" => event.traceparent = Some(text(value)).filter(|t| !t.is_empty()),
                 _ => {}
             }
         }
@@ -224,6 +226,7 @@ mod tests {
             event_type: "follow".into(),
             key: format!("acme:{id}"),
             payload: "{}".into(),
+            traceparent: None,
         }
     }
 

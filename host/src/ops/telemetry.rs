@@ -1,0 +1,184 @@
+//! Logs and traces of a process. Logs go to stderr (text, or JSON with `STRAND_LOG_FORMAT=json`), filtered
+//! by `STRAND_LOG`. Traces are off unless `[tracing] otlp_endpoint` is set; then a sampled share of requests
+//! is exported over OTLP, one trace per change across every process: the HTTP request, its policy call and
+//! its transaction; the outbox row keeps the W3C `traceparent` (as Debezium's outbox does), the relay's
+//! publish continues it and hands it on as a Kafka header, the worker's apply continues that, and every
+//! plugin call inside them is a child span.
+//!
+//! Trace spans have their own target, [`TARGET`]: logs never see them, and with tracing off no layer wants
+//! them, so their callsites are disabled once and cost one atomic load each.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use opentelemetry_sdk::Resource;
+use tracing::Span;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::filter::{EnvFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
+
+use crate::config::Config;
+
+/// The target of every trace span: `tracing::info_span!(target: TARGET, …)`.
+pub const TARGET: &str = "strand::trace";
+/// The W3C header (HTTP and Kafka) and outbox column that carry a trace from one process to the next.
+pub const TRACEPARENT: &str = "traceparent";
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Why traces cannot be exported as configured.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    #[error("tracing.sample_ratio must be between 0 and 1, not {0}")]
+    SampleRatio(f64),
+    #[error("cannot export traces to {endpoint}: {source}")]
+    Exporter { endpoint: String, source: opentelemetry_otlp::ExporterBuildError },
+    #[error("a global logger is installed already: {0}")]
+    Installed(#[from] tracing_subscriber::util::TryInitError),
+}
+
+/// The process's trace export; [`Telemetry::shutdown`] sends what is still buffered.
+#[must_use = "dropping it loses the spans not yet exported; call shutdown before exiting"]
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Exports the spans still buffered (waiting at most the exporter's timeout) and stops exporting.
+    pub fn shutdown(self) {
+        if let Some(provider) = self.provider {
+            if let Err(error) = provider.shutdown() {
+                tracing::warn!(%error, "traces not exported at shutdown");
+            }
+        }
+    }
+}
+
+/// Installs the process's logger and, when configured, its trace export, as service `service` (the
+/// configured `tracing.service_name` with the role, e.g. `strand-relay`, so a backend tells processes apart).
+pub fn install(config: &Config, role: &str) -> Result<Telemetry, TelemetryError> {
+    let filter = EnvFilter::try_from_env("STRAND_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info"))
+        .add_directive(format!("{TARGET}=off").parse().expect("a constant directive"));
+    // Logs on stderr keep stdout for output, e.g. `TOKEN=$(strand token --sub 1)`; colours only on a
+    // terminal, not in a container's or a file's log.
+    let logs = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let logs = if std::env::var("STRAND_LOG_FORMAT").is_ok_and(|format| format == "json") {
+        logs.json().with_filter(filter).boxed()
+    } else {
+        logs.with_filter(filter).boxed()
+    };
+    let registry = tracing_subscriber::registry().with(logs);
+    let Some(endpoint) = config.tracing_otlp_endpoint.as_deref() else {
+        registry.try_init()?;
+        return Ok(Telemetry { provider: None });
+    };
+    let provider = provider(endpoint, config.tracing_sample_ratio, &format!("{}-{role}", config.tracing_service_name))?;
+    let spans = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("strand"))
+        .with_filter(Targets::new().with_target(TARGET, tracing::Level::TRACE));
+    registry.with(spans).try_init()?;
+    ENABLED.store(true, Ordering::Relaxed);
+    tracing::info!(%endpoint, sample_ratio = config.tracing_sample_ratio, "exporting traces over OTLP");
+    Ok(Telemetry { provider: Some(provider) })
+}
+
+fn provider(endpoint: &str, ratio: f64, service: &str) -> Result<SdkTracerProvider, TelemetryError> {
+    if !(0.0..=1.0).contains(&ratio) {
+        return Err(TelemetryError::SampleRatio(ratio));
+    }
+    let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_endpoint(&url)
+        .build()
+        .map_err(|source| TelemetryError::Exporter { endpoint: url, source })?;
+    Ok(SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        // A continued trace keeps its caller's decision; a new one is sampled at the ratio.
+        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))))
+        .with_resource(Resource::builder().with_service_name(service.to_owned()).build())
+        .build())
+}
+
+/// Whether traces are exported: the one check on paths that would otherwise do work for them.
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// The `traceparent` of the current span when it is sampled: what the outbox row and the Kafka message
+/// carry. `None` with tracing off, outside a trace, or in an unsampled one.
+pub fn current_traceparent() -> Option<String> {
+    if !enabled() {
+        return None;
+    }
+    traceparent_of(&Span::current())
+}
+
+/// The `traceparent` of `span` when it is sampled.
+pub fn traceparent_of(span: &Span) -> Option<String> {
+    let context = span.context();
+    let span = context.span();
+    let span = span.span_context();
+    (span.is_valid() && span.is_sampled())
+        .then(|| format!("00-{}-{}-{:02x}", span.trace_id(), span.span_id(), span.trace_flags().to_u8()))
+}
+
+/// Makes `span` a child of the span `traceparent` names (another process's), when it names one.
+pub fn continue_trace(span: &Span, traceparent: &str) {
+    let carrier = HashMap::from([(TRACEPARENT.to_owned(), traceparent.to_owned())]);
+    let parent = TraceContextPropagator::new().extract(&carrier);
+    if parent.span().span_context().is_valid() {
+        // Fails only when tracing is off or the span has started, and then there is nothing to join.
+        let _ = span.set_parent(parent);
+    }
+}
+
+/// Links `span` to the span `traceparent` names: a batch span's other changes.
+pub fn link(span: &Span, traceparent: &str) {
+    let carrier = HashMap::from([(TRACEPARENT.to_owned(), traceparent.to_owned())]);
+    let linked = TraceContextPropagator::new().extract(&carrier);
+    let linked = linked.span().span_context().clone();
+    if linked.is_valid() {
+        span.add_link(linked);
+    }
+}
+
+/// `make()`'s span when the current span is part of a trace, else a disabled one: the spans of inner steps
+/// (a plugin call) exist only inside a traced change, never as roots of their own.
+pub fn inner_span(make: impl FnOnce() -> Span) -> Span {
+    if enabled() && !Span::current().is_disabled() {
+        make()
+    } else {
+        Span::none()
+    }
+}
+
+/// The HTTP request's span, continuing a caller's `traceparent`; layered only when tracing is on.
+pub async fn trace_requests(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    use tracing::Instrument;
+    let route = request.extensions().get::<axum::extract::MatchedPath>().map_or("unmatched", |p| p.as_str()).to_owned();
+    let span = tracing::info_span!(
+        target: TARGET,
+        "http.request",
+        otel.name = format!("{} {route}", request.method()),
+        http.request.method = %request.method(),
+        http.route = %route,
+        http.response.status_code = tracing::field::Empty,
+    );
+    if let Some(traceparent) = request.headers().get(TRACEPARENT).and_then(|v| v.to_str().ok()) {
+        continue_trace(&span, traceparent);
+    }
+    let response = next.run(request).instrument(span.clone()).await;
+    span.record("http.response.status_code", response.status().as_u16());
+    response
+}
