@@ -9,6 +9,9 @@
 //! Each phase's CPU time per write is read from `/proc` for the database server, the API node and this
 //! process; the API node's µs per follow above the direct writers' own is the API's cost per write.
 //!
+//! A second API node exports traces (`[tracing]`, 1% sampled, to a collector in this process that keeps
+//! nothing): its throughput and CPU per follow beside the first's are what tracing costs.
+//!
 //! Beside them, two more direct phases: the follow transaction as it was before blocks, private accounts and
 //! the relation policy (`before_relations`, its SQL kept here verbatim as the baseline) — the relation checks
 //! must cost the follow at most 5% of its throughput — and blocks of pairs that follow each other both ways
@@ -18,13 +21,14 @@
 //! the size). Figures are printed, never asserted.
 
 use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strand::db::Database;
 use strand::graph::{self, TenantId, UserId};
 use strand_test_support::bench::{cpu_time, measure, pin, setting, Measurement};
-use strand_test_support::{free_port, token, Backend, MariaDb, StrandCommand, ADMIN_TOKEN, TEST_SECRET};
+use strand_test_support::{free_port, token, Backend, MariaDb, StrandCommand, StrandProcess, ADMIN_TOKEN, TEST_SECRET};
 
 #[tokio::main]
 async fn main() {
@@ -44,51 +48,53 @@ async fn main() {
     }
     let mariadb = MariaDb::shared().expect("MariaDB");
     let database = Backend::MariaDb.fresh_database().await.expect("a database");
-    let port = free_port().expect("a port");
     let dir = tempfile::tempdir().expect("a directory");
-    // As many pooled connections as the direct writers get: the ratio is the API's cost, not a smaller pool's.
-    let api = StrandCommand::new(env!("CARGO_BIN_EXE_strand"), &database.url)
-        .set("relay", "off")
-        .set("workers", false)
-        .set("listen", format!("127.0.0.1:{port}"))
-        .set("jwt_hs256_secret", TEST_SECRET)
-        .set("admin_token", ADMIN_TOKEN)
-        .set("database_max_connections", concurrency)
-        .set("log", "warn")
-        .spawn(&["serve"], dir.path().join("strand.log"))
-        .expect("strand serve starts");
-    let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::builder().pool_max_idle_per_host(concurrency).build().expect("a client");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !http.get(format!("{base}/healthz")).send().await.is_ok_and(|r| r.status() == 200) {
-        assert!(Instant::now() < deadline, "strand serve did not start:\n{}", api.log());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // A collector that takes every export and keeps nothing, in this process: the traced node's cost is
+    // the spans it makes and sends, not a collector's.
+    let collector = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let otlp_endpoint = format!("http://{}", collector.local_addr().expect("its address"));
+    let sink = axum::Router::new().route("/v1/traces", axum::routing::post(|| async { axum::http::StatusCode::OK }));
+    tokio::spawn(async move { axum::serve(collector, sink).await });
+    let untraced = ApiNode::start(&database.url, concurrency, dir.path(), &[]).await;
+    let traced = ApiNode::start(
+        &database.url,
+        concurrency,
+        dir.path(),
+        &[("tracing_otlp_endpoint", otlp_endpoint.as_str()), ("tracing_sample_ratio", "0.01")],
+    )
+    .await;
     if pinned {
         pin(mariadb.pid().expect("mariadbd's pid"), "0").expect("MariaDB pinned");
-        pin(api.id(), "1").expect("the API node pinned");
+        for node in [&untraced, &traced] {
+            pin(node.process.id(), "1").expect("the API node pinned");
+        }
     }
-    let processes = Processes { mariadb, api: api.id() };
+    let processes = Processes { mariadb, api: untraced.process.id() };
+    let traced_processes = Processes { mariadb, api: traced.process.id() };
 
     // Every write is a real change by a fresh caller, so the bundled rate limit (100 per user) never refuses
     // one; its policy call and bucket charge are part of what is measured. The callers' tokens are minted
-    // beforehand, as a real client holds its token across requests.
+    // beforehand, as a real client holds its token across requests. Each node writes as a tenant of its own.
     let caller = |worker: usize, i: usize| 1_000_000 * (worker as i64 + 1) + i as i64;
-    let tokens: Vec<Vec<String>> = (0..concurrency)
-        .map(|worker| {
-            (0..per_worker).map(|i| token(TEST_SECRET, &caller(worker, i).to_string(), "bench", 3600)).collect()
-        })
-        .collect();
-    let (through_api, api_cpu) = processes
-        .measured(measure(concurrency, per_worker, |worker, i| {
+    let through = |node: &ApiNode, tenant: &str| {
+        let tokens: Vec<Vec<String>> = (0..concurrency)
+            .map(|worker| {
+                (0..per_worker).map(|i| token(TEST_SECRET, &caller(worker, i).to_string(), tenant, 3600)).collect()
+            })
+            .collect();
+        let (http, base) = (http.clone(), node.base.clone());
+        measure(concurrency, per_worker, move |worker, i| {
             let (http, token) = (http.clone(), tokens[worker][i].clone());
             let url = format!("{base}/v1/me/following/{}", caller(worker, i) + 1);
             async move {
                 let reply = http.put(url).bearer_auth(token).send().await.expect("a reply");
                 assert_eq!(reply.status(), 200, "{:?}", reply.text().await);
             }
-        }))
-        .await;
+        })
+    };
+    let (through_api, api_cpu) = processes.measured(through(&untraced, "bench")).await;
+    let (through_traced, traced_cpu) = traced_processes.measured(through(&traced, "bench-traced")).await;
 
     let db = Arc::new(Database::open(&database.url, concurrency as u32).await.expect("the bench database"));
     let tenant: TenantId = "bench-direct".parse().expect("a tenant");
@@ -150,6 +156,7 @@ async fn main() {
     };
     println!("write_path: {writes} follows, {concurrency} concurrent writers, MariaDB (binlog on); {placement}");
     through_api.print("HTTP PUT /v1/me/following (strand serve)", "writes");
+    through_traced.print("the same, traces exported, 1% sampled", "writes");
     direct.print("direct sqlx transaction", "writes");
     before.print("direct, before relation checks", "writes");
     blocks.print("direct: follow back, then block (4 changes)", "blocks");
@@ -161,6 +168,7 @@ async fn main() {
     println!("CPU per write, µs        database server   API node   this process (load generator | direct writers)");
     let phases = [
         ("HTTP", api_cpu, through_api.count),
+        ("HTTP, traced 1%", traced_cpu, through_traced.count),
         ("direct", direct_cpu, direct.count),
         ("direct, before", before_cpu, before.count),
     ];
@@ -175,10 +183,49 @@ async fn main() {
     }
     let api_per_write = api_cpu.api.as_secs_f64() * 1e6 / through_api.count as f64;
     let direct_per_write = direct_cpu.here.as_secs_f64() * 1e6 / direct.count as f64;
+    let traced_per_write = traced_cpu.api.as_secs_f64() * 1e6 / through_traced.count as f64;
+    println!(
+        "traces exported, 1% sampled: {:.2}× the throughput, {:+.0} µs of the API node's CPU per follow",
+        through_traced.per_second() / through_api.per_second(),
+        traced_per_write - api_per_write
+    );
     println!(
         "API node's CPU per follow above the direct writers': {:.0} µs (goal ≤ 50)",
         api_per_write - direct_per_write
     );
+}
+
+/// A `strand serve` process as the scale-out recipe runs API nodes (relay and workers off), answering.
+struct ApiNode {
+    process: StrandProcess,
+    base: String,
+}
+
+impl ApiNode {
+    /// As many pooled connections as the direct writers get: the ratio is the API's cost, not a smaller
+    /// pool's. `settings` on top (tracing, for one of them).
+    async fn start(database_url: &str, concurrency: usize, dir: &Path, settings: &[(&str, &str)]) -> Self {
+        let port = free_port().expect("a port");
+        let mut command = StrandCommand::new(env!("CARGO_BIN_EXE_strand"), database_url)
+            .set("relay", "off")
+            .set("workers", false)
+            .set("listen", format!("127.0.0.1:{port}"))
+            .set("jwt_hs256_secret", TEST_SECRET)
+            .set("admin_token", ADMIN_TOKEN)
+            .set("database_max_connections", concurrency)
+            .set("log", "warn");
+        for (key, value) in settings {
+            command = command.set(key, value);
+        }
+        let process = command.spawn(&["serve"], dir.join(format!("strand-{port}.log"))).expect("strand serve starts");
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !reqwest::get(format!("{base}/healthz")).await.is_ok_and(|r| r.status() == 200) {
+            assert!(Instant::now() < deadline, "strand serve did not start:\n{}", process.log());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Self { process, base }
+    }
 }
 
 /// The processes whose CPU time a phase is charged with.

@@ -208,6 +208,9 @@ async fn the_manifests_serve_under_podman_kube_play_and_lose_nothing_when_pods_a
         Ok(report) => assert_eq!(report.pairs_checked, 91, "{report}"),
         Err(state) => panic!("not settled after 3 minutes: {state}\n{}", played.logs()),
     }
+    // What each process holds after the storm, printed beside the manifests' requests (not asserted).
+    let stats = podman(&["stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}} {{.AVGCPU}}"]);
+    println!("after the storm:\n{}", stats.lines().filter(|l| l.contains("-strand ")).collect::<Vec<_>>().join("\n"));
 
     // `kube down` sends SIGTERM and podman waits (10 s) for each process to exit before it would kill it.
     let down = podman_output(&["kube", "down", &played.manifest("played.yaml")]);
