@@ -16,8 +16,10 @@ use crate::outbox::OutboxRow;
 /// Most destinations one event may be routed to.
 pub const MAX_DESTINATIONS: usize = 16;
 /// The headers the host sets on every message: a router's own headers may not use these names (in any
-/// case), so a consumer reading the last value of a header still reads the host's.
-pub const RESERVED_HEADERS: [&str; 5] = ["event-id", "tenant", "event-type", "version", "router-version"];
+/// case), so a consumer reading the last value of a header still reads the host's — and a tenant cannot
+/// put its messages into a trace of its choosing.
+pub const RESERVED_HEADERS: [&str; 6] =
+    ["event-id", "tenant", "event-type", "version", "router-version", "traceparent"];
 /// Most effects one event may have.
 pub const MAX_EFFECTS: usize = 64;
 const MAX_NAME: usize = 200;
@@ -409,7 +411,7 @@ mod tests {
     #[test]
     fn a_router_cannot_set_the_hosts_headers() {
         assert!(check_destinations(&[to(&[("routed-by", "me")])]).is_ok());
-        for name in ["tenant", "Event-Id", "VERSION", "router-version", "event-type"] {
+        for name in ["tenant", "Event-Id", "VERSION", "router-version", "event-type", "TraceParent"] {
             let refused = check_destinations(&[to(&[("routed-by", "me"), (name, "forged")])]);
             assert!(
                 matches!(&refused, Err(PluginError::InvalidOutput(detail)) if detail.contains("reserved")),

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -153,10 +154,18 @@ async fn the_manifests_serve_under_podman_kube_play_and_lose_nothing_when_pods_a
     remove_pods(); // what a test cut short left behind
     podman(&["kube", "play", &played.manifest("played.yaml")]);
     answering_with(api, || played.logs()).await;
+    // What the manifests' probes ask: readiness on the API's port, liveness on each operations port.
+    let http = reqwest::Client::new();
+    for probe in [format!("{api}/readyz"), format!("{api_operations}/healthz"), format!("{worker_operations}/healthz")]
+    {
+        wait_until(&format!("{probe} answers 200"), Duration::from_secs(60), || async {
+            http.get(format!("http://127.0.0.1:{probe}")).send().await.is_ok_and(|r| r.status() == 200)
+        })
+        .await;
+    }
 
     // A follow over HTTP reaches the counts through the pipeline: published by the relay (the outbox empty),
     // applied by the worker (the follower table and counters equal the truth), served by the API node.
-    let http = reqwest::Client::new();
     let bearer = token(TEST_SECRET, "100", "scaled", 3600);
     let followed =
         http.put(format!("http://127.0.0.1:{api}/v1/me/following/200")).bearer_auth(&bearer).send().await.unwrap();
@@ -181,8 +190,13 @@ async fn the_manifests_serve_under_podman_kube_play_and_lose_nothing_when_pods_a
     // deleted too, with SIGTERM, and both come back: a restart of the Deployment, as an update makes).
     let relays = ["strand-relay-pod-0", "strand-relay-pod-1"];
     let first = active_relay(&played, &relays).expect("the relay that published is active");
-    let done = AtomicUsize::new(0);
+    // The storm runs as a task of its own, so it keeps writing while this one waits on podman.
+    let done = Arc::new(AtomicUsize::new(0));
     let total = (10 * 9 * ROUNDS) as usize;
+    let writes = tokio::spawn({
+        let done = done.clone();
+        async move { storm([api, api], &done).await }
+    });
     let churn = async {
         wait_until("a third of the writes acknowledged", Duration::from_secs(120), || {
             std::future::ready(done.load(Ordering::Relaxed) >= total / 3)
@@ -203,7 +217,8 @@ async fn the_manifests_serve_under_podman_kube_play_and_lose_nothing_when_pods_a
         podman(&["pod", "rm", "--force", second]);
         podman(&["kube", "play", &played.manifest("strand-relay.yaml")]);
     };
-    tokio::join!(storm([api, api], &done), churn);
+    churn.await;
+    writes.await.expect("every write acknowledged");
     match deployment.settled(Duration::from_secs(180)).await {
         Ok(report) => assert_eq!(report.pairs_checked, 91, "{report}"),
         Err(state) => panic!("not settled after 3 minutes: {state}\n{}", played.logs()),

@@ -94,9 +94,14 @@ async fn a_follow_is_one_trace_from_the_api_through_the_relay_and_kafka_to_the_w
         let spans = spans.lock().unwrap();
         let request = spans.iter().find(|s| s.name == REQUEST && s.service == "strand-serve")?;
         let of_trace: Vec<Received> = spans.iter().filter(|s| s.trace == request.trace).cloned().collect();
-        let applied = of_trace.iter().filter(|s| s.name == "projection.apply").count();
-        // The follower table's worker and the bundled projectors' each apply it.
-        (applied >= 2).then_some(of_trace)
+        let named = |name: &str| of_trace.iter().filter(|s| s.name == name).count();
+        // Each process exports on its own schedule: the trace is whole once every part has arrived (the
+        // follower table's worker and the bundled projectors' each apply it).
+        let whole =
+            ["graph.transaction", "ratelimit.check", "relay.publish", "plugin.call"].iter().all(|name| named(name) > 0)
+                && named("projection.apply") >= 2
+                && named("plugin.call") >= 3;
+        whole.then_some(of_trace)
     };
     let logs = || deployment.logs(&["api", "relay", "worker"]);
     let arrived = tokio::time::timeout(Duration::from_secs(60), async {
