@@ -29,6 +29,17 @@ impl Side {
         }
     }
 
+    /// `following` read through this side's index: the account's edges only, whatever the planner estimates.
+    fn following(self, kind: DatabaseKind) -> String {
+        kind.by_index(
+            "following",
+            match self {
+                Side::Incoming => "following_by_followee",
+                Side::Outgoing => "following_by_follower",
+            },
+        )
+    }
+
     /// The edge between `account` and `counterpart` on this side.
     fn edge(self, account: i64, counterpart: i64) -> (i64, i64) {
         match self {
@@ -73,7 +84,11 @@ pub async fn follows_left(
     action: FollowAction,
 ) -> Result<i64, sqlx::Error> {
     let (mine, _) = side.columns();
-    let sql = format!("SELECT COUNT(*) FROM following WHERE tenant_id = ? AND {mine} = ? AND {}", condition(action));
+    let sql = format!(
+        "SELECT COUNT(*) FROM {} WHERE tenant_id = ? AND {mine} = ? AND {}",
+        side.following(scope.kind),
+        condition(action)
+    );
     sqlx::query_scalar(&sql).bind(scope.tenant.as_str()).bind(scope.account.get()).fetch_one(&mut **tx).await
 }
 
@@ -95,8 +110,9 @@ pub async fn follows(
     let (mine, theirs) = side.columns();
     let (tenant, account) = (scope.tenant.as_str(), scope.account.get());
     let sql = format!(
-        "SELECT {theirs}, rel_status, version, created_at, hidden FROM following WHERE tenant_id = ? AND {mine} = ? \
+        "SELECT {theirs}, rel_status, version, created_at, hidden FROM {} WHERE tenant_id = ? AND {mine} = ? \
          AND {} LIMIT ?{}",
+        side.following(scope.kind),
         condition(action),
         scope.lock(false)
     );
@@ -275,7 +291,10 @@ pub async fn erase(tx: &mut Transaction<'_, Any>, scope: &Scope<'_>) -> Result<u
 /// How many of the account's follows on `side` a move has left.
 pub async fn moves_left(tx: &mut Transaction<'_, Any>, scope: &Scope<'_>, side: Side) -> Result<i64, sqlx::Error> {
     let (mine, _) = side.columns();
-    let sql = format!("SELECT COUNT(*) FROM following WHERE tenant_id = ? AND {mine} = ? AND rel_status = {ACTIVE}");
+    let sql = format!(
+        "SELECT COUNT(*) FROM {} WHERE tenant_id = ? AND {mine} = ? AND rel_status = {ACTIVE}",
+        side.following(scope.kind)
+    );
     sqlx::query_scalar(&sql).bind(scope.tenant.as_str()).bind(scope.account.get()).fetch_one(&mut **tx).await
 }
 
@@ -292,8 +311,9 @@ pub async fn move_follows(
     let (mine, theirs) = side.columns();
     let (tenant, account_id, kind) = (scope.tenant.as_str(), scope.account.get(), scope.kind);
     let sql = format!(
-        "SELECT {theirs}, version FROM following WHERE tenant_id = ? AND {mine} = ? AND rel_status = {ACTIVE} \
+        "SELECT {theirs}, version FROM {} WHERE tenant_id = ? AND {mine} = ? AND rel_status = {ACTIVE} \
          LIMIT ?{}",
+        side.following(kind),
         scope.lock(false)
     );
     let old = sqlx::query(&sql).bind(tenant).bind(account_id).bind(i64::from(scope.limit)).fetch_all(&mut **tx).await?;
