@@ -189,7 +189,14 @@ async fn the_manifests_serve_under_podman_kube_play_and_lose_nothing_when_pods_a
     // the relays' once the standby leads (podman cannot add only the missing replica, so the survivor is
     // deleted too, with SIGTERM, and both come back: a restart of the Deployment, as an update makes).
     let relays = ["strand-relay-pod-0", "strand-relay-pod-1"];
-    let first = active_relay(&played, &relays).expect("the relay that published is active");
+    // The relay that published says so in its log (which podman writes a moment later).
+    let mut first = None;
+    wait_until("a relay logs that it is the active one", Duration::from_secs(60), || {
+        first = active_relay(&played, &relays);
+        std::future::ready(first.is_some())
+    })
+    .await;
+    let first = first.expect("the active relay");
     // The storm runs as a task of its own, so it keeps writing while this one waits on podman.
     let done = Arc::new(AtomicUsize::new(0));
     let total = (10 * 9 * ROUNDS) as usize;
