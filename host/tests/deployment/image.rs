@@ -1,10 +1,8 @@
 //! The OCI image (`deploy/image/build`): built from nothing pulled, it runs alone on the embedded default,
 //! as an unprivileged user, and a follow works.
 
-use serde_json::Value;
-
 use crate::containers::{image, podman, Container};
-use crate::{answering_with, port};
+use crate::{answering_with, counts, port};
 
 #[tokio::test]
 async fn the_image_serves_a_follow_on_the_embedded_default_as_an_unprivileged_user() {
@@ -29,14 +27,6 @@ async fn the_image_serves_a_follow_on_the_embedded_default_as_an_unprivileged_us
     let followed =
         http.put(format!("http://127.0.0.1:{port}/v1/me/following/2")).bearer_auth(token.trim()).send().await.unwrap();
     assert_eq!(followed.status(), 200, "{}", container.log());
-    let counts: Value = http
-        .get(format!("http://127.0.0.1:{port}/v1/users/2/counts"))
-        .bearer_auth(token.trim())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let counts = counts(&format!("http://127.0.0.1:{port}"), token.trim(), 2).await;
     assert_eq!(counts["followers"], 1, "{counts}");
 }

@@ -124,15 +124,7 @@ async fn the_seed_systems_table_imports_twice_from_mariadb_with_the_second_run_c
         Ok(report) => assert!(report.pairs_checked as i64 >= follows - blocked, "{report}"),
         Err(state) => panic!("not settled: {state}\n{}", deployment.logs(&["api", "relay", "worker"])),
     }
-    let counts: serde_json::Value = http
-        .get(format!("{base}/v1/users/10/counts"))
-        .bearer_auth(as_user(10))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let counts = super::counts(&base, &as_user(10), 10).await;
     let expected: i64 = seed
         .query_first("SELECT COUNT(*) FROM following WHERE rel_status = 1 AND to_user_id = 10")
         .await

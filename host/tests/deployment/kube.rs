@@ -16,7 +16,7 @@ use strand_test_support::{token, wait_until, TEST_SECRET};
 
 use crate::containers::{image, in_repository, podman, podman_output};
 use crate::scale_out::{storm, ROUNDS};
-use crate::{answering_with, port, Deployment};
+use crate::{answering_with, counts, port, Deployment};
 
 /// The manifests, played; their pods and the secret removed when dropped (the test's own `kube down`
 /// comes first, so this only matters when it fails half-way).
@@ -173,15 +173,7 @@ async fn the_manifests_serve_under_podman_kube_play_and_lose_nothing_when_pods_a
     if let Err(state) = deployment.settled(Duration::from_secs(120)).await {
         panic!("the follow was not projected within 2 minutes: {state}\n{}", played.logs());
     }
-    let counts: Value = http
-        .get(format!("http://127.0.0.1:{api}/v1/users/200/counts"))
-        .bearer_auth(&bearer)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let counts = counts(&format!("http://127.0.0.1:{api}"), &bearer, 200).await;
     assert_eq!(counts["followers"], 1, "{counts}");
 
     // Under writes, the worker pod and the active relay's pod are deleted. The standby relay takes over on its

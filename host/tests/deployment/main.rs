@@ -177,6 +177,17 @@ pub async fn answering_with(port: u16, log: impl Fn() -> String) {
     assert!(answered.await.is_ok(), "port {port} did not answer within a minute:\n{}", log());
 }
 
+/// `GET {base}/v1/users/{user}/counts` as `bearer`: the user's followings and followers.
+pub async fn counts(base: &str, bearer: &str, user: i64) -> serde_json::Value {
+    let reply = reqwest::Client::new()
+        .get(format!("{base}/v1/users/{user}/counts"))
+        .bearer_auth(bearer)
+        .send()
+        .await
+        .expect("the API answers");
+    reply.json().await.expect("counts as JSON")
+}
+
 /// A fresh port for each process of a deployment.
 pub fn port() -> u16 {
     free_port().unwrap()
