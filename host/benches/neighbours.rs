@@ -1,6 +1,8 @@
 //! Noisy neighbours, measured: tenant acme's write latency (p50/p99) and projection lag alone, then beside
 //! tenant evil doing harm, side by side in one run on one in-process node (MariaDB binlog relay, Redis,
 //! Kafka, workers):
+//! - a relation policy spinning to its 2 s deadline on the follows of 6 users (asked before the follow's
+//!   transaction: it holds no connection and no lock acme's writes wait for);
 //! - a rate limiter spinning to its 2 s deadline from 48 connections (the instance pool's per-tenant share);
 //! - a router spinning to its deadline on every event (the relay's per-tenant budget and parking);
 //! - a projector under the name acme uses too, spinning on every event (the workers' per-tenant budget);
@@ -48,6 +50,9 @@ async fn main() {
     println!("neighbours: acme's writes (8 connections) and projection lag, alone and beside evil's harm; one in-process node, 2 cores");
     println!("{:<48} {:>10} {:>10} {:>14} {:>14}", "evil is", "p50 ms", "p99 ms", "lag p50 ms", "lag p99 ms");
     report("idle", phase(&server, writes, 2000).await);
+
+    deploy("evil", "relation-policy/default", "trapping-relation-policy").await;
+    report("spinning its relation policy (6 followers)", beside(&server, writes, 2500, evil(&server, 1..7, 667)).await);
 
     deploy("evil", "rate-limiter/default", "hostile-limiter").await;
     report("spinning its limiter (48 connections)", beside(&server, writes, 3000, evil(&server, 1..49, 666)).await);

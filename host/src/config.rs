@@ -95,6 +95,8 @@ pub struct Config {
     /// `t` it rests `t·(1/share − 1)`, so a celebrity's deletion leaves room for the tenant's live writes and
     /// for the projections that follow the job's events.
     pub account_job_share: f64,
+    /// The most account jobs one tenant runs at once: a tenant cannot fill every node's runner with its own.
+    pub account_jobs_per_tenant: u32,
     /// How the outbox reaches the bus: `binlog` (follow the MySQL/MariaDB binlog), `poll` (read, publish
     /// and delete outbox rows; any database) or `off` (run `strand relay` elsewhere). `strand serve` runs
     /// the relay in-process unless it is `off`.
@@ -119,6 +121,8 @@ pub struct Config {
     pub retention_audit_days: u64,
     /// Hours the embedded bus keeps a message (each topic's newest is always kept).
     pub retention_bus_hours: u64,
+    /// How long finished (done or failed) account jobs are kept, in days.
+    pub retention_account_job_days: u64,
     /// How long one tenant's events of a batch may take through a projector, in milliseconds; past it (or
     /// when its plugin fails on them, or its space is being built) they are parked and retried beside the
     /// worker, so no tenant's projector holds the others' events back.
@@ -149,6 +153,9 @@ pub struct Config {
     pub tracing_otlp_endpoint: Option<String>,
     /// The share of new traces kept (0 to 1); a request continuing a caller's trace keeps its decision.
     pub tracing_sample_ratio: f64,
+    /// The most traces a process keeps per second that begin in it or continue another process's: a
+    /// caller's sampled `traceparent` cannot turn the ratio into every request.
+    pub tracing_max_traces_per_second: u32,
     /// The service name traces carry, with the process's role appended (`strand-serve`, `strand-relay`…).
     pub tracing_service_name: String,
 }
@@ -195,6 +202,7 @@ impl Default for Config {
             refresh_ms: 2000,
             account_job_batch: 500,
             account_job_share: 0.5,
+            account_jobs_per_tenant: 4,
             relay: RelayMode::Poll,
             relay_server_id: 424_242,
             workers: true,
@@ -209,6 +217,7 @@ impl Default for Config {
             retention_plugin_versions: 10,
             retention_audit_days: 365,
             retention_bus_hours: 7 * 24,
+            retention_account_job_days: 30,
             relay_tenant_budget_ms: crate::relay::DEFAULT_ROUTER_BUDGET.as_millis() as u64,
             kafka_brokers: None,
             kafka_partitions: 3,
@@ -216,6 +225,7 @@ impl Default for Config {
             kafka_options: Default::default(),
             tracing_otlp_endpoint: None,
             tracing_sample_ratio: 0.01,
+            tracing_max_traces_per_second: 100,
             tracing_service_name: "strand".to_owned(),
         }
     }
@@ -319,6 +329,7 @@ impl Config {
             plugin_versions: self.retention_plugin_versions,
             audit: Duration::from_secs(self.retention_audit_days.saturating_mul(86_400)),
             bus: Duration::from_secs(self.retention_bus_hours.saturating_mul(3600)),
+            account_jobs: Duration::from_secs(self.retention_account_job_days.saturating_mul(86_400)),
         }
     }
 

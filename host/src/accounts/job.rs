@@ -1,6 +1,7 @@
 //! An account job as `account_jobs` stores it: what it does to whom, where it stands, who holds its lease.
 //! Starting one changes the account's state in the same transaction, under the account row's exclusive lock,
-//! so a relation beginning concurrently either commits before the job reads any edge or is refused.
+//! so a relation beginning concurrently either commits before the job reads any edge or is refused. Jobs
+//! compose: no two run on one account — as its account or as a move's destination — at once.
 
 use serde::Serialize;
 use sqlx::any::AnyRow;
@@ -8,7 +9,7 @@ use sqlx::{Any, Row, Transaction};
 use utoipa::ToSchema;
 
 use super::steps::{self, Step};
-use crate::db::Database;
+use crate::db::{held, Database};
 use crate::graph::{AccountState, TenantId, UserId};
 use crate::util::time::now_ms;
 
@@ -84,8 +85,14 @@ impl Job {
 /// Why a job was not started.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("job {0} is already running for this account; wait for it to end")]
+    /// A running job already works on this account or the move's destination — as its account, or as a
+    /// move's destination: jobs on one account never interleave (a suspension of a move's destination would
+    /// end followers the move has not handed over yet).
+    #[error("job {0} is running on this account or the move's destination; wait for it to end")]
     Busy(i64),
+    /// The tenant runs as many jobs as it may (`account_jobs_per_tenant`).
+    #[error("this tenant already runs {0} account jobs, its most; wait for one to end")]
+    TooMany(i64),
     #[error("{0}")]
     Refused(String),
     #[error("the database failed: {0}")]
@@ -95,24 +102,60 @@ pub enum StartError {
 const COLUMNS: &str = "id, tenant_id, user_id, kind, target_user_id, with_followings, state, phase, done, total, \
                        requested_by, error, created_at, updated_at";
 
-/// Starts `request` on `tenant`'s account: checks and changes its state, counts its edges, records the job.
+/// Starts `request` on `tenant`'s account: checks and changes its state and records the job, in one short
+/// transaction. The job's size is counted before it, outside any transaction (a celebrity's count is no
+/// reason to hold the account's lock; relations changing meanwhile only make `done` pass `total`). At most
+/// `per_tenant` jobs of a tenant run at once.
 pub async fn start(
     db: &Database,
     tenant: &TenantId,
     request: JobRequest,
     requested_by: &str,
+    per_tenant: u32,
 ) -> Result<Job, StartError> {
-    let kind = db.kind();
+    let mut total = 0;
+    for step in steps::of(request.kind, request.with_followings) {
+        total += step.remaining(db, tenant, request.user).await?;
+    }
+    let recording = record(db, tenant, request, requested_by, per_tenant, total);
+    let id = held::holding("an account job's start", recording).await?;
+    Ok(get(db, tenant, id).await?.ok_or(sqlx::Error::RowNotFound)?)
+}
+
+/// The start's transaction: the checks, the account's new state, the job's row; the job's id.
+async fn record(
+    db: &Database,
+    tenant: &TenantId,
+    request: JobRequest,
+    requested_by: &str,
+    per_tenant: u32,
+    total: i64,
+) -> Result<i64, StartError> {
     let mut tx = db.writer().begin().await?;
     let state = lock_account(&mut tx, db, tenant, request.user).await?;
-    let running: Option<i64> =
-        sqlx::query_scalar("SELECT id FROM account_jobs WHERE tenant_id = ? AND user_id = ? AND state = 'running'")
-            .bind(tenant.as_str())
-            .bind(request.user.get())
-            .fetch_optional(&mut *tx)
-            .await?;
+    if let Some(to) = request.to {
+        lock_account(&mut tx, db, tenant, to).await?;
+    }
+    // Under the accounts' locks: two starts on one account (or on a move's two ends) cannot both pass.
+    let accounts = [Some(request.user), request.to].into_iter().flatten().map(|u| u.get().to_string());
+    let accounts = accounts.collect::<Vec<_>>().join(", ");
+    let running: Option<i64> = sqlx::query_scalar(&format!(
+        "SELECT id FROM account_jobs WHERE tenant_id = ? AND state = 'running' AND (user_id IN ({accounts}) OR \
+         target_user_id IN ({accounts})) LIMIT 1"
+    ))
+    .bind(tenant.as_str())
+    .fetch_optional(&mut *tx)
+    .await?;
     if let Some(id) = running {
         return Err(StartError::Busy(id));
+    }
+    let tenant_running: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM account_jobs WHERE tenant_id = ? AND state = 'running'")
+            .bind(tenant.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+    if tenant_running >= i64::from(per_tenant) {
+        return Err(StartError::TooMany(tenant_running));
     }
     let refuse = |why: &str| Err(StartError::Refused(why.to_owned()));
     // Deleting or suspending again runs the steps again (a failed job's account continues; nothing left is
@@ -142,10 +185,6 @@ pub async fn start(
         .bind(request.user.get())
         .execute(&mut *tx)
         .await?;
-    let mut total = 0;
-    for step in steps::of(request.kind, request.with_followings) {
-        total += step.remaining(&mut tx, kind, tenant, request.user).await?;
-    }
     let now = now_ms();
     sqlx::query(
         "INSERT INTO account_jobs (tenant_id, user_id, kind, target_user_id, with_followings, state, phase, done, \
@@ -171,7 +210,7 @@ pub async fn start(
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(get(db, tenant, id).await?.ok_or(sqlx::Error::RowNotFound)?)
+    Ok(id)
 }
 
 /// Takes the exclusive lock on `user`'s account row (creating it with the defaults when missing) and reads

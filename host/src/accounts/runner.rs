@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::job::JobKind;
 use super::steps::{self, Step};
-use crate::db::Database;
+use crate::db::{held, Database};
 use crate::graph::bulk::Scope;
 use crate::graph::{TenantId, UserId};
 use crate::ops::metrics::{ACCOUNT_JOBS_FAILED, ACCOUNT_JOB_EDGES, ACCOUNT_JOB_RETRIES};
@@ -186,6 +186,10 @@ impl JobRunner {
 
     /// One batch of `step` in its own transaction, fenced by the lease.
     async fn batch(&self, job: &Claimed, step: Step) -> Result<Progress, sqlx::Error> {
+        held::holding("an account job's batch", self.batch_held(job, step)).await
+    }
+
+    async fn batch_held(&self, job: &Claimed, step: Step) -> Result<Progress, sqlx::Error> {
         let kind = self.db.kind();
         let mut tx = self.db.writer().begin().await?;
         if !self.holds_lease(&mut tx, job.id).await? {

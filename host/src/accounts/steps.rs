@@ -4,7 +4,7 @@
 use sqlx::{Any, Transaction};
 
 use super::job::JobKind;
-use crate::db::DatabaseKind;
+use crate::db::Database;
 use crate::graph::bulk::{self, FollowAction, Scope, Side};
 use crate::graph::{AccountState, TenantId, UserId};
 use crate::outbox::Relation;
@@ -69,18 +69,12 @@ impl Step {
     }
 
     /// How many edges the step has left (the job's total is their sum when it starts).
-    pub async fn remaining(
-        &self,
-        tx: &mut Transaction<'_, Any>,
-        kind: DatabaseKind,
-        tenant: &TenantId,
-        account: UserId,
-    ) -> Result<i64, sqlx::Error> {
-        let scope = Scope { kind, tenant, account, limit: 0, at_ms: 0 };
+    pub async fn remaining(&self, db: &Database, tenant: &TenantId, account: UserId) -> Result<i64, sqlx::Error> {
+        let scope = Scope { kind: db.kind(), tenant, account, limit: 0, at_ms: 0 };
         match *self {
-            Step::Follows(side, action) => bulk::follows_left(tx, &scope, side, action).await,
-            Step::Held(relation, side) => bulk::held_left(tx, &scope, relation, side).await,
-            Step::Move(side) => bulk::moves_left(tx, &scope, side).await,
+            Step::Follows(side, action) => bulk::follows_left(db, &scope, side, action).await,
+            Step::Held(relation, side) => bulk::held_left(db, &scope, relation, side).await,
+            Step::Move(side) => bulk::moves_left(db, &scope, side).await,
             Step::Erase | Step::Traces | Step::Activate => Ok(0),
         }
     }
@@ -125,8 +119,8 @@ impl Step {
     }
 }
 
-/// Erases what the host holds naming an erased account beyond its edges: its sampled requests and follow
-/// attempts (either side) and the plugin log lines whose input is one of its edges' events or requests (both
+/// Erases what the host holds naming an erased account beyond its edges: its follow counts, its sampled
+/// requests and follow attempts (either side) and the plugin log lines whose input is one of its edges' events or requests (both
 /// tables are bounded per tenant, so one statement each). Projections keep each ended pair's ids and last
 /// version (the follower table's row at `rel_status` 0, a cache space's pair versions): that is what keeps a
 /// redelivered older event from counting again.
@@ -135,6 +129,8 @@ async fn erase_traces(tx: &mut Transaction<'_, Any>, scope: &Scope<'_>) -> Resul
     let by_user = [
         "DELETE FROM write_request_samples WHERE tenant_id = ? AND (user_id = ? OR target_id = ?)",
         "DELETE FROM follow_attempt_samples WHERE tenant_id = ? AND (follower_id = ? OR target_id = ?)",
+        // Its counts, zero by now (every follow ended with its event).
+        "DELETE FROM follow_counts WHERE tenant_id = ? AND (user_id = ? OR user_id = ?)",
     ];
     for sql in by_user {
         sqlx::query(sql).bind(tenant).bind(user).bind(user).execute(&mut **tx).await?;

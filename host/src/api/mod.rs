@@ -66,6 +66,8 @@ pub struct AppState {
     pub admin_token: Option<Arc<str>>,
     pub max_body_bytes: usize,
     pub max_plugin_bytes: usize,
+    /// The most account jobs one tenant runs at once.
+    pub account_jobs_per_tenant: u32,
 }
 
 #[derive(OpenApi)]

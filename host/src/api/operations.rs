@@ -11,7 +11,6 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{ApiError, AppState};
-use crate::ops::health::ReadinessReport;
 use crate::ops::observability;
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -26,22 +25,30 @@ pub async fn healthz() -> Json<Liveness> {
     Json(Liveness { status: "ok" })
 }
 
-/// Readiness: the database, the cache, Kafka (when configured) answer and the relay keeps up (send no
-/// traffic here while this fails).
+/// Whether the node is ready, and nothing more: what fails and why is in the node's log (raw errors name
+/// hosts and users), and in `strand_task_up` for its tasks.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReadyView {
+    pub ready: bool,
+}
+
+/// Readiness: the database, the cache, Kafka (when configured) answer and the node's tasks run (send no
+/// traffic here while this fails). Checked at most once a second, whoever asks how often.
 #[utoipa::path(get, path = "/readyz", tag = "operations", responses(
-    (status = 200, body = ReadinessReport),
-    (status = 503, description = "a dependency fails (`not_ready`)", body = super::Problem,
+    (status = 200, body = ReadyView),
+    (status = 503, description = "a dependency fails (`not_ready`; which one is in the log)", body = super::Problem,
         content_type = "application/problem+json"),
 ))]
 pub async fn readyz(State(state): State<AppState>) -> Response {
     let report = state.readiness.check().await;
     if report.ready {
-        return Json(report).into_response();
+        return Json(ReadyView { ready: true }).into_response();
     }
     let failing: Vec<String> =
         report.checks.iter().filter(|(_, c)| !c.ok).map(|(name, c)| format!("{name}: {}", c.detail)).collect();
     tracing::warn!(failing = ?failing, "not ready");
-    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", failing.join("; ")).into_response()
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "this node is not ready; its log says why")
+        .into_response()
 }
 
 /// Metrics in Prometheus text format: requests by route, relay and projection lag, plugin calls, dead

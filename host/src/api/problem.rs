@@ -164,6 +164,7 @@ impl From<WriteError> for ApiError {
                 "relation_policy_unavailable",
                 "the relation policy is failing and this tenant fails closed; retry later",
             ),
+            WriteError::Contended => Self::new(StatusCode::CONFLICT, "write_contended", error.to_string()),
             WriteError::Database(e) => Self::database(&e),
         }
     }
@@ -174,6 +175,7 @@ impl From<crate::accounts::StartError> for ApiError {
         use crate::accounts::StartError;
         match error {
             StartError::Busy(_) => Self::new(StatusCode::CONFLICT, "job_running", error.to_string()),
+            StartError::TooMany(_) => Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_jobs", error.to_string()),
             StartError::Refused(why) => Self::new(StatusCode::CONFLICT, "account_state", why),
             StartError::Database(e) => Self::database(&e),
         }
@@ -187,6 +189,8 @@ impl From<crate::transfer::import::ImportError> for ApiError {
             ImportError::Invalid { .. } | ImportError::Read(_) => {
                 Self::bad_request("invalid_import", error.to_string())
             }
+            ImportError::Running => Self::new(StatusCode::CONFLICT, "import_running", error.to_string()),
+            ImportError::Lost => Self::new(StatusCode::CONFLICT, "import_stalled", error.to_string()),
             ImportError::Write(e) => e.into(),
             ImportError::Database(e) => Self::database(&e),
         }

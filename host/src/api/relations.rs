@@ -12,9 +12,10 @@ use super::auth::Caller;
 use super::params::{encode_cursor, ApiJson, ApiQuery, PageParams, UserIdPath};
 use super::problem::{ApiError, Problem};
 use super::v1::RelationshipView;
-use super::write::write_relation;
+use super::write::{rate_limit, write_relation};
 use super::AppState;
 use crate::graph::{self, Act, Direction, Listing, Page, Settings, UserId};
+use crate::plugins::Action;
 use crate::util::time::{now_ms, rfc3339_millis};
 
 /// The longest a mute may last before it must be given without an end (about ten years).
@@ -82,7 +83,8 @@ async fn write(
 #[utoipa::path(put, path = "/v1/me/blocks/{user_id}", tag = "relations",
     params(("user_id" = i64, Path, description = "The user to block")),
     responses((status = 200, body = RelationWriteResponse), (status = 400, body = Problem), (status = 401, body = Problem),
-        (status = 422, description = "Self-block (`self_relation`)", body = Problem), (status = 503, body = Problem)),
+        (status = 422, description = "Self-block (`self_relation`)", body = Problem), (status = 429, body = Problem),
+        (status = 503, body = Problem)),
     security(("bearer" = [])))]
 pub async fn block(
     State(state): State<AppState>,
@@ -96,7 +98,8 @@ pub async fn block(
 #[utoipa::path(delete, path = "/v1/me/blocks/{user_id}", tag = "relations",
     params(("user_id" = i64, Path, description = "The user to unblock")),
     responses((status = 200, body = RelationWriteResponse), (status = 400, body = Problem), (status = 401, body = Problem),
-        (status = 422, description = "Self-unblock (`self_relation`)", body = Problem), (status = 503, body = Problem)),
+        (status = 422, description = "Self-unblock (`self_relation`)", body = Problem), (status = 429, body = Problem),
+        (status = 503, body = Problem)),
     security(("bearer" = [])))]
 pub async fn unblock(
     State(state): State<AppState>,
@@ -124,7 +127,8 @@ pub struct MuteRequest {
     params(("user_id" = i64, Path, description = "The user to mute")),
     request_body(content = Option<MuteRequest>, content_type = "application/json"),
     responses((status = 200, body = RelationWriteResponse), (status = 400, body = Problem), (status = 401, body = Problem),
-        (status = 422, description = "Self-mute (`self_relation`)", body = Problem), (status = 503, body = Problem)),
+        (status = 422, description = "Self-mute (`self_relation`)", body = Problem), (status = 429, body = Problem),
+        (status = 503, body = Problem)),
     security(("bearer" = [])))]
 pub async fn mute(
     State(state): State<AppState>,
@@ -151,7 +155,8 @@ pub async fn mute(
 #[utoipa::path(delete, path = "/v1/me/mutes/{user_id}", tag = "relations",
     params(("user_id" = i64, Path, description = "The user to unmute")),
     responses((status = 200, body = RelationWriteResponse), (status = 400, body = Problem), (status = 401, body = Problem),
-        (status = 422, description = "Self-unmute (`self_relation`)", body = Problem), (status = 503, body = Problem)),
+        (status = 422, description = "Self-unmute (`self_relation`)", body = Problem), (status = 429, body = Problem),
+        (status = 503, body = Problem)),
     security(("bearer" = [])))]
 pub async fn unmute(
     State(state): State<AppState>,
@@ -165,7 +170,8 @@ pub async fn unmute(
 #[utoipa::path(post, path = "/v1/me/follow_requests/{user_id}/authorize", tag = "relations",
     params(("user_id" = i64, Path, description = "The requester")),
     responses((status = 200, body = RelationWriteResponse), (status = 400, body = Problem), (status = 401, body = Problem),
-        (status = 422, body = Problem), (status = 503, body = Problem)),
+        (status = 422, body = Problem), (status = 429, body = Problem),
+        (status = 503, body = Problem)),
     security(("bearer" = [])))]
 pub async fn authorize(
     State(state): State<AppState>,
@@ -179,7 +185,8 @@ pub async fn authorize(
 #[utoipa::path(post, path = "/v1/me/follow_requests/{user_id}/reject", tag = "relations",
     params(("user_id" = i64, Path, description = "The requester")),
     responses((status = 200, body = RelationWriteResponse), (status = 400, body = Problem), (status = 401, body = Problem),
-        (status = 422, body = Problem), (status = 503, body = Problem)),
+        (status = 422, body = Problem), (status = 429, body = Problem),
+        (status = 503, body = Problem)),
     security(("bearer" = [])))]
 pub async fn reject(
     State(state): State<AppState>,
@@ -193,7 +200,8 @@ pub async fn reject(
 #[utoipa::path(delete, path = "/v1/me/followers/{user_id}", tag = "relations",
     params(("user_id" = i64, Path, description = "The follower to remove")),
     responses((status = 200, body = RelationWriteResponse), (status = 400, body = Problem), (status = 401, body = Problem),
-        (status = 422, body = Problem), (status = 503, body = Problem)),
+        (status = 422, body = Problem), (status = 429, body = Problem),
+        (status = 503, body = Problem)),
     security(("bearer" = [])))]
 pub async fn remove_follower(
     State(state): State<AppState>,
@@ -283,13 +291,15 @@ pub async fn settings(State(state): State<AppState>, caller: Caller) -> Result<J
 #[utoipa::path(put, path = "/v1/me/settings", tag = "relations",
     request_body = SettingsView,
     responses((status = 200, body = SettingsView), (status = 400, body = Problem), (status = 401, body = Problem),
-        (status = 503, body = Problem)),
+        (status = 429, body = Problem), (status = 503, body = Problem)),
     security(("bearer" = [])))]
 pub async fn set_settings(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(view): ApiJson<SettingsView>,
 ) -> Result<Json<SettingsView>, ApiError> {
+    // Going public authorizes every pending request: a write like any other, asked as a follow.
+    rate_limit(&state, &caller, Action::Follow, caller.user).await?;
     graph::update_settings(&state.db, &caller.tenant, caller.user, Settings { private: view.private }).await?;
     Ok(Json(view))
 }

@@ -16,6 +16,7 @@ use super::relay::RestartableRelay;
 use super::resources::Resources;
 use super::{bind_operations, serve_operations, supervise_companions, StartupError};
 use crate::api::{self, AppState, Authenticator};
+use crate::cache::Cache;
 use crate::config::Config;
 use crate::db::Database;
 use crate::ops::health::Readiness;
@@ -24,6 +25,7 @@ use crate::ops::observability;
 use crate::ops::retention::Retention;
 use crate::ops::sample::{InputSample, Sampled};
 use crate::ops::tasks::Tasks;
+use crate::plugins::PluginRegistry;
 use crate::projection::{CachedReads, Projections};
 use crate::ratelimit::{RateLimiting, TokenBuckets};
 use crate::relation_policy::RelationPolicies;
@@ -37,6 +39,8 @@ pub struct Server {
     resources: Resources,
     rate_limiting: Arc<RateLimiting>,
     relation_policies: Arc<RelationPolicies>,
+    /// The cache the reads use: an abandoned import's spaces are cleared in it.
+    cache: Cache,
     refresh_every: Duration,
     account_job_batch: u32,
     account_job_share: f64,
@@ -65,8 +69,7 @@ impl Server {
         let kafka = resources.kafka.clone();
         let readiness = Readiness::new(db.clone(), cache.clone(), kafka.as_ref(), tasks.clone())?;
         let reads = Arc::new(CachedReads::new(cache.clone()));
-        let relation_policies =
-            Arc::new(RelationPolicies::new(plugins.clone(), tenants.clone(), reads.clone(), db.clone()));
+        let relation_policies = Arc::new(RelationPolicies::new(plugins.clone(), tenants.clone()));
         let state = AppState {
             db: db.clone(),
             auth,
@@ -81,6 +84,7 @@ impl Server {
             admin_token: config.admin_token.as_deref().map(Arc::from),
             max_body_bytes: config.max_body_bytes,
             max_plugin_bytes: config.max_plugin_bytes,
+            account_jobs_per_tenant: config.account_jobs_per_tenant,
         };
         let listener = TcpListener::bind(config.listen)
             .await
@@ -90,7 +94,7 @@ impl Server {
         let projections = match config.workers {
             true => {
                 let factory = resources.worker_factory(config);
-                Some(Projections::build(factory, &plugins, Some(cache), config.refresh_every()).await?)
+                Some(Projections::build(factory, &plugins, Some(cache.clone()), config.refresh_every()).await?)
             }
             false => None,
         };
@@ -101,6 +105,7 @@ impl Server {
             resources,
             rate_limiting,
             relation_policies,
+            cache,
             refresh_every: config.refresh_every(),
             account_job_batch: config.account_job_batch,
             account_job_share: config.account_job_share,
@@ -131,6 +136,8 @@ impl Server {
         supervise_sample(&self.tasks, "attempt-sample", self.relation_policies, |r| r.sample(), db.clone());
         supervise_retention(&self.tasks, self.retention, db.clone(), self.plugin_cache_dir);
         supervise_account_jobs(&self.tasks, db.clone(), self.account_job_batch, self.account_job_share);
+        supervise_abandoned_imports(&self.tasks, db.clone(), self.cache, self.resources.plugins.clone());
+        supervise_mute_expiry(&self.tasks, db.clone());
         if let Some(relay) = self.relay {
             // Down, it is restarted; the API keeps serving meanwhile (rows wait in the outbox).
             relay.supervise(&self.tasks);
@@ -177,6 +184,49 @@ fn supervise_account_jobs(tasks: &Tasks, db: Database, batch: u32, share: f64) {
     tasks.spawn("account-jobs", move |stop: CancellationToken| {
         let runner = runner.clone();
         async move { runner.run(stop).await }
+    });
+}
+
+/// Ends the imports whose process stopped mid-way (`transfer::marks`): their tenants' spaces built again
+/// from the truth, at start and then every half minute, as a supervised task.
+fn supervise_abandoned_imports(tasks: &Tasks, db: Database, cache: Cache, plugins: Arc<PluginRegistry>) {
+    tasks.spawn("abandoned-imports", move |stop: CancellationToken| {
+        let (db, cache, plugins) = (db.clone(), cache.clone(), plugins.clone());
+        async move {
+            let mut ticks = tokio::time::interval(crate::transfer::marks::RECOVER_EVERY);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return Ok(()),
+                    _ = ticks.tick() => {}
+                }
+                match crate::transfer::marks::recover_abandoned(&db, &cache, &plugins).await {
+                    Ok(0) => {}
+                    Ok(recovered) => tracing::info!(recovered, "ended abandoned imports"),
+                    Err(e) => tracing::error!(error = %crate::ops::observability::causes(&e), "cannot end abandoned imports; trying again"),
+                }
+            }
+        }
+    });
+}
+
+/// Ends the mutes whose time ran out, with their `unmute` events, as a supervised task.
+fn supervise_mute_expiry(tasks: &Tasks, db: Database) {
+    tasks.spawn("mute-expiry", move |stop: CancellationToken| {
+        let db = db.clone();
+        async move {
+            let mut ticks = tokio::time::interval(crate::graph::mute_expiry::SWEEP_EVERY);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return Ok(()),
+                    _ = ticks.tick() => {}
+                }
+                match crate::graph::mute_expiry::end_expired(&db).await {
+                    Ok(0) => {}
+                    Ok(ended) => tracing::debug!(ended, "ended mutes whose time ran out"),
+                    Err(e) => tracing::error!(error = %crate::ops::observability::causes(&e), "cannot end expired mutes; trying again"),
+                }
+            }
+        }
     });
 }
 

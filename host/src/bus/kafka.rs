@@ -74,6 +74,7 @@ impl KafkaBus {
     /// per partition, as within one batch. A topic the broker refuses to create fails only its messages
     /// (in [`KafkaBus::acknowledged`]); the broker unreachable fails the whole batch here.
     pub async fn send(&self, messages: &[Message]) -> Result<Sending, KafkaError> {
+        crate::db::held::forbid_wait("Kafka");
         let result = self.enqueue(messages).await;
         if result.is_err() {
             self.replace_if_fatal()?;
@@ -83,6 +84,7 @@ impl KafkaBus {
 
     /// Waits for the broker's answer to every message of `sending`, in order: each acknowledged, or why not.
     pub async fn acknowledged(&self, sending: Sending) -> Vec<Result<(), KafkaError>> {
+        crate::db::held::forbid_wait("Kafka");
         let mut outcomes = Vec::with_capacity(sending.deliveries.len());
         for delivery in sending.deliveries {
             outcomes.push(match delivery {

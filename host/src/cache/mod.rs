@@ -136,6 +136,7 @@ impl Cache {
         keys: &[String],
         args: &[Vec<u8>],
     ) -> Result<T, CacheError> {
+        crate::db::held::forbid_wait("the cache");
         let reply = match self {
             Self::Redis(redis) => redis.eval(script, keys, args).await?,
             Self::Memory(memory) => memory.eval(script, keys, args)?,
@@ -144,6 +145,7 @@ impl Cache {
     }
 
     async fn query<T: FromRedisValue>(&self, command: ::redis::Cmd) -> Result<T, CacheError> {
+        crate::db::held::forbid_wait("the cache");
         let reply = match self {
             Self::Redis(redis) => redis.query(&command).await?,
             Self::Memory(memory) => memory.query(&command)?,
@@ -152,6 +154,7 @@ impl Cache {
     }
 
     async fn space_keys(&self, space: Space<'_>) -> Result<Vec<String>, CacheError> {
+        crate::db::held::forbid_wait("the cache");
         match self {
             Self::Redis(redis) => redis.space_keys(space).await,
             Self::Memory(memory) => Ok(memory.space_keys(space)),

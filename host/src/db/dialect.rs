@@ -107,15 +107,6 @@ impl DatabaseKind {
         }
     }
 
-    /// The statement that makes the next transaction read only committed rows, where the default is
-    /// stronger (MySQL's REPEATABLE READ); SQLite's one writer sees every commit.
-    pub fn read_committed(self) -> Option<&'static str> {
-        match self {
-            DatabaseKind::MySql => Some("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"),
-            DatabaseKind::Sqlite => None,
-        }
-    }
-
     /// Whether processes can share a named lock on the server (`GET_LOCK`): how relays elect one leader.
     /// A SQLite file has one process, which leads.
     pub fn has_named_locks(self) -> bool {

@@ -5,6 +5,7 @@
 //! writer at a time anyway, and serialising in the pool turns lock upgrades (`SQLITE_BUSY`) into queueing.
 
 mod dialect;
+pub mod held;
 
 use std::time::Duration;
 
@@ -31,7 +32,8 @@ pub enum DatabaseKind {
 /// Why the database could not be opened or migrated.
 #[derive(Debug, thiserror::Error)]
 pub enum DatabaseError {
-    #[error("unsupported database URL {0:?}: use sqlite://FILE or mysql://USER:PASS@HOST:PORT/DB")]
+    /// Only the URL's scheme is kept: the rest may hold a password.
+    #[error("unsupported database URL scheme {0:?}: use sqlite://FILE or mysql://USER:PASS@HOST:PORT/DB")]
     UnsupportedUrl(String),
     #[error("cannot connect to the database: {0}")]
     Connect(#[source] sqlx::Error),
@@ -56,7 +58,8 @@ impl Database {
         } else if url.starts_with("mysql:") || url.starts_with("mariadb:") {
             DatabaseKind::MySql
         } else {
-            return Err(DatabaseError::UnsupportedUrl(url.to_owned()));
+            let scheme = url.split_once(':').map_or("(none)", |(scheme, _)| scheme);
+            return Err(DatabaseError::UnsupportedUrl(scheme.chars().take(32).collect()));
         };
         let database = match kind {
             DatabaseKind::Sqlite => {
@@ -158,4 +161,17 @@ pub fn is_lock_conflict(error: &sqlx::Error) -> bool {
     matches!(code.as_deref(), Some("40001") | Some("5") | Some("517"))
         || message.contains("Lock wait timeout")
         || message.contains("database is locked")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_mistyped_url_is_refused_without_its_password() {
+        let refused = Database::open("postgres://strand:hunter2@db.internal/strand", 1).await.unwrap_err();
+        let message = refused.to_string();
+        assert!(message.contains("\"postgres\""), "{message}");
+        assert!(!message.contains("hunter2") && !message.contains("db.internal"), "{message}");
+    }
 }

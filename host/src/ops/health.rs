@@ -17,6 +17,8 @@ use crate::ops::tasks::Tasks;
 
 /// How long one check may take.
 const CHECK_DEADLINE: Duration = Duration::from_secs(2);
+/// How long an answer is reused: a flood of probes costs the dependencies one round of checks a second.
+const REUSED_FOR: Duration = Duration::from_secs(1);
 
 /// The dependencies a node checks.
 pub struct Readiness {
@@ -26,6 +28,8 @@ pub struct Readiness {
     kafka: Option<Arc<BaseProducer>>,
     /// The node's supervised background tasks (relay, workers, refresh).
     tasks: Tasks,
+    /// The last answer and when it was made; held while a new one is made, so concurrent probes share it.
+    last: tokio::sync::Mutex<Option<(tokio::time::Instant, Arc<ReadinessReport>)>>,
 }
 
 /// The outcome of every check.
@@ -56,11 +60,23 @@ impl Readiness {
             Some(kafka) => Some(Arc::new(kafka.client_config().create()?)),
             None => None,
         };
-        Ok(Self { db, cache, kafka, tasks })
+        Ok(Self { db, cache, kafka, tasks, last: tokio::sync::Mutex::default() })
+    }
+
+    /// The checks' answer, made at most [`REUSED_FOR`] ago.
+    pub async fn check(&self) -> Arc<ReadinessReport> {
+        let mut last = self.last.lock().await;
+        if let Some((at, report)) = last.as_ref().filter(|(at, _)| at.elapsed() < REUSED_FOR) {
+            tracing::trace!(age = ?at.elapsed(), "readiness answered from the last check");
+            return report.clone();
+        }
+        let report = Arc::new(self.check_now().await);
+        *last = Some((tokio::time::Instant::now(), report.clone()));
+        report
     }
 
     /// Runs every check at once.
-    pub async fn check(&self) -> ReadinessReport {
+    async fn check_now(&self) -> ReadinessReport {
         let (database, cache, kafka) = tokio::join!(self.database(), self.cache(), self.kafka());
         let mut checks = BTreeMap::from([("database", database), ("cache", cache), ("tasks", self.tasks_check())]);
         if let Some(kafka) = kafka {

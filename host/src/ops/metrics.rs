@@ -109,6 +109,10 @@ pub const PLUGIN_LOG_LINES_DROPPED: Metric =
     counter("strand_plugin_log_lines_dropped_total", "Plugin log lines not kept, by reason.");
 pub const PLUGIN_POOL_EXHAUSTED: Metric =
     counter("strand_plugin_pool_exhausted_total", "Calls that found the node's plugin instance pool full.");
+pub const HELD_CONNECTION_WAITS: Metric = counter(
+    "strand_held_connection_waits_total",
+    "Waits on another service (plugin, Redis, Kafka) while holding a database connection: bugs, by what was waited on.",
+);
 pub const ROLLOUT_AUTOMATIC_ROLLBACKS: Metric = counter(
     "strand_rollout_automatic_rollbacks_total",
     "Canaries and shadows the host rolled back for failing more than their stable version, by tenant and kind.",
@@ -160,6 +164,7 @@ pub const ALL: &[Metric] = &[
     PLUGIN_INVALID_OUTPUT,
     PLUGIN_LOG_LINES_DROPPED,
     PLUGIN_POOL_EXHAUSTED,
+    HELD_CONNECTION_WAITS,
     ROLLOUT_AUTOMATIC_ROLLBACKS,
     ACCOUNT_JOB_EDGES,
     ACCOUNT_JOB_RETRIES,

@@ -6,6 +6,7 @@
 //! - `audit_log`: entries older than `retention_audit_days`;
 //! - the embedded bus's `bus_log`: messages older than `retention_bus_hours` that every subscriber of the
 //!   topic has read, always keeping each topic's newest (its sequence continues from it);
+//! - `account_jobs`: finished (done or failed) jobs older than `retention_account_job_days`;
 //! - the compiled-code cache: files of components no stored version or bundled plugin has, untouched for
 //!   a day.
 
@@ -25,6 +26,8 @@ pub struct Retention {
     pub plugin_versions: u32,
     pub audit: Duration,
     pub bus: Duration,
+    /// How long a finished account job is kept.
+    pub account_jobs: Duration,
 }
 
 /// How often the retention runs.
@@ -38,6 +41,7 @@ pub struct Pruned {
     pub plugin_versions: u64,
     pub audit_entries: u64,
     pub bus_messages: u64,
+    pub account_jobs: u64,
     pub compiled_files: u64,
 }
 
@@ -53,6 +57,12 @@ impl Retention {
             .await?
             .rows_affected();
         pruned.bus_messages = self.prune_bus(db).await?;
+        let jobs_before = now_ms() - self.account_jobs.as_millis() as i64;
+        pruned.account_jobs = sqlx::query("DELETE FROM account_jobs WHERE state <> 'running' AND updated_at < ?")
+            .bind(jobs_before)
+            .execute(db.writer())
+            .await?
+            .rows_affected();
         if let Some(dir) = cache_dir {
             pruned.compiled_files = prune_compiled(db, dir).await?;
         }
@@ -169,13 +179,29 @@ mod tests {
                 .await
                 .unwrap();
         }
+        // A finished job of long ago, a recent one and a running one of long ago: only the first goes.
+        for (state, updated_at) in [("done", 1), ("failed", now_ms()), ("running", 1)] {
+            sqlx::query(
+                "INSERT INTO account_jobs (tenant_id, user_id, kind, target_user_id, with_followings, state, phase, \
+                 done, total, requested_by, error, lease_owner, lease_until, created_at, updated_at) \
+                 VALUES ('t', 1, 'delete', NULL, 0, ?, 0, 0, 0, 'admin', NULL, NULL, 0, 1, ?)",
+            )
+            .bind(state)
+            .bind(updated_at)
+            .execute(db.writer())
+            .await
+            .unwrap();
+        }
         let retention = Retention {
             plugin_versions: 2,
             audit: Duration::from_secs(365 * 86_400),
             bus: Duration::from_secs(7 * 86_400),
+            account_jobs: Duration::from_secs(30 * 86_400),
         };
         let pruned = retention.prune(&db, None).await.unwrap();
-        assert_eq!(pruned, Pruned { plugin_versions: 2, audit_entries: 1, bus_messages: 2, compiled_files: 0 });
+        let expected =
+            Pruned { plugin_versions: 2, audit_entries: 1, bus_messages: 2, account_jobs: 1, compiled_files: 0 };
+        assert_eq!(pruned, expected);
         let versions: Vec<i64> =
             sqlx::query_scalar("SELECT version FROM plugins ORDER BY version").fetch_all(db.reader()).await.unwrap();
         assert_eq!(versions, [2, 4, 5], "the active one and the two newest others");

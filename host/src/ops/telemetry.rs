@@ -10,12 +10,13 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use opentelemetry_sdk::trace::{Sampler, SamplingDecision, SamplingResult, SdkTracerProvider, ShouldSample};
 use opentelemetry_sdk::Resource;
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -82,7 +83,8 @@ pub fn install(config: &Config, role: &str) -> Result<Telemetry, TelemetryError>
         registry.try_init()?;
         return Ok(Telemetry { provider: None });
     };
-    let provider = provider(endpoint, config.tracing_sample_ratio, &format!("{}-{role}", config.tracing_service_name))?;
+    let service = format!("{}-{role}", config.tracing_service_name);
+    let provider = provider(endpoint, config.tracing_sample_ratio, config.tracing_max_traces_per_second, &service)?;
     let spans = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("strand"))
         .with_filter(Targets::new().with_target(TARGET, tracing::Level::TRACE));
@@ -92,7 +94,7 @@ pub fn install(config: &Config, role: &str) -> Result<Telemetry, TelemetryError>
     Ok(Telemetry { provider: Some(provider) })
 }
 
-fn provider(endpoint: &str, ratio: f64, service: &str) -> Result<SdkTracerProvider, TelemetryError> {
+fn provider(endpoint: &str, ratio: f64, per_second: u32, service: &str) -> Result<SdkTracerProvider, TelemetryError> {
     if !(0.0..=1.0).contains(&ratio) {
         return Err(TelemetryError::SampleRatio(ratio));
     }
@@ -104,10 +106,59 @@ fn provider(endpoint: &str, ratio: f64, service: &str) -> Result<SdkTracerProvid
         .map_err(|source| TelemetryError::Exporter { endpoint: url, source })?;
     Ok(SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
-        // A continued trace keeps its caller's decision; a new one is sampled at the ratio.
-        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))))
+        // A continued trace keeps its caller's decision; a new one is sampled at the ratio; both within the cap.
+        .with_sampler(CappedSampler::new(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))), per_second))
         .with_resource(Resource::builder().with_service_name(service.to_owned()).build())
         .build())
+}
+
+/// A sampler keeping at most `per_second` traces a second that begin in this process or continue another's
+/// (a span whose parent is this process's follows its parent): whatever callers' `traceparent` headers ask,
+/// tracing costs a node a bounded amount.
+#[derive(Debug, Clone)]
+struct CappedSampler {
+    inner: Sampler,
+    per_second: u32,
+    /// The current second's start and the traces kept in it.
+    window: Arc<Mutex<(std::time::Instant, u32)>>,
+}
+
+impl CappedSampler {
+    fn new(inner: Sampler, per_second: u32) -> Self {
+        Self { inner, per_second, window: Arc::new(Mutex::new((std::time::Instant::now(), 0))) }
+    }
+
+    /// Whether one more trace fits in the current second.
+    fn admit(&self) -> bool {
+        let mut window = self.window.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if window.0.elapsed() >= std::time::Duration::from_secs(1) {
+            *window = (std::time::Instant::now(), 0);
+        }
+        window.1 += 1;
+        window.1 <= self.per_second
+    }
+}
+
+impl ShouldSample for CappedSampler {
+    fn should_sample(
+        &self,
+        parent: Option<&opentelemetry::Context>,
+        trace_id: opentelemetry::trace::TraceId,
+        name: &str,
+        kind: &opentelemetry::trace::SpanKind,
+        attributes: &[opentelemetry::KeyValue],
+        links: &[opentelemetry::trace::Link],
+    ) -> SamplingResult {
+        let result = self.inner.should_sample(parent, trace_id, name, kind, attributes, links);
+        let local_child = parent.is_some_and(|context| {
+            let parent = context.span().span_context().clone();
+            parent.is_valid() && !parent.is_remote()
+        });
+        if local_child || result.decision != SamplingDecision::RecordAndSample || self.admit() {
+            return result;
+        }
+        SamplingResult { decision: SamplingDecision::Drop, attributes: Vec::new(), trace_state: result.trace_state }
+    }
 }
 
 /// Whether traces are exported: the one check on paths that would otherwise do work for them.
@@ -181,4 +232,23 @@ pub async fn trace_requests(request: axum::extract::Request, next: axum::middlew
     let response = next.run(request).instrument(span.clone()).await;
     span.record("http.response.status_code", response.status().as_u16());
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callers_asking_for_every_trace_get_the_cap() {
+        let sampler = CappedSampler::new(Sampler::AlwaysOn, 5);
+        let id = opentelemetry::trace::TraceId::from_bytes([7; 16]);
+        let kept = (0..50)
+            .filter(|_| {
+                let result =
+                    sampler.should_sample(None, id, "request", &opentelemetry::trace::SpanKind::Server, &[], &[]);
+                result.decision == SamplingDecision::RecordAndSample
+            })
+            .count();
+        assert_eq!(kept, 5);
+    }
 }

@@ -93,6 +93,7 @@ impl TokenBuckets {
     /// Takes `bucket.cost` tokens from `tenant`'s bucket `bucket.key`; `Ok(None)` when granted, else when to
     /// retry.
     pub async fn take(&self, tenant: &TenantId, bucket: &Bucket) -> Result<Option<Duration>, RateLimitFailure> {
+        crate::db::held::forbid_wait("the token buckets");
         match self {
             TokenBuckets::Local(local) => Ok(local.take(tenant, bucket)),
             TokenBuckets::Redis(redis) => redis.take(tenant, bucket).await.map_err(RateLimitFailure::Buckets),

@@ -3,7 +3,12 @@
 //! rollback, logs kept — else the host's own rule ([`PrivateNeedsApproval`], the bundled default's), which
 //! costs a follow no plugin call. Blocks are enforced before either is asked.
 //!
-//! A plugin that cannot decide (a trap, a deadline, output the host refuses, counts that cannot be read)
+//! The plugin is asked before the follow's transaction opens, on the truth as it is then — the pair, the
+//! target's privacy, both users' exact counts (`follow_counts`) —, and its answer counts only if the
+//! transaction finds the same under its locks (`graph::change_under`): a cap holds exactly, and no plugin
+//! runs while a connection is held.
+//!
+//! A plugin that cannot decide (a trap, a deadline, output the host refuses)
 //! takes the tenant's failure mode, the rate limiter's: failing open, the host's rule decides; failing
 //! closed, the follow is refused as unavailable (503).
 
@@ -11,10 +16,8 @@ mod sample;
 
 use std::sync::Arc;
 
-use crate::db::Database;
 use crate::graph::{Admit, FollowContext, FollowPolicy, PrivateNeedsApproval, TenantId, UserId, WriteError};
-use crate::plugins::{observed, Admission, Chosen, FollowAttempt, PluginError, PluginRegistry, Singleton};
-use crate::projection::CachedReads;
+use crate::plugins::{observed, Admission, Chosen, FollowAttempt, PluginRegistry, Singleton};
 use crate::tenancy::settings::{FailureMode, TenantSettings};
 
 pub use self::sample::{recent_attempts, AttemptSample, SampledAttempt};
@@ -23,8 +26,6 @@ pub use self::sample::{recent_attempts, AttemptSample, SampledAttempt};
 pub struct RelationPolicies {
     registry: Arc<PluginRegistry>,
     tenants: Arc<TenantSettings>,
-    reads: Arc<CachedReads>,
-    db: Database,
     sample: AttemptSample,
 }
 
@@ -32,27 +33,13 @@ pub struct RelationPolicies {
 pub enum TenantPolicy<'a> {
     /// The host's rule: the tenant deployed no policy of its own.
     Host,
-    /// The tenant's plugin version chosen for this follower, with the counts its rules may use.
-    Plugin { policies: &'a RelationPolicies, tenant: &'a TenantId, chosen: Chosen, counts: Result<Counts, String> },
-}
-
-/// The follow counts a policy is given (from the follow-counts projection, moments old; the database when
-/// it is being built).
-#[derive(Debug, Clone, Copy)]
-pub struct Counts {
-    follower_followings: i64,
-    follower_followers: i64,
-    target_followers: i64,
+    /// The tenant's plugin version chosen for this follower.
+    Plugin { policies: &'a RelationPolicies, tenant: &'a TenantId, chosen: Chosen },
 }
 
 impl RelationPolicies {
-    pub fn new(
-        registry: Arc<PluginRegistry>,
-        tenants: Arc<TenantSettings>,
-        reads: Arc<CachedReads>,
-        db: Database,
-    ) -> Self {
-        Self { registry, tenants, reads, db, sample: AttemptSample::default() }
+    pub fn new(registry: Arc<PluginRegistry>, tenants: Arc<TenantSettings>) -> Self {
+        Self { registry, tenants, sample: AttemptSample::default() }
     }
 
     /// The decided attempts this node samples for replay; its writer runs as a task of the server.
@@ -60,70 +47,42 @@ impl RelationPolicies {
         &self.sample
     }
 
-    /// The policy `follower`'s follow of `target` in `tenant` runs under; `pinned`: a candidate version the
-    /// request asks for (test traffic), honoured for tenants that allow it. Counts are read here, before the
-    /// follow's transaction takes its locks.
-    pub async fn for_follow<'a>(
-        &'a self,
-        tenant: &'a TenantId,
-        follower: UserId,
-        target: UserId,
-        pinned: Option<i64>,
-    ) -> TenantPolicy<'a> {
+    /// The policy `follower`'s follow in `tenant` runs under; `pinned`: a candidate version the request
+    /// asks for (test traffic), honoured for tenants that allow it.
+    pub fn for_follow<'a>(&'a self, tenant: &'a TenantId, follower: UserId, pinned: Option<i64>) -> TenantPolicy<'a> {
         if !self.registry.has_own(tenant, Singleton::RelationPolicy) {
             return TenantPolicy::Host;
         }
         let pinned = pinned.filter(|_| self.tenants.get(tenant).allow_pinned_versions);
         let chosen = self.registry.choose(tenant, Singleton::RelationPolicy, &follower.to_string(), pinned);
-        let counts = match self.reads.counts(&self.db, tenant, &[follower, target]).await {
-            Ok(counts) if counts.len() == 2 => Ok(Counts {
-                follower_followings: counts[0].followings,
-                follower_followers: counts[0].followers,
-                target_followers: counts[1].followers,
-            }),
-            Ok(_) => Err("the counts came back incomplete".to_owned()),
-            Err(e) => Err(format!("the counts could not be read: {e}")),
-        };
-        TenantPolicy::Plugin { policies: self, tenant, chosen, counts }
+        TenantPolicy::Plugin { policies: self, tenant, chosen }
     }
 
-    async fn ask(
-        &self,
-        tenant: &TenantId,
-        chosen: &Chosen,
-        counts: &Result<Counts, String>,
-        follow: FollowContext,
-    ) -> Result<Admit, WriteError> {
-        let decided = match counts {
-            Ok(counts) => {
-                let attempt = FollowAttempt {
-                    tenant: tenant.to_string(),
-                    follower: follow.follower.get(),
-                    target: follow.target.get(),
-                    followed_back: follow.followed_back,
-                    target_private: follow.target_private,
-                    follower_followings: counts.follower_followings,
-                    follower_followers: counts.follower_followers,
-                    target_followers: counts.target_followers,
-                    now_ms: crate::util::time::now_ms(),
-                };
-                let plugin = &chosen.plugin;
-                let call =
-                    self.registry.runtime().admit(&plugin.prepared, plugin.limits, std::slice::from_ref(&attempt));
-                let decided =
-                    observed(self.registry.logs(), tenant.as_str(), plugin, call).await.map(|mut a| a.remove(0));
-                self.registry.record_outcome(tenant, Singleton::RelationPolicy, chosen, decided.as_ref().err()).await;
-                let answer = match &decided {
-                    Ok(Admission::Allow) => "allow",
-                    Ok(Admission::RequireApproval) => "require_approval",
-                    Ok(Admission::Refuse(_)) => "refuse",
-                    Err(_) => "failed",
-                };
-                self.sample.offer(tenant.as_str(), || SampledAttempt { attempt, answer });
-                decided
-            }
-            Err(detail) => Err(PluginError::host("reading the follow counts", detail.clone())),
+    /// Asks the chosen plugin about `follow` (its counts exact, read from the truth); never called while a
+    /// database connection is held (`graph::change_under`).
+    async fn ask(&self, tenant: &TenantId, chosen: &Chosen, follow: FollowContext) -> Result<Admit, WriteError> {
+        let attempt = FollowAttempt {
+            tenant: tenant.to_string(),
+            follower: follow.follower.get(),
+            target: follow.target.get(),
+            followed_back: follow.followed_back,
+            target_private: follow.target_private,
+            follower_followings: follow.follower_counts.followings,
+            follower_followers: follow.follower_counts.followers,
+            target_followers: follow.target_counts.followers,
+            now_ms: crate::util::time::now_ms(),
         };
+        let plugin = &chosen.plugin;
+        let call = self.registry.runtime().admit(&plugin.prepared, plugin.limits, std::slice::from_ref(&attempt));
+        let decided = observed(self.registry.logs(), tenant.as_str(), plugin, call).await.map(|mut a| a.remove(0));
+        self.registry.record_outcome(tenant, Singleton::RelationPolicy, chosen, decided.as_ref().err()).await;
+        let answer = match &decided {
+            Ok(Admission::Allow) => "allow",
+            Ok(Admission::RequireApproval) => "require_approval",
+            Ok(Admission::Refuse(_)) => "refuse",
+            Err(_) => "failed",
+        };
+        self.sample.offer(tenant.as_str(), || SampledAttempt { attempt, answer });
         match decided {
             Ok(Admission::Allow) => Ok(Admit::Allow),
             Ok(Admission::RequireApproval) => Ok(Admit::RequireApproval),
@@ -142,12 +101,17 @@ impl RelationPolicies {
 }
 
 impl FollowPolicy for TenantPolicy<'_> {
+    fn rule(&self) -> Option<fn(FollowContext) -> Admit> {
+        match self {
+            TenantPolicy::Host => Some(PrivateNeedsApproval::admit_now),
+            TenantPolicy::Plugin { .. } => None,
+        }
+    }
+
     async fn admit(&self, follow: FollowContext) -> Result<Admit, WriteError> {
         match self {
             TenantPolicy::Host => Ok(PrivateNeedsApproval::admit_now(follow)),
-            TenantPolicy::Plugin { policies, tenant, chosen, counts } => {
-                policies.ask(tenant, chosen, counts, follow).await
-            }
+            TenantPolicy::Plugin { policies, tenant, chosen } => policies.ask(tenant, chosen, follow).await,
         }
     }
 }

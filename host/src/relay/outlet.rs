@@ -1,6 +1,7 @@
 //! What both relay modes do with a batch of committed outbox rows: route each tenant's rows through its
-//! router plugin, publish the messages, and delete the rows — all decided inside the caller's transaction,
-//! so the rows leave the outbox exactly when their publication is settled.
+//! router plugin and publish the messages, holding no database connection, then delete the rows in the
+//! caller's transaction — so the rows leave the outbox exactly when their publication is settled, and no
+//! router or broker is waited on while a connection is held (`db::held`).
 //!
 //! One tenant cannot stop the relay for the others. A tenant whose router runs past its time budget, or
 //! whose destination the broker refuses (a topic Kafka will not create, an ACL, a quota, a message too
@@ -21,7 +22,7 @@ use tracing::{Instrument, Span};
 
 use super::{publish_spans, to_messages, RelayError};
 use crate::bus::{is_refusal, EmbeddedBus, KafkaBus, Message, Publisher, Sending, Topology};
-use crate::db::Database;
+use crate::db::{held, Database};
 use crate::graph::TenantId;
 use crate::ops::metrics::{RELAY_LAG_SECONDS, RELAY_PARKED_ROWS, RELAY_PARKED_ROWS_TOTAL, RELAY_PUBLISHED};
 use crate::ops::observability::seconds_since;
@@ -84,11 +85,19 @@ impl Outlet {
         self
     }
 
-    /// Publishes `events` (in outbox order) and deletes their rows within `tx`: [`Outlet::dispatch`] then
-    /// [`Outlet::settle`], for a caller with nothing to overlap.
-    pub async fn publish_and_delete(&self, tx: &mut AnyConnection, events: Vec<OutboxRow>) -> Result<(), RelayError> {
-        let dispatched = self.dispatch(events).await?;
-        self.settle(tx, vec![dispatched]).await
+    /// Publishes `events` (in outbox order) and deletes their rows: [`Outlet::dispatch`], then
+    /// [`Outlet::acknowledge`], then [`Outlet::settle`] in a transaction of its own — for a caller with
+    /// nothing to overlap. No connection is held until the bus has answered.
+    pub async fn publish(&self, db: &Database, events: Vec<OutboxRow>) -> Result<(), RelayError> {
+        let acknowledged = self.acknowledge(vec![self.dispatch(events).await?]).await?;
+        let mut conn = db.writer().acquire().await?;
+        held::holding("the relay's transaction", async {
+            let mut tx = conn.begin().await?;
+            self.settle(&mut tx, acknowledged).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Routes `events` (in outbox order) and, to Kafka, hands the messages to the producer without waiting
@@ -107,21 +116,39 @@ impl Outlet {
         Ok(Dispatched { rows: events, row_of, to_park, occurred_at, on_its_way, _spans: spans })
     }
 
-    /// Settles dispatched batches (in dispatch order) within `tx`: Kafka has acknowledged every message
-    /// before this returns (at least once: a crash before `tx` commits publishes them again), into the
-    /// embedded bus they are appended in `tx` (exactly once); then their rows are deleted — the rows of a
-    /// tenant whose destination was refused, or that was parked already, are moved to `relay_parked`.
+    /// Waits, holding no database connection, until Kafka has answered for every message of `batches` (in
+    /// dispatch order): the rows whose messages it refused are to be parked. Fails whole when the bus
+    /// failed for everyone (down, slow). Embedded batches pass as they are (appended when settled).
+    pub async fn acknowledge(&self, mut batches: Vec<Dispatched>) -> Result<Acknowledged, RelayError> {
+        for batch in &mut batches {
+            batch.on_its_way = match std::mem::replace(&mut batch.on_its_way, OnItsWay::Answered) {
+                OnItsWay::Sent(kafka, sending, messages) => {
+                    for (row, reason) in self.acknowledged(&kafka, sending, &messages, &batch.row_of).await? {
+                        batch.to_park.entry(row).or_insert(reason);
+                    }
+                    OnItsWay::Answered
+                }
+                waiting => waiting,
+            };
+        }
+        Ok(Acknowledged(batches))
+    }
+
+    /// Settles acknowledged batches within `tx`, with no wait on anything but the database: Kafka has
+    /// acknowledged every message (at least once: a crash before `tx` commits publishes them again), into
+    /// the embedded bus they are appended in `tx` (exactly once); then their rows are deleted — the rows of
+    /// a tenant whose destination was refused, or that was parked already, are moved to `relay_parked`.
     /// Fails with `Contended` when some row was already gone — another relay published it — so the caller
-    /// rolls back instead of publishing twice; and whole when the bus failed for everyone (down, slow).
-    pub async fn settle(&self, tx: &mut AnyConnection, batches: Vec<Dispatched>) -> Result<(), RelayError> {
+    /// rolls back instead of publishing twice.
+    pub async fn settle(&self, tx: &mut AnyConnection, batches: Acknowledged) -> Result<(), RelayError> {
         let (mut ids, mut parking) = (Vec::new(), Vec::new());
         let mut occurred_at = None;
         // Tenants whose later rows go behind their parked ones: those parked already, and any parked here.
         let mut parked_now: HashSet<String> =
             self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect();
-        for mut batch in batches {
-            for (row, reason) in self.refused(tx, batch.on_its_way, &batch.row_of).await? {
-                batch.to_park.entry(row).or_insert(reason);
+        for mut batch in batches.0 {
+            if let OnItsWay::ToAppend(bus, messages) = batch.on_its_way {
+                bus.append(tx, &messages).await?;
             }
             for (index, row) in batch.rows.into_iter().enumerate() {
                 let behind = parked_now.contains(&row.tenant);
@@ -155,24 +182,6 @@ impl Outlet {
             }
         }
         Ok(())
-    }
-
-    /// The rows (by index in their batch) whose messages the bus refused, with why — Kafka's
-    /// acknowledgements awaited, or the embedded bus appended to in `tx`; fails whole when the bus failed
-    /// for a reason of its own, or on the shared events topic (the host's, not a tenant's).
-    async fn refused(
-        &self,
-        tx: &mut AnyConnection,
-        on_its_way: OnItsWay,
-        row_of: &[usize],
-    ) -> Result<HashMap<usize, String>, RelayError> {
-        match on_its_way {
-            OnItsWay::ToAppend(bus, messages) => {
-                bus.append(tx, &messages).await?;
-                Ok(HashMap::new())
-            }
-            OnItsWay::Sent(kafka, sending, messages) => self.acknowledged(&kafka, sending, &messages, row_of).await,
-        }
     }
 
     /// Waits for Kafka's answer to every message sent: the rows whose messages it refused, with why.
@@ -348,14 +357,18 @@ impl Outlet {
                 None
             }
         };
-        let mut conn = db.writer().acquire().await?;
-        let mut tx = conn.begin().await?;
-        if let Some(bus) = to_append {
-            bus.append(&mut tx, &messages).await?;
-        }
         let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
-        delete_rows(&mut tx, "relay_parked", &ids).await?;
-        tx.commit().await?;
+        let mut conn = db.writer().acquire().await?;
+        held::holding("the relay's transaction", async {
+            let mut tx = conn.begin().await?;
+            if let Some(bus) = to_append {
+                bus.append(&mut tx, &messages).await?;
+            }
+            delete_rows(&mut tx, "relay_parked", &ids).await?;
+            tx.commit().await?;
+            Ok::<_, RelayError>(())
+        })
+        .await?;
         metrics::counter!(RELAY_PUBLISHED.name).increment(ids.len() as u64);
         Ok(ids.len())
     }
@@ -426,4 +439,10 @@ enum OnItsWay {
     ToAppend(EmbeddedBus, Vec<Message>),
     /// Messages handed to the Kafka producer (kept to name a refused one's topic).
     Sent(Arc<KafkaBus>, Sending, Vec<Message>),
+    /// Kafka answered for every message (the refused ones' rows are in `to_park`).
+    Answered,
 }
+
+/// Dispatched batches the bus has answered for ([`Outlet::acknowledge`]): all that is left is the
+/// database's part ([`Outlet::settle`]).
+pub struct Acknowledged(Vec<Dispatched>);

@@ -12,8 +12,6 @@
 use std::future::Future;
 use std::time::Duration;
 
-use sqlx::{Acquire, Executor};
-
 use super::outlet::Outlet;
 use super::{Checkpoint, Lead, Leadership, RelayError, RELAY_LOCK};
 use crate::db::Database;
@@ -40,26 +38,21 @@ impl PollRelay {
         &self.db
     }
 
-    /// Publishes the oldest unpublished outbox rows; returns how many (0: caught up).
+    /// Publishes the oldest unpublished outbox rows; returns how many (0: caught up). The committed head
+    /// is read in one statement and published holding no connection; its rows are deleted only once the bus
+    /// has them (a row already gone — another relay published it — rolls the deletion back whole).
     pub async fn publish_batch(&self) -> Result<usize, RelayError> {
-        let mut conn = self.db.writer().acquire().await?;
-        if let Some(read_committed) = self.db.kind().read_committed() {
-            conn.execute(read_committed).await?;
-        }
-        let mut tx = conn.begin().await?;
         let events = sqlx::query(&format!("SELECT {OUTBOX_COLUMNS} FROM outbox ORDER BY id LIMIT ?"))
             .bind(i64::from(self.batch))
-            .fetch_all(&mut *tx)
+            .fetch_all(self.db.reader())
             .await?
             .iter()
             .map(OutboxRow::from_row)
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
         let count = events.len();
         if count > 0 {
-            // On error the transaction rolls back as it drops: nothing is deleted.
-            self.outlet.publish_and_delete(&mut tx, events).await?;
+            self.outlet.publish(&self.db, events).await?;
         }
-        tx.commit().await?;
         Ok(count)
     }
 

@@ -4,8 +4,8 @@
 //! Follows go in batches (`graph::import`: the rules of a single follow, no bus event per edge) and the
 //! `follower` table is kept in each batch's transaction; blocks and mutes go one by one through the ordinary
 //! write path, with their events (a block ends follows both ways, as it would live). Merge semantics: an edge
-//! that holds is kept, so importing the same graph twice changes nothing the second time. Once the graph is
-//! in, the tenant's projector spaces are built again from the truth ([`crate::projection::build_again`]).
+//! that holds is kept, so importing the same graph twice changes nothing the second time. However the import
+//! ends, the tenant's projector spaces are built again from the truth (`transfer::marks`).
 
 use std::time::Duration;
 
@@ -15,7 +15,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::export::EdgeLine;
-use crate::db::{is_lock_conflict, Database};
+use super::marks;
+use crate::db::{held, is_lock_conflict, Database};
 use crate::graph::import::{self, ImportedFollow, Outcome};
 use crate::graph::{change, Act, RelationCommand, TenantId, UserId, WriteError};
 use crate::projection::follower;
@@ -69,42 +70,74 @@ pub enum ImportError {
     Invalid { line: u64, reason: String },
     #[error("reading the graph failed: {0}")]
     Read(String),
+    /// Another import of the tenant is running: one at a time (`transfer::marks`).
+    #[error("an import of this tenant is running; one at a time")]
+    Running,
+    /// The import's mark ran out (nothing arrived for the lease's length) and was recovered.
+    #[error("the import stalled past its lease and was stopped")]
+    Lost,
     #[error(transparent)]
     Write(#[from] WriteError),
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
 }
 
-/// Imports the graph `body` holds into `tenant`, line by line as it arrives.
+/// Imports the graph `body` holds into `tenant`, line by line as it arrives, under the tenant's import mark
+/// (`transfer::marks::begin`, which the caller took): what it did, and how it ended — a report also when
+/// it stopped half-way (every batch before the stop is in).
 pub async fn import<E: std::fmt::Display>(
     db: Database,
     tenant: TenantId,
     format: ImportFormat,
     body: impl Stream<Item = Result<Bytes, E>>,
-) -> Result<ImportReport, ImportError> {
+) -> (ImportReport, Result<(), ImportError>) {
     let mut importer = Importer::new(db, tenant, format);
-    let mut pending: Vec<u8> = Vec::new();
-    let mut body = std::pin::pin!(body);
-    while let Some(chunk) = body.next().await {
-        pending.extend_from_slice(&chunk.map_err(|e| ImportError::Read(e.to_string()))?);
-        let mut start = 0;
-        while let Some(end) = pending[start..].iter().position(|&b| b == b'\n') {
-            importer.line(&pending[start..start + end]).await?;
-            start += end + 1;
+    let result = importer.read(body).await;
+    (importer.report, result)
+}
+
+impl Importer {
+    /// Reads `body` to its end; on a bad line, what came before it is written first.
+    async fn read<E: std::fmt::Display>(
+        &mut self,
+        body: impl Stream<Item = Result<Bytes, E>>,
+    ) -> Result<(), ImportError> {
+        let read = self.lines_of(body).await;
+        if matches!(read, Err(ImportError::Invalid { .. } | ImportError::Read(_))) {
+            // Every line before the bad one is in: fixed, the import runs again from the start.
+            self.flush().await?;
         }
-        pending.drain(..start);
-        if pending.len() > MAX_LINE {
-            importer.flush().await?;
-            return Err(ImportError::Invalid {
-                line: importer.lines + 1,
-                reason: format!("longer than {MAX_LINE} bytes"),
-            });
+        read?;
+        self.flush().await
+    }
+
+    async fn lines_of<E: std::fmt::Display>(
+        &mut self,
+        body: impl Stream<Item = Result<Bytes, E>>,
+    ) -> Result<(), ImportError> {
+        let too_long = |line| ImportError::Invalid { line, reason: format!("longer than {MAX_LINE} bytes") };
+        let mut pending: Vec<u8> = Vec::new();
+        let mut body = std::pin::pin!(body);
+        while let Some(chunk) = body.next().await {
+            pending.extend_from_slice(&chunk.map_err(|e| ImportError::Read(e.to_string()))?);
+            let mut start = 0;
+            while let Some(end) = pending[start..].iter().position(|&b| b == b'\n') {
+                if end > MAX_LINE {
+                    return Err(too_long(self.lines + 1));
+                }
+                self.line(&pending[start..start + end]).await?;
+                start += end + 1;
+            }
+            pending.drain(..start);
+            if pending.len() > MAX_LINE {
+                return Err(too_long(self.lines + 1));
+            }
         }
+        if !pending.is_empty() {
+            self.line(&pending).await?;
+        }
+        Ok(())
     }
-    if !pending.is_empty() {
-        importer.line(&pending).await?;
-    }
-    importer.finish().await
 }
 
 /// One parsed line.
@@ -183,15 +216,7 @@ impl Importer {
         let parsed = std::str::from_utf8(bytes)
             .map_err(|_| ImportError::Invalid { line: self.lines, reason: "not UTF-8".to_owned() })
             .and_then(|text| parse(self.format, self.lines, text, self.now));
-        let line = match parsed {
-            Ok(Some(line)) => line,
-            Ok(None) => return Ok(()),
-            Err(invalid) => {
-                // Every line before the bad one is in: fixed, the import runs again from the start.
-                self.flush().await?;
-                return Err(invalid);
-            }
-        };
+        let Some(line) = parsed? else { return Ok(()) };
         self.report.lines += 1;
         match line {
             Line::Follow(follow) => {
@@ -216,12 +241,6 @@ impl Importer {
         Ok(())
     }
 
-    /// Writes what is left; what the import did.
-    async fn finish(mut self) -> Result<ImportReport, ImportError> {
-        self.flush().await?;
-        Ok(self.report)
-    }
-
     async fn flush(&mut self) -> Result<(), ImportError> {
         if self.batch.is_empty() {
             return Ok(());
@@ -229,7 +248,7 @@ impl Importer {
         let mut attempt = 1;
         let outcomes = loop {
             match self.write_batch().await {
-                Err(e) if attempt < MAX_ATTEMPTS && is_lock_conflict(&e) => {
+                Err(ImportError::Database(e)) if attempt < MAX_ATTEMPTS && is_lock_conflict(&e) => {
                     tracing::debug!(tenant = %self.tenant, attempt, error = %e, "an import batch lost a lock race; retrying");
                     tokio::time::sleep(Duration::from_millis(5u64 << attempt)).await;
                     attempt += 1;
@@ -251,14 +270,21 @@ impl Importer {
         Ok(())
     }
 
-    /// The batch into the truth and the `follower` table, in one transaction.
-    async fn write_batch(&self) -> Result<Vec<Outcome>, sqlx::Error> {
+    /// The batch into the truth and the `follower` table, with the import's mark renewed, in one
+    /// transaction.
+    async fn write_batch(&self) -> Result<Vec<Outcome>, ImportError> {
         let kind = self.db.kind();
         let mut tx = self.db.writer().begin().await?;
-        let (outcomes, written) = import::follows(&mut tx, kind, &self.tenant, &self.batch, self.now).await?;
-        follower::apply_imported(&mut tx, kind, &self.tenant, &written).await?;
-        tx.commit().await?;
-        Ok(outcomes)
+        held::holding("an import batch's transaction", async {
+            if !marks::renew(&mut tx, &self.tenant).await? {
+                return Err(ImportError::Lost);
+            }
+            let (outcomes, written) = import::follows(&mut tx, kind, &self.tenant, &self.batch, self.now).await?;
+            follower::apply_imported(&mut tx, kind, &self.tenant, &written).await?;
+            tx.commit().await?;
+            Ok(outcomes)
+        })
+        .await
     }
 }
 

@@ -8,7 +8,9 @@ use serde_json::{json, Value};
 use sqlx::Row;
 use strand::db::Database;
 use strand::graph::{change, Act, RelationCommand, TenantId, UserId};
-use strand_test_support::{on_every_backend, token, wait_until, ApiClient, Backend, TestServer, TEST_SECRET};
+use strand_test_support::{
+    on_every_backend, rows_holding, token, wait_until, ApiClient, Backend, TestServer, TEST_SECRET,
+};
 
 use super::pair_row;
 
@@ -18,6 +20,8 @@ on_every_backend!(
     moving_an_account_moves_its_followers_under_the_destinations_blocks_and_privacy,
     a_users_export_streams_every_entry_as_csv_and_json,
     a_long_job_takes_turns_with_another_tenants_job,
+    a_restore_brings_back_only_edges_whose_other_end_is_active,
+    jobs_on_one_account_or_a_moves_destination_never_run_at_once,
 );
 
 fn user(id: i64) -> UserId {
@@ -50,17 +54,6 @@ async fn run_job(admin: &ApiClient, tenant: &str, account: i64, body: Value) -> 
     let job = admin.get(&path).await.body;
     assert_eq!(job["state"], "done", "{job}");
     job
-}
-
-/// Every row of `user` in the truth's edge tables, both ways.
-async fn rows_of(db: &Database, tenant: &str, user: i64) -> i64 {
-    let mut rows = 0;
-    for table in ["following", "blocks", "mutes"] {
-        let sql = format!("SELECT COUNT(*) FROM {table} WHERE tenant_id = ? AND (from_user_id = ? OR to_user_id = ?)");
-        let n: i64 = sqlx::query_scalar(&sql).bind(tenant).bind(user).bind(user).fetch_one(db.reader()).await.unwrap();
-        rows += n;
-    }
-    rows
 }
 
 /// The outbox events naming `user` on either side: (type, from, to, version).
@@ -112,7 +105,7 @@ async fn deleting_an_account_ends_every_relation_with_its_event_then_erases_it(b
     assert_eq!(job["total"], 1300 + 3 + 1 + 2 + 2, "{job}");
     assert_eq!(job["done"], job["total"], "{job}");
 
-    assert_eq!(rows_of(db, "acme", 1).await, 0, "the truth holds none of the account's rows");
+    assert_eq!(rows_holding(db, "acme", 1).await, 0, "the truth holds none of the account's rows");
     let after = events_of(db, "acme", 1).await;
     let ended = &after[before..];
     assert_eq!(ended.len(), 1308, "one event per relation: {:?}", &ended[..5]);
@@ -130,7 +123,7 @@ async fn deleting_an_account_ends_every_relation_with_its_event_then_erases_it(b
     let by_it = server.client("acme", 1).put("/v1/me/following/10").await;
     assert_eq!((by_it.status, by_it.code()), (410, "account_deleted"), "{by_it:?}");
     assert_eq!(follower.put("/v1/me/blocks/1").await.code(), "account_deleted");
-    assert_eq!(rows_of(db, "acme", 1).await, 0, "a refused write leaves no row behind");
+    assert_eq!(rows_holding(db, "acme", 1).await, 0, "a refused write leaves no row behind");
     // Deleting again is allowed and finds nothing left; the account reads as deleted.
     let again = run_job(&server.admin(), "acme", 1, json!({"kind": "delete"})).await;
     assert_eq!(again["total"], 0, "{again}");
@@ -289,4 +282,91 @@ async fn a_long_job_takes_turns_with_another_tenants_job(backend: Backend) {
         admin.get(&long).await.body["state"] == "done"
     })
     .await;
+}
+
+/// The follow edges of `tenant` that hold: (from, to).
+async fn follows(db: &Database, tenant: &str) -> Vec<(i64, i64)> {
+    sqlx::query_as(
+        "SELECT from_user_id, to_user_id FROM following WHERE tenant_id = ? AND rel_status = 1 ORDER BY 1, 2",
+    )
+    .bind(tenant)
+    .fetch_all(db.reader())
+    .await
+    .unwrap()
+}
+
+/// Two suspended accounts' follow comes back with the second restore, not the first; a block between them
+/// meanwhile ends it for good.
+async fn a_restore_brings_back_only_edges_whose_other_end_is_active(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let (db, tenant, admin) = (server.database(), "acme".parse::<TenantId>().unwrap(), server.admin());
+    act(db, &tenant, 1, Act::Follow, 2).await;
+    act(db, &tenant, 3, Act::Follow, 4).await;
+    for account in [1, 2, 3, 4] {
+        run_job(&admin, "acme", account, json!({"kind": "suspend"})).await;
+    }
+    run_job(&admin, "acme", 2, json!({"kind": "restore"})).await;
+    assert_eq!(follows(db, "acme").await, [], "1 is still suspended: 1→2 stays hidden");
+    assert_eq!(counts(&server.client("acme", 9), 2).await, (0, 0));
+    run_job(&admin, "acme", 1, json!({"kind": "restore"})).await;
+    assert_eq!(follows(db, "acme").await, [(1, 2)], "both ends active again");
+    assert_eq!(counts(&server.client("acme", 9), 2).await, (0, 1));
+
+    // 4 blocks 3 while both are suspended: the hidden follow ends for good.
+    assert_eq!(server.client("acme", 4).put("/v1/me/blocks/3").await.status, 200);
+    run_job(&admin, "acme", 3, json!({"kind": "restore"})).await;
+    run_job(&admin, "acme", 4, json!({"kind": "restore"})).await;
+    assert_eq!(follows(db, "acme").await, [(1, 2)], "no follow across a block");
+}
+
+/// A running job (its node holding the lease, say) on an account or as a move's destination refuses another
+/// job on either; a move onto itself is refused; a tenant runs at most `account_jobs_per_tenant` jobs.
+async fn jobs_on_one_account_or_a_moves_destination_never_run_at_once(backend: Backend) {
+    let server = TestServer::start_with(backend, |c| c.account_jobs_per_tenant = 3).await;
+    let (db, admin) = (server.database(), server.admin());
+    let held_move = |user: i64, to: i64| {
+        sqlx::query(
+            "INSERT INTO account_jobs (tenant_id, user_id, kind, target_user_id, with_followings, state, phase, \
+             done, total, requested_by, error, lease_owner, lease_until, created_at, updated_at) \
+             VALUES ('acme', ?, 'move', ?, 0, 'running', 0, 0, 0, 'admin', NULL, 'elsewhere', ?, 0, 0)",
+        )
+        .bind(user)
+        .bind(to)
+        .bind(i64::MAX / 2)
+        .execute(db.writer())
+    };
+    held_move(1, 2).await.unwrap();
+    let start = |account: i64, body: Value| {
+        let admin = &admin;
+        async move {
+            let path = format!("/admin/v1/tenants/acme/accounts/{account}/jobs");
+            admin.send_json(reqwest::Method::POST, &path, &body).await
+        }
+    };
+    for (account, body) in [
+        (2, json!({"kind": "suspend"})),
+        (2, json!({"kind": "delete"})),
+        (2, json!({"kind": "move", "to": "1"})),
+        (1, json!({"kind": "suspend"})),
+        (5, json!({"kind": "move", "to": "2"})),
+    ] {
+        let refused = start(account, body.clone()).await;
+        assert_eq!((refused.status, refused.code()), (409, "job_running"), "{account} {body}: {refused:?}");
+    }
+    let onto_itself = start(5, json!({"kind": "move", "to": "5"})).await;
+    assert_eq!((onto_itself.status, onto_itself.code()), (409, "account_state"), "{onto_itself:?}");
+    let state: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(state), 0) FROM account_settings WHERE user_id = 2")
+        .fetch_one(db.reader())
+        .await
+        .unwrap();
+    assert_eq!(state, 0, "a refused start changes no account");
+
+    held_move(6, 7).await.unwrap();
+    held_move(8, 9).await.unwrap();
+    let too_many = start(10, json!({"kind": "suspend"})).await;
+    assert_eq!((too_many.status, too_many.code()), (429, "too_many_jobs"), "{too_many:?}");
+    let other_tenant = admin
+        .send_json(reqwest::Method::POST, "/admin/v1/tenants/other/accounts/10/jobs", &json!({"kind": "suspend"}))
+        .await;
+    assert_eq!(other_tenant.status, 202, "the bound is per tenant: {other_tenant:?}");
 }

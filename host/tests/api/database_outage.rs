@@ -1,4 +1,4 @@
-//! The database down: requests get a clear 503 (problem+json `database_unavailable`), `/readyz` says why,
+//! The database down: requests get a clear 503 (problem+json `database_unavailable`), `/readyz` says not ready (its log says why),
 //! and once the database is back the same process serves again — and its relay publishes what was
 //! committed — without a restart.
 
@@ -29,7 +29,7 @@ async fn while_the_database_is_down_requests_get_503_and_service_resumes_without
     }
     let ready = server.anonymous().get("/readyz").await;
     assert_eq!((ready.status, ready.code()), (503, "not_ready"));
-    assert!(ready.body["detail"].as_str().unwrap().contains("database:"), "{ready:?}");
+    assert!(!ready.body["detail"].as_str().unwrap().contains("127.0.0.1"), "no raw error text: {ready:?}");
 
     // Handed back: dropping it would stop the server for good.
     let _mariadb = tokio::task::spawn_blocking(move || mariadb.come_back().map(|()| mariadb)).await.unwrap().unwrap();

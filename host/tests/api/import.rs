@@ -12,7 +12,10 @@ use strand_test_support::{on_every_backend, wait_until, ApiClient, Backend, Redi
 
 use super::pair_row;
 
-on_every_backend!(importing_a_graph_twice_changes_nothing_the_second_time_under_blocks_privacy_and_account_states);
+on_every_backend!(
+    importing_a_graph_twice_changes_nothing_the_second_time_under_blocks_privacy_and_account_states,
+    an_import_that_stops_half_way_leaves_served_reads_equal_to_the_truth,
+);
 
 /// Followers of user 1 in the graph: two batches' worth.
 const FOLLOWERS: i64 = 6000;
@@ -153,4 +156,65 @@ async fn importing_a_graph_twice_changes_nothing_the_second_time_under_blocks_pr
     assert_eq!(pair_row(db, &name, 30000, 1).await, Some((1, 1)), "the lines before the bad one are in");
     let audit = admin.get(&format!("/admin/v1/audit?tenant={name}")).await;
     assert!(audit.body.to_string().contains("\"import\""), "{audit:?}");
+}
+
+/// A bad third line stops an import after its first two follows are in: the served counts (from a space that
+/// was complete) come back to the truth. A running import's mark refuses a second import; a mark whose lease
+/// ran out (its process was killed) is ended by the node, with its spaces built again and an audit entry.
+async fn an_import_that_stops_half_way_leaves_served_reads_equal_to_the_truth(backend: Backend) {
+    let name = format!("halfway{}{}", std::process::id(), backend == Backend::Sqlite);
+    let server = TestServer::start_with(backend, |c| {
+        c.workers = true;
+        c.refresh_ms = 100;
+    })
+    .await;
+    let reader = server.client(&name, 1);
+    assert_eq!(server.client(&name, 9).follow(2).await["following"], true);
+    wait_until("the live follow is served from the counts", Duration::from_secs(60), || async {
+        counts(&reader, 2).await == (0, 1)
+    })
+    .await;
+
+    let graph = "{\"from\":3,\"to\":2}\n{\"from\":4,\"to\":2}\n{\"from\":5,\"to\n".to_owned();
+    let (status, bad) = import(&server, &name, "", graph).await;
+    assert_eq!((status, bad["code"].as_str()), (400, Some("invalid_import")), "{bad}");
+    wait_until("the served count is the truth's again", Duration::from_secs(60), || async {
+        counts(&reader, 2).await == (0, 3)
+    })
+    .await;
+    let audit = server.admin().get(&format!("/admin/v1/audit?tenant={name}")).await.body.to_string();
+    assert!(audit.contains("started") && audit.contains("imported before it stopped"), "{audit}");
+
+    // An import running elsewhere (its mark, live): a second one is refused and writes nothing.
+    let db = server.database();
+    sqlx::query("INSERT INTO tenant_imports (tenant_id, started_at, lease_until) VALUES (?, 0, ?)")
+        .bind(&name)
+        .bind(i64::MAX / 2)
+        .execute(db.writer())
+        .await
+        .unwrap();
+    let (status, running) = import(&server, &name, "", "{\"from\":6,\"to\":2}\n".to_owned()).await;
+    assert_eq!((status, running["code"].as_str()), (409, Some("import_running")), "{running}");
+    assert_eq!(pair_row(db, &name, 6, 2).await, None);
+
+    // Its process killed: the lease runs out and the node ends it.
+    sqlx::query("UPDATE tenant_imports SET lease_until = 0 WHERE tenant_id = ?")
+        .bind(&name)
+        .execute(db.writer())
+        .await
+        .unwrap();
+    wait_until("the abandoned import is ended", Duration::from_secs(60), || async {
+        let marks: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tenant_imports WHERE tenant_id = ?")
+            .bind(&name)
+            .fetch_one(db.reader())
+            .await
+            .unwrap();
+        marks == 0
+    })
+    .await;
+    let audit = server.admin().get(&format!("/admin/v1/audit?tenant={name}")).await.body.to_string();
+    assert!(audit.contains("abandoned"), "{audit}");
+    let (status, _) = import(&server, &name, "", "{\"from\":6,\"to\":2}\n".to_owned()).await;
+    assert_eq!(status, 200, "imports again");
+    wait_until("and serves the truth", Duration::from_secs(60), || async { counts(&reader, 2).await == (0, 4) }).await;
 }

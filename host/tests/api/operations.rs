@@ -54,10 +54,7 @@ async fn healthz_and_readyz_report_each_dependency() {
     assert_eq!((live.status, live.body["status"].as_str()), (200, Some("ok")));
     let ready = server.anonymous().get("/readyz").await;
     assert_eq!(ready.status, 200, "{ready:?}");
-    assert_eq!(ready.body["ready"], true);
-    for check in ["database", "cache"] {
-        assert_eq!(ready.body["checks"][check]["ok"], true, "{check}: {ready:?}");
-    }
+    assert_eq!(ready.body, serde_json::json!({"ready": true}), "ready or not, and nothing more, to anyone");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,7 +69,6 @@ async fn a_stuck_outbox_leaves_nodes_ready_and_shows_in_the_relays_backlog_metri
         .unwrap();
     let ready = api_only.anonymous().get("/readyz").await;
     assert_eq!(ready.status, 200, "an unpublished event does not make an API node unready: {ready:?}");
-    assert!(ready.body["checks"].get("relay").is_none(), "{ready:?}");
     // A node running a relay exports the backlog.
     let relaying = TestServer::start(Backend::Sqlite).await;
     relaying.client("ops", 1).follow(2).await;
@@ -119,7 +115,7 @@ async fn a_relay_task_that_stops_makes_its_node_unready_within_seconds() {
     let server = server.restart().await;
     wait_until("the stopped relay shows in /readyz", Duration::from_secs(30), || async {
         let reply = server.anonymous().get("/readyz").await;
-        reply.status == 503 && reply.body["detail"].as_str().is_some_and(|d| d.contains("relay is down"))
+        reply.status == 503 && reply.code() == "not_ready"
     })
     .await;
     // The gauge is 1 for the moment each restart runs (and the recorder is this test process's, which other

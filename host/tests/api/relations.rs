@@ -18,6 +18,7 @@ on_every_backend!(
     removing_a_follower_ends_their_follow_and_the_event_names_who_acted,
     known_followers_are_the_callers_follows_who_follow_the_user,
     the_seed_routes_answer_for_requests_and_blocks,
+    every_relation_write_passes_the_rate_limiter,
 );
 
 /// Every outbox event of `tenant` in commit order: (type, from, to, version, actor).
@@ -273,4 +274,39 @@ async fn the_seed_routes_answer_for_requests_and_blocks(backend: Backend) {
     let refused = alice.post("/api/v1/relation/follow?toUserId=2").await;
     assert_eq!((refused.status, refused.code()), (403, "blocked"));
     assert_eq!(alice.post("/api/v1/relation/unfollow?toUserId=2").await.body, json!(true));
+}
+
+/// Blocks, mutes, unblocks and settings are writes like follows: the bundled policy's burst (100) holds for
+/// each of them; a limited write changes nothing.
+async fn every_relation_write_passes_the_rate_limiter(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let writes = [("PUT", "/v1/me/blocks"), ("PUT", "/v1/me/mutes"), ("DELETE", "/v1/me/blocks")];
+    for (user, (method, route)) in (1..).zip(writes) {
+        let client = server.client("acme", user);
+        let mut statuses = Vec::new();
+        for target in 1_000..1_130 {
+            let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+            statuses.push(client.send_json(method, &format!("{route}/{target}"), &json!({})).await.status);
+        }
+        let limited = statuses.iter().filter(|status| **status == 429).count();
+        assert!(
+            statuses[..100].iter().all(|status| *status == 200),
+            "{method} {route}: the burst passes: {statuses:?}"
+        );
+        assert!(limited >= 25, "{method} {route}: past the burst, limited: {statuses:?}");
+    }
+    let blocks: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM blocks WHERE tenant_id = 'acme' AND from_user_id = 1 AND rel_status = 1",
+    )
+    .fetch_one(server.database().reader())
+    .await
+    .unwrap();
+    assert!(blocks <= 105, "a limited block wrote nothing: {blocks}");
+    let settings = server.client("acme", 9);
+    let mut statuses = Vec::new();
+    for i in 0..130 {
+        let private = json!({"private": i % 2 == 0});
+        statuses.push(settings.send_json(reqwest::Method::PUT, "/v1/me/settings", &private).await.status);
+    }
+    assert!(statuses.contains(&429), "settings too: {statuses:?}");
 }

@@ -20,8 +20,8 @@ use strand::cache::{Cache, RedisCache};
 use strand::db::Database;
 use strand::projection::{reconcile, Report};
 use strand_test_support::{
-    free_port, outbox_rows, unique_server_id, Backend, Kafka, Redis, StrandCommand, StrandProcess, TestDatabase,
-    ADMIN_TOKEN, TEST_SECRET,
+    free_port, outbox_rows, rows_holding, unique_server_id, Backend, Kafka, Redis, StrandCommand, StrandProcess,
+    TestDatabase, ADMIN_TOKEN, TEST_SECRET,
 };
 
 /// The settings every process of one deployment shares, and where their logs go.
@@ -67,18 +67,10 @@ impl Deployment {
         self.start(name, &["serve"], node.set("workers", false))
     }
 
-    /// Every row of `user` in the truth's edge tables of `tenant`, both ways.
+    /// The rows of `user` in the truth's edge tables of `tenant` holding more than their pairs' ids and
+    /// versions ([`rows_holding`]).
     pub async fn rows_of(&self, tenant: &str, user: i64) -> i64 {
-        let db = Database::open(&self.database.url, 1).await.unwrap();
-        let mut rows = 0;
-        for table in ["following", "blocks", "mutes"] {
-            let sql =
-                format!("SELECT COUNT(*) FROM {table} WHERE tenant_id = ? AND (from_user_id = ? OR to_user_id = ?)");
-            let n: i64 =
-                sqlx::query_scalar(&sql).bind(tenant).bind(user).bind(user).fetch_one(db.reader()).await.unwrap();
-            rows += n;
-        }
-        rows
+        rows_holding(&Database::open(&self.database.url, 1).await.unwrap(), tenant, user).await
     }
 
     /// Every process's `STRAND_*` settings (a later one wins), e.g. for a container's environment.

@@ -129,6 +129,21 @@ macro_rules! on_every_backend {
     )*};
 }
 
+/// The rows of `user` in `tenant`'s edge tables, both ways, holding more than their pair's ids and last
+/// version (what an erasure keeps of a deleted account's pairs, as every projection does): 0 once it is erased.
+pub async fn rows_holding(db: &strand::db::Database, tenant: &str, user: i64) -> i64 {
+    let mut rows = 0;
+    for table in ["following", "blocks", "mutes"] {
+        let sql = format!(
+            "SELECT COUNT(*) FROM {table} WHERE tenant_id = ? AND (from_user_id = ? OR to_user_id = ?) AND \
+             (rel_status <> 0 OR created_at <> 0 OR updated_at <> 0)"
+        );
+        let n: i64 = sqlx::query_scalar(&sql).bind(tenant).bind(user).bind(user).fetch_one(db.reader()).await.unwrap();
+        rows += n;
+    }
+    rows
+}
+
 /// Rows still in the outbox: 0 once the relay has published (and deleted) everything.
 pub async fn outbox_rows(db: &strand::db::Database) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(db.reader()).await

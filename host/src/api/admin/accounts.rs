@@ -57,7 +57,10 @@ pub struct JobList {
 #[utoipa::path(post, path = "/admin/v1/tenants/{tenant}/accounts/{user}/jobs", tag = "admin",
     params(("tenant" = String, Path), ("user" = String, Path)), request_body = StartJob,
     responses((status = 202, body = Job), (status = 400, body = Problem), (status = 401, body = Problem),
-        (status = 403, body = Problem), (status = 409, description = "a job runs, or the account's state refuses", body = Problem)),
+        (status = 403, body = Problem),
+        (status = 409, description = "a job runs on the account or the move's destination, or its state refuses",
+            body = Problem),
+        (status = 429, description = "the tenant runs its most jobs (`too_many_jobs`)", body = Problem)),
     security(("admin" = [])))]
 pub async fn start_job(
     State(state): State<AppState>,
@@ -69,7 +72,9 @@ pub async fn start_job(
     let user = parse_user_id(&path.user)?;
     let to = body.to.as_deref().map(parse_user_id).transpose()?;
     let request = JobRequest { kind: body.kind, user, to, with_followings: body.with_followings };
-    let started = accounts::start(&state.db, &tenant, request, &operator.actor()).await.map_err(ApiError::from);
+    let started = accounts::start(&state.db, &tenant, request, &operator.actor(), state.account_jobs_per_tenant)
+        .await
+        .map_err(ApiError::from);
     let mut detail = format!("{} account {user}", body.kind);
     if let Some(to) = to {
         detail.push_str(&format!(" to {to}"));

@@ -8,8 +8,9 @@
 
 use sqlx::{Any, Executor, Row, Transaction};
 
+use super::counts::CountChanges;
 use super::edge::{table, ACTIVE, NONE, REQUESTED};
-use crate::db::DatabaseKind;
+use crate::db::{Database, DatabaseKind};
 use crate::graph::{AccountState, TenantId, UserId};
 use crate::outbox::{self, ChangeEvent, EventType, Relation};
 
@@ -76,9 +77,10 @@ impl Scope<'_> {
     }
 }
 
-/// How many follows and requests of the account on `side` an `action` has left to change.
+/// How many follows and requests of the account on `side` an `action` has left to change (read outside any
+/// transaction: a job's size, for its progress).
 pub async fn follows_left(
-    tx: &mut Transaction<'_, Any>,
+    db: &Database,
     scope: &Scope<'_>,
     side: Side,
     action: FollowAction,
@@ -87,15 +89,22 @@ pub async fn follows_left(
     let sql = format!(
         "SELECT COUNT(*) FROM {} WHERE tenant_id = ? AND {mine} = ? AND {}",
         side.following(scope.kind),
-        condition(action)
+        condition(action, side)
     );
-    sqlx::query_scalar(&sql).bind(scope.tenant.as_str()).bind(scope.account.get()).fetch_one(&mut **tx).await
+    sqlx::query_scalar(&sql).bind(scope.tenant.as_str()).bind(scope.account.get()).fetch_one(db.reader()).await
 }
 
-fn condition(action: FollowAction) -> String {
+/// The follows and requests on `side` an `action` has left: a restore's are the hidden ones whose other end
+/// is active (an edge between two suspended accounts comes back with the second one's restore).
+fn condition(action: FollowAction, side: Side) -> String {
+    let (_, theirs) = side.columns();
     match action {
         FollowAction::End | FollowAction::Hide => format!("rel_status IN ({ACTIVE}, {REQUESTED})"),
-        FollowAction::Restore => format!("rel_status = {NONE} AND hidden > {NONE}"),
+        FollowAction::Restore => format!(
+            "rel_status = {NONE} AND hidden > {NONE} AND NOT EXISTS (SELECT 1 FROM account_settings s WHERE \
+             s.tenant_id = following.tenant_id AND s.user_id = following.{theirs} AND s.state <> {})",
+            AccountState::Active.stored()
+        ),
     }
 }
 
@@ -113,7 +122,7 @@ pub async fn follows(
         "SELECT {theirs}, rel_status, version, created_at, hidden FROM {} WHERE tenant_id = ? AND {mine} = ? \
          AND {} LIMIT ?{}",
         side.following(scope.kind),
-        condition(action),
+        condition(action, side),
         scope.lock(false)
     );
     let rows = sqlx::query(&sql).bind(tenant).bind(account).bind(i64::from(scope.limit)).fetch_all(&mut **tx).await?;
@@ -123,10 +132,21 @@ pub async fn follows(
     let counterparts: Vec<i64> = rows.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
     // Whether each counterpart's reverse edge is a follow: the events' `followed_back`.
     let followed_back = reverse_follows(tx, scope, side, &counterparts).await?;
+    // A restore brings an edge back only while its other end is active, read under a shared lock: a
+    // suspension or deletion of it starting meanwhile either waits for this batch (and then ends what it
+    // restored) or is seen here.
+    let inactive = match action {
+        FollowAction::Restore => inactive_accounts(tx, scope, &counterparts).await?,
+        FollowAction::End | FollowAction::Hide => Vec::new(),
+    };
     let mut written = Vec::with_capacity(rows.len());
     let mut events = Vec::with_capacity(rows.len());
+    let mut counts = CountChanges::default();
     for row in &rows {
         let counterpart: i64 = row.try_get(0)?;
+        if inactive.contains(&counterpart) {
+            continue;
+        }
         let (status, version, created_at, hidden): (i64, i64, i64, i64) =
             (row.try_get(1)?, row.try_get(2)?, row.try_get(3)?, row.try_get(4)?);
         let (new_status, new_hidden) = match action {
@@ -144,6 +164,7 @@ pub async fn follows(
             (_, _, Side::Outgoing) => EventType::FollowRequestWithdrawn,
         };
         let (from, to) = side.edge(account, counterpart);
+        counts.edge(from, to, status, new_status);
         written.push(format!(
             "('{tenant}', {from}, {to}, {new_status}, {}, {created_at}, {}, {new_hidden})",
             version + 1,
@@ -152,18 +173,21 @@ pub async fn follows(
         let back = followed_back.contains(&counterpart);
         events.push(ChangeEvent::new(tenant, event_type, from, to, version + 1, scope.at_ms, back, account));
     }
-    write_follows(tx, scope, &written, &events).await?;
+    if !written.is_empty() {
+        write_follows(tx, scope, &written, &events, &counts).await?;
+    }
     Ok(rows.len() as u64)
 }
 
 /// Writes a batch's follow rows — `(tenant, from, to, rel_status, version, created_at, updated_at, hidden)`
-/// literals — and their events, in one round trip. An ended follow keeps its start (lists and a restore keep
+/// literals —, their events and the follow counts they change, in one round trip. An ended follow keeps its start (lists and a restore keep
 /// its time); one that begins takes the row's `created_at`.
 async fn write_follows(
     tx: &mut Transaction<'_, Any>,
     scope: &Scope<'_>,
     rows: &[String],
     events: &[ChangeEvent],
+    counts: &CountChanges,
 ) -> Result<(), sqlx::Error> {
     let kind = scope.kind;
     let assignments =
@@ -179,6 +203,7 @@ async fn write_follows(
         rows.join(", "),
         kind.on_conflict_update(&["tenant_id", "from_user_id", "to_user_id"])
     );
+    statements.push_str(&counts.statement(kind, scope.tenant));
     statements.push_str(&outbox::insert(kind, &events.iter().collect::<Vec<_>>(), scope.at_ms));
     tx.execute(statements.as_str()).await?;
     Ok(())
@@ -202,23 +227,33 @@ async fn reverse_follows(
     sqlx::query_scalar(&sql).bind(scope.tenant.as_str()).bind(scope.account.get()).fetch_all(&mut **tx).await
 }
 
+/// Which of `users` are suspended or deleted, their account rows shared-locked.
+async fn inactive_accounts(
+    tx: &mut Transaction<'_, Any>,
+    scope: &Scope<'_>,
+    users: &[i64],
+) -> Result<Vec<i64>, sqlx::Error> {
+    let sql = format!(
+        "SELECT user_id FROM account_settings WHERE tenant_id = ? AND user_id IN ({}) AND state <> {}{}",
+        ids(users),
+        AccountState::Active.stored(),
+        scope.lock(true)
+    );
+    sqlx::query_scalar(&sql).bind(scope.tenant.as_str()).fetch_all(&mut **tx).await
+}
+
 fn ids(values: &[i64]) -> String {
     values.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
 }
 
 /// How many blocks or mutes (`relation`) of the account on `side` hold.
-pub async fn held_left(
-    tx: &mut Transaction<'_, Any>,
-    scope: &Scope<'_>,
-    relation: Relation,
-    side: Side,
-) -> Result<i64, sqlx::Error> {
+pub async fn held_left(db: &Database, scope: &Scope<'_>, relation: Relation, side: Side) -> Result<i64, sqlx::Error> {
     let (mine, _) = side.columns();
     let sql = format!(
         "SELECT COUNT(*) FROM {} WHERE tenant_id = ? AND {mine} = ? AND rel_status = {ACTIVE}",
         table(relation)
     );
-    sqlx::query_scalar(&sql).bind(scope.tenant.as_str()).bind(scope.account.get()).fetch_one(&mut **tx).await
+    sqlx::query_scalar(&sql).bind(scope.tenant.as_str()).bind(scope.account.get()).fetch_one(db.reader()).await
 }
 
 /// One batch ending the blocks or mutes (`relation`) of the account on `side`, each with its `unblock` or
@@ -260,15 +295,24 @@ pub async fn end_held(
     Ok(rows.len() as u64)
 }
 
-/// One batch erasing the account's rows (every relation both ways, whatever their state — run after every
-/// relation ended with its event); returns how many rows went.
+/// One batch erasing what the account's rows say (every relation both ways — run after every relation ended
+/// with its event); returns how many rows were erased. Each row keeps only its pair's ids and last version, at
+/// status 0 — what every projection keeps of an ended pair too: a projection built again from the truth while
+/// the deletion's events are still on their way then finds each pair's version and skips them (a row deleted
+/// outright would leave no floor, and the events would count again in the new space).
 pub async fn erase(tx: &mut Transaction<'_, Any>, scope: &Scope<'_>) -> Result<u64, sqlx::Error> {
     let (tenant, account) = (scope.tenant.as_str(), scope.account.get());
     for relation in [Relation::Follow, Relation::Block, Relation::Mute] {
         for side in [Side::Incoming, Side::Outgoing] {
             let (mine, theirs) = side.columns();
             let table = table(relation);
-            let sql = format!("SELECT {theirs} FROM {table} WHERE tenant_id = ? AND {mine} = ? LIMIT ?");
+            // An erased row has no time left, so the rows a batch erased leave the range the next one reads (an
+            // index range on `following`'s side indexes). Rows a lock created and nothing wrote have none either.
+            let from = if relation == Relation::Follow { side.following(scope.kind) } else { table.to_owned() };
+            let sql = format!(
+                "SELECT {theirs} FROM {from} WHERE tenant_id = ? AND {mine} = ? AND rel_status = {NONE} AND \
+                 created_at > 0 LIMIT ?"
+            );
             let counterparts: Vec<i64> = sqlx::query_scalar(&sql)
                 .bind(tenant)
                 .bind(account)
@@ -276,8 +320,14 @@ pub async fn erase(tx: &mut Transaction<'_, Any>, scope: &Scope<'_>) -> Result<u
                 .fetch_all(&mut **tx)
                 .await?;
             if !counterparts.is_empty() {
+                let own = match relation {
+                    Relation::Follow => ", hidden = 0, blocked = 0",
+                    Relation::Block => "",
+                    Relation::Mute => ", expires_at = NULL, notifications = 0",
+                };
                 let sql = format!(
-                    "DELETE FROM {table} WHERE tenant_id = ? AND {mine} = ? AND {theirs} IN ({})",
+                    "UPDATE {table} SET rel_status = {NONE}, created_at = 0, updated_at = 0{own} WHERE tenant_id = ? \
+                     AND {mine} = ? AND {theirs} IN ({})",
                     ids(&counterparts)
                 );
                 sqlx::query(&sql).bind(tenant).bind(account).execute(&mut **tx).await?;
@@ -289,13 +339,13 @@ pub async fn erase(tx: &mut Transaction<'_, Any>, scope: &Scope<'_>) -> Result<u
 }
 
 /// How many of the account's follows on `side` a move has left.
-pub async fn moves_left(tx: &mut Transaction<'_, Any>, scope: &Scope<'_>, side: Side) -> Result<i64, sqlx::Error> {
+pub async fn moves_left(db: &Database, scope: &Scope<'_>, side: Side) -> Result<i64, sqlx::Error> {
     let (mine, _) = side.columns();
     let sql = format!(
         "SELECT COUNT(*) FROM {} WHERE tenant_id = ? AND {mine} = ? AND rel_status = {ACTIVE}",
         side.following(scope.kind)
     );
-    sqlx::query_scalar(&sql).bind(scope.tenant.as_str()).bind(scope.account.get()).fetch_one(&mut **tx).await
+    sqlx::query_scalar(&sql).bind(scope.tenant.as_str()).bind(scope.account.get()).fetch_one(db.reader()).await
 }
 
 /// One batch of a move of the account's follows on `side` to `destination`: each follow `X → account`
@@ -366,7 +416,7 @@ pub async fn move_follows(
     }
     let account = |user: i64| account_of.get(&user).copied().unwrap_or((false, AccountState::Active));
     let (dest_private, dest_state) = account(dest);
-    let (mut written, mut events) = (Vec::new(), Vec::new());
+    let (mut written, mut events, mut counts) = (Vec::new(), Vec::new(), CountChanges::default());
     let at = scope.at_ms;
     for row in &old {
         let (counterpart, version): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
@@ -384,15 +434,17 @@ pub async fn move_follows(
             let (status, event_type) =
                 if target_private { (REQUESTED, EventType::FollowRequested) } else { (ACTIVE, EventType::Follow) };
             written.push(format!("('{tenant}', {from}, {to}, {status}, {}, {at}, {at}, 0)", new.version + 1));
+            counts.edge(from, to, new.status, status);
             let back = reverse.status == ACTIVE;
             events.push(ChangeEvent::new(tenant, event_type, from, to, new.version + 1, at, back, account_id));
         }
         let (old_from, old_to) = side.edge(account_id, counterpart);
         written.push(format!("('{tenant}', {old_from}, {old_to}, {NONE}, {}, {at}, {at}, 0)", version + 1));
+        counts.edge(old_from, old_to, ACTIVE, NONE);
         let back = old_followed_back.contains(&counterpart);
         events.push(ChangeEvent::new(tenant, EventType::Unfollow, old_from, old_to, version + 1, at, back, account_id));
     }
-    write_follows(tx, scope, &written, &events).await?;
+    write_follows(tx, scope, &written, &events, &counts).await?;
     Ok(old.len() as u64)
 }
 

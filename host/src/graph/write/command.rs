@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::counts::FollowCounts;
 use super::edge::{Edge, Lock};
 use crate::graph::ids::{TenantId, UserId};
 use crate::util::time::now_ms;
@@ -28,6 +29,9 @@ pub enum Act {
         notifications: bool,
     },
     Unmute,
+    /// The host ends a mute whose time ran out (and only such a mute), with its `unmute` event: projections
+    /// need no clock.
+    ExpireMute,
 }
 
 impl Act {
@@ -42,7 +46,7 @@ impl Act {
             Act::Block => "block",
             Act::Unblock => "unblock",
             Act::Mute { .. } => "mute",
-            Act::Unmute => "unmute",
+            Act::Unmute | Act::ExpireMute => "unmute",
         }
     }
 }
@@ -93,7 +97,7 @@ impl<'a> RelationCommand<'a> {
             // The follow edge too: its `blocked` flag goes with the block.
             Act::Unblock => vec![(Edge::follow(a, s), Lock::Exclusive), (Edge::block(a, s), Lock::Exclusive)],
             Act::Mute { .. } => vec![(Edge::mute(a, s), Lock::Create)],
-            Act::Unmute => vec![(Edge::mute(a, s), Lock::Exclusive)],
+            Act::Unmute | Act::ExpireMute => vec![(Edge::mute(a, s), Lock::Exclusive)],
         }
     }
 
@@ -117,7 +121,8 @@ pub enum Admit {
     Refuse { code: String, reason: String },
 }
 
-/// A follow as its transaction found it, for its relation policy.
+/// A follow as the truth holds it, for its relation policy: everything a policy decides on. A plugin's
+/// answer is used only while the follow's transaction finds exactly this under its locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FollowContext {
     pub follower: UserId,
@@ -126,11 +131,18 @@ pub struct FollowContext {
     pub followed_back: bool,
     /// Whether the target's account is private.
     pub target_private: bool,
+    /// The follower's counts and the target's, exact (`follow_counts`).
+    pub follower_counts: FollowCounts,
+    pub target_counts: FollowCounts,
 }
 
-/// Decides whether a follow begins, waits for approval or is refused, given what its transaction read
-/// under lock; asked between the transaction's two round trips, only when the follow would change the pair.
+/// Decides whether a follow begins, waits for approval or is refused, only when the follow would change the
+/// pair. The host's own rule is pure and decided inside the follow's transaction; a plugin is asked before
+/// the transaction opens, holding nothing (`db::held`), and its answer is used only if the transaction finds
+/// the same [`FollowContext`] under its locks — else it is asked again.
 pub trait FollowPolicy: Sync {
+    /// `Some`: the host's rule, decided inside the transaction; `None`: ask [`FollowPolicy::admit`] first.
+    fn rule(&self) -> Option<fn(FollowContext) -> Admit>;
     fn admit(&self, follow: FollowContext) -> impl std::future::Future<Output = Result<Admit, WriteError>> + Send;
 }
 
@@ -150,6 +162,10 @@ impl PrivateNeedsApproval {
 }
 
 impl FollowPolicy for PrivateNeedsApproval {
+    fn rule(&self) -> Option<fn(FollowContext) -> Admit> {
+        Some(Self::admit_now)
+    }
+
     async fn admit(&self, follow: FollowContext) -> Result<Admit, WriteError> {
         Ok(Self::admit_now(follow))
     }
@@ -189,6 +205,10 @@ pub enum WriteError {
     /// One of the two accounts is suspended: no follow or request with it begins until it is restored.
     #[error("one of these accounts is suspended")]
     AccountSuspended,
+    /// What a follow's relation policy decided on kept changing under it (a celebrity's followers, say):
+    /// nothing was written; the client may retry.
+    #[error("the follow's state kept changing while its relation policy decided; retry")]
+    Contended,
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
 }

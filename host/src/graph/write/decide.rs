@@ -5,7 +5,8 @@
 //! it holds (unblocking restores nothing); a follow of an account whose approval is required is a pending
 //! request until the account authorizes or rejects it; a requester withdraws with the ordinary unfollow.
 
-use super::command::{Act, Admit, RelationChange, RelationCommand, WriteError};
+use super::command::{Act, Admit, FollowContext, RelationChange, RelationCommand, WriteError};
+use super::counts::FollowCounts;
 use super::edge::{Edge, EdgeRow, ACTIVE, NONE, REQUESTED};
 use crate::graph::AccountState;
 use crate::outbox::{ChangeEvent, EventType};
@@ -20,12 +21,15 @@ pub struct Found {
     /// Both accounts' states, when the command reads them ([`RelationCommand::reads_accounts`]).
     pub actor_state: AccountState,
     pub subject_state: AccountState,
+    /// Both users' follow counts, when a plugin policy decides the follow.
+    pub actor_counts: FollowCounts,
+    pub subject_counts: FollowCounts,
     /// A follow's relation policy's answer, when [`needs_admission`] asked it.
     pub admission: Admit,
 }
 
 impl Found {
-    fn row(&self, edge: Edge) -> EdgeRow {
+    pub fn row(&self, edge: Edge) -> EdgeRow {
         self.edges.iter().find(|(e, _)| *e == edge).map(|(_, row)| *row).unwrap_or_default()
     }
 }
@@ -57,6 +61,19 @@ pub fn needs_admission(command: &RelationCommand<'_>, found: &Found) -> bool {
         && account_refusal(command, found).is_none()
         && !blocked(command, found)
         && found.row(Edge::follow(a, s)).status != ACTIVE
+}
+
+/// What a follow's relation policy is given, from what the follow `found`.
+pub fn follow_context(command: &RelationCommand<'_>, found: &Found) -> FollowContext {
+    let (follower, target) = (command.actor, command.subject);
+    FollowContext {
+        follower,
+        target,
+        followed_back: found.row(Edge::follow(target, follower)).status == ACTIVE,
+        target_private: found.subject_private,
+        follower_counts: found.actor_counts,
+        target_counts: found.subject_counts,
+    }
 }
 
 /// Why the accounts' states refuse `command`: no relation begins with a deleted account, no follow with a
@@ -171,6 +188,12 @@ pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, 
             plan.set(Edge::mute(a, s), NONE, EventType::Unmute)
         }
         Act::Unmute => {}
+        Act::ExpireMute => {
+            let mute = found.row(Edge::mute(a, s));
+            if mute.status == ACTIVE && !mute.holds(command.at_ms) {
+                plan.set(Edge::mute(a, s), NONE, EventType::Unmute)
+            }
+        }
     }
     let after = plan.current(outgoing);
     let outcome = RelationChange {
@@ -373,5 +396,19 @@ mod tests {
             decide(&RelationCommand { subject: user(1), ..mute(None, false) }, &Found::default()),
             Err(WriteError::SelfRelation(_))
         ));
+    }
+
+    #[test]
+    fn the_host_ends_only_a_mute_whose_time_ran_out() {
+        let tenant: TenantId = "acme".parse().unwrap();
+        let expire = command(&tenant, Act::ExpireMute);
+        let mute_until = |end| Found {
+            edges: vec![(Edge::mute(user(1), user(2)), EdgeRow { expires_at: end, ..row(ACTIVE, 3) })],
+            ..Found::default()
+        };
+        assert_eq!(events(&decide(&expire, &mute_until(Some(900))).unwrap()), [(EventType::Unmute, 1, 2, 4)]);
+        assert!(decide(&expire, &mute_until(Some(5_000))).unwrap().changes.is_empty(), "muted again meanwhile");
+        assert!(decide(&expire, &mute_until(None)).unwrap().changes.is_empty(), "a mute for good");
+        assert!(decide(&expire, &Found::default()).unwrap().changes.is_empty(), "unmuted meanwhile");
     }
 }

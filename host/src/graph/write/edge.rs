@@ -99,31 +99,32 @@ pub fn create(kind: DatabaseKind, tenant: &TenantId, edge: Edge, lock: Lock) -> 
         .then(|| format!("{};", insert(kind, tenant, edge, &EdgeRow::default(), 0, "rel_status = rel_status")))
 }
 
-/// The `SELECT` reading `edge` (as result row `label`) under `lock`, run after its [`create`] as a part of
-/// one [`DatabaseKind::union_all`]; every part returns the same eight columns: label, status, version,
-/// created_at, expires_at, notifications, blocked, hidden.
-pub fn read(kind: DatabaseKind, tenant: &TenantId, label: usize, edge: Edge, lock: Lock) -> String {
+/// The `SELECT` reading `edge` (as result row `label`) under `lock` (`None`: a plain read, outside a
+/// transaction), run after its [`create`] as a part of one [`DatabaseKind::union_all`]; every part returns
+/// the same eight columns: label, status, version, created_at, expires_at, notifications, blocked, hidden.
+pub fn read(kind: DatabaseKind, tenant: &TenantId, label: usize, edge: Edge, lock: Option<Lock>) -> String {
     let (table, key) = (edge.table(), edge.key(tenant));
     let own_columns = match edge.relation {
         Relation::Follow => "NULL, 0, blocked, hidden",
         Relation::Block => "NULL, 0, 0, 0",
         Relation::Mute => "expires_at, notifications, 0, 0",
     };
-    let lock_clause = kind.row_lock(lock == Lock::Shared);
+    let lock_clause = lock.map_or("", |lock| kind.row_lock(lock == Lock::Shared));
     format!("SELECT {label}, rel_status, version, created_at, {own_columns} FROM {table} WHERE {key}{lock_clause}")
 }
 
 /// The `SELECT` reading both users' privacy and account state (as result rows `label`, in the edges' eight
 /// columns: privacy as the status, state as the version, the user as created_at), shared-locked: an account
 /// job changes the state under its exclusive lock before it touches the account's edges, so a relation
-/// beginning either commits before the job reads the edges or sees the new state.
-pub fn read_accounts(kind: DatabaseKind, tenant: &TenantId, label: usize, users: [UserId; 2]) -> String {
+/// beginning either commits before the job reads the edges or sees the new state. `locked`: inside the
+/// transaction (else a plain read).
+pub fn read_accounts(kind: DatabaseKind, tenant: &TenantId, label: usize, users: [UserId; 2], locked: bool) -> String {
     format!(
         "SELECT {label}, private, state, user_id, NULL, 0, 0, 0 FROM account_settings WHERE tenant_id = '{tenant}' \
          AND user_id IN ({}, {}){}",
         users[0],
         users[1],
-        kind.row_lock(true)
+        if locked { kind.row_lock(true) } else { "" }
     )
 }
 

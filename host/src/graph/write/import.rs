@@ -1,7 +1,7 @@
 //! An import's batch of follows into the truth: each pair read under its lock with the reverse pair and both
 //! accounts, decided by the rules a single follow obeys (a block either way or an inactive account refuses it,
 //! a private target turns it into a request, an edge that holds is kept), and written in one multi-row upsert
-//! with its version raised by one — without an outbox row: an import is projected by building the tenant's
+//! with its version raised by one, and the follow counts it changes — without an outbox row: an import is projected by building the tenant's
 //! projections from the truth, not by one bus event per edge.
 //!
 //! The batch runs inside a transaction the caller owns, so the caller's projection of the written rows (the
@@ -11,6 +11,7 @@ use std::collections::HashMap;
 
 use sqlx::{Any, Executor, Row, Transaction};
 
+use super::counts::CountChanges;
 use super::edge::{ACTIVE, NONE, REQUESTED};
 use crate::db::DatabaseKind;
 use crate::graph::{AccountState, TenantId, UserId};
@@ -105,6 +106,7 @@ pub async fn follows(
     let pairs = read_pairs(tx, kind, tenant, batch).await?;
     let mut outcomes = Vec::with_capacity(batch.len());
     let mut written: Vec<WrittenFollow> = Vec::new();
+    let mut counts = CountChanges::default();
     let mut seen = HashMap::with_capacity(batch.len());
     for follow in batch {
         let (from, to) = (follow.from.get(), follow.to.get());
@@ -117,10 +119,15 @@ pub async fn follows(
             let status = if outcome == Outcome::Followed { ACTIVE } else { REQUESTED };
             let version = pair.map_or(0, |row| row.version) + 1;
             written.push(WrittenFollow { from, to, status, version, created_at: follow.at_ms });
+            counts.edge(from, to, pair.map_or(NONE, |row| row.status), status);
         }
         outcomes.push(outcome);
     }
     write(tx, kind, tenant, &written, now_ms).await?;
+    let counted = counts.statement(kind, tenant);
+    if !counted.is_empty() {
+        tx.execute(counted.as_str()).await?;
+    }
     Ok((outcomes, written))
 }
 

@@ -7,6 +7,7 @@
 
 pub mod bulk;
 mod command;
+mod counts;
 mod decide;
 pub(super) mod edge;
 pub mod import;
@@ -17,7 +18,9 @@ use std::time::Duration;
 pub use command::{
     Act, Admit, FollowContext, FollowPolicy, PrivateNeedsApproval, RelationChange, RelationCommand, WriteError,
 };
+pub use counts::FollowCounts;
 
+use self::transaction::{Asked, Attempt};
 use crate::db::{is_lock_conflict, Database};
 
 /// How often a transaction that lost a lock race is tried again before the error is returned.
@@ -29,7 +32,9 @@ pub async fn change(db: &Database, command: RelationCommand<'_>) -> Result<Relat
     change_under(db, command, &PrivateNeedsApproval).await
 }
 
-/// [`change`], a follow decided by `policy` (a tenant's relation policy plugin).
+/// [`change`], a follow decided by `policy` (a tenant's relation policy plugin): asked before the
+/// transaction, on a plain read of what the follow decides on, and again whenever the transaction finds
+/// that changed — never while it holds a connection.
 pub async fn change_under(
     db: &Database,
     command: RelationCommand<'_>,
@@ -38,16 +43,28 @@ pub async fn change_under(
     if command.actor == command.subject {
         return Err(WriteError::SelfRelation(command.act));
     }
+    let ask =
+        async |context: FollowContext| Ok::<_, WriteError>(Asked { context, admit: policy.admit(context).await? });
+    let mut asked = None;
+    if policy.rule().is_none() && command.act == Act::Follow {
+        let found = transaction::look(db, &command).await?;
+        if decide::needs_admission(&command, &found) {
+            asked = Some(ask(decide::follow_context(&command, &found)).await?);
+        }
+    }
     let mut attempt = 1;
     loop {
-        match transaction::run(db, &command, policy).await {
+        match transaction::run(db, &command, policy, asked.as_ref()).await {
+            Ok(Attempt::Done(change)) => return Ok(change),
+            Ok(Attempt::Ask(_)) if attempt >= MAX_ATTEMPTS => return Err(WriteError::Contended),
+            Ok(Attempt::Ask(context)) => asked = Some(ask(context).await?),
             Err(WriteError::Database(e)) if attempt < MAX_ATTEMPTS && is_lock_conflict(&e) => {
                 let RelationCommand { tenant, actor, subject, .. } = command;
                 tracing::debug!(%tenant, %actor, %subject, attempt, error = %e, "write lost a lock race; retrying");
                 tokio::time::sleep(Duration::from_millis(2u64 << attempt)).await;
-                attempt += 1;
             }
-            result => return result,
+            Err(e) => return Err(e),
         }
+        attempt += 1;
     }
 }

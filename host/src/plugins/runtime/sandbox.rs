@@ -67,6 +67,7 @@ impl PluginRuntime {
         inputs: usize,
         call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<R>,
     ) -> (Result<(R, CallCost), PluginError>, CallLog) {
+        crate::db::held::forbid_wait("a plugin call");
         let span = telemetry::inner_span(
             || tracing::info_span!(target: TARGET, "plugin.call", tenant, kind = kind.as_str(), inputs),
         );

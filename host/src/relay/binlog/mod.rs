@@ -32,7 +32,7 @@ use self::server::{check_retained, check_server, outbox_snapshot, unreadable};
 use super::checkpoint::{BinlogPosition, Checkpoint};
 use super::outlet::{Dispatched, Outlet};
 use super::{Lead, Leadership, RelayError, RELAY_LOCK};
-use crate::db::Database;
+use crate::db::{held, Database};
 use crate::ops::metrics::RELAY_SERVER_CHANGES;
 use crate::outbox::{OutboxRow, OUTBOX_COLUMNS};
 use crate::util::backoff::Backoff;
@@ -263,11 +263,16 @@ impl BinlogRelay {
             if !still_leading {
                 return Err(RelayError::LostLead);
             }
+            let acknowledged = self.outlet.acknowledge(batches).await?;
             let mut conn = self.db.writer().acquire().await?;
-            let mut tx = conn.begin().await?;
-            self.outlet.settle(&mut tx, batches).await?;
-            Checkpoint::save(&mut tx, &end, server).await?;
-            tx.commit().await?;
+            held::holding("the relay's transaction", async {
+                let mut tx = conn.begin().await?;
+                self.outlet.settle(&mut tx, acknowledged).await?;
+                Checkpoint::save(&mut tx, &end, server).await?;
+                tx.commit().await?;
+                Ok::<_, RelayError>(())
+            })
+            .await?;
             tracing::debug!(checkpoint = %end, "relayed outbox rows from the binlog");
         }
     }
@@ -279,14 +284,12 @@ impl BinlogRelay {
         let (end, ids) = outbox_snapshot(conn).await?;
         tracing::info!(unpublished = ids.len(), binlog_end = %end, "first start: publishing the outbox, then following the binlog");
         for chunk in ids.chunks(BATCH) {
-            let mut db = self.db.writer().acquire().await?;
-            let mut tx = db.begin().await?;
             let placeholders = vec!["?"; chunk.len()].join(", ");
             let sql = format!("SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id IN ({placeholders}) ORDER BY id");
-            let rows = chunk.iter().fold(sqlx::query(&sql), |query, id| query.bind(id)).fetch_all(&mut *tx).await?;
+            let rows =
+                chunk.iter().fold(sqlx::query(&sql), |query, id| query.bind(id)).fetch_all(self.db.reader()).await?;
             let events = rows.iter().map(OutboxRow::from_row).collect::<Result<Vec<_>, sqlx::Error>>()?;
-            self.outlet.publish_and_delete(&mut tx, events).await?;
-            tx.commit().await?;
+            self.outlet.publish(&self.db, events).await?;
         }
         let mut db = self.db.writer().acquire().await?;
         let mut tx = db.begin().await?;
