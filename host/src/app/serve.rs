@@ -25,7 +25,6 @@ use crate::ops::observability;
 use crate::ops::retention::Retention;
 use crate::ops::sample::{InputSample, Sampled};
 use crate::ops::tasks::Tasks;
-use crate::plugins::PluginRegistry;
 use crate::projection::{CachedReads, Projections};
 use crate::ratelimit::{RateLimiting, TokenBuckets};
 use crate::relation_policy::RelationPolicies;
@@ -134,10 +133,25 @@ impl Server {
         supervise_companions(&self.tasks, &self.resources, self.refresh_every);
         supervise_sample(&self.tasks, "request-sample", self.rate_limiting, |r| r.sample(), db.clone());
         supervise_sample(&self.tasks, "attempt-sample", self.relation_policies, |r| r.sample(), db.clone());
-        supervise_retention(&self.tasks, self.retention, db.clone(), self.plugin_cache_dir);
+        let (retention, cache_dir, pruned_db) = (self.retention, self.plugin_cache_dir, db.clone());
+        // What is past retention, hourly.
+        supervise_every(&self.tasks, "retention", crate::ops::retention::EVERY, move || {
+            let (db, cache_dir) = (pruned_db.clone(), cache_dir.clone());
+            async move { retention.prune(&db, cache_dir.as_deref()).await }
+        });
         supervise_account_jobs(&self.tasks, db.clone(), self.account_job_batch, self.account_job_share);
-        supervise_abandoned_imports(&self.tasks, db.clone(), self.cache, self.resources.plugins.clone());
-        supervise_mute_expiry(&self.tasks, db.clone());
+        // Imports whose process stopped mid-way: their tenants' spaces built again from the truth.
+        let (imports_db, cache, plugins) = (db.clone(), self.cache, self.resources.plugins.clone());
+        supervise_every(&self.tasks, "abandoned-imports", crate::transfer::marks::RECOVER_EVERY, move || {
+            let (db, cache, plugins) = (imports_db.clone(), cache.clone(), plugins.clone());
+            async move { crate::transfer::marks::recover_abandoned(&db, &cache, &plugins).await }
+        });
+        // Mutes whose time ran out, ended with their `unmute` events.
+        let mutes_db = db.clone();
+        supervise_every(&self.tasks, "mute-expiry", crate::graph::mute_expiry::SWEEP_EVERY, move || {
+            let db = mutes_db.clone();
+            async move { crate::graph::mute_expiry::end_expired(&db).await }
+        });
         if let Some(relay) = self.relay {
             // Down, it is restarted; the API keeps serving meanwhile (rows wait in the outbox).
             relay.supervise(&self.tasks);
@@ -187,64 +201,31 @@ fn supervise_account_jobs(tasks: &Tasks, db: Database, batch: u32, share: f64) {
     });
 }
 
-/// Ends the imports whose process stopped mid-way (`transfer::marks`): their tenants' spaces built again
-/// from the truth, at start and then every half minute, as a supervised task.
-fn supervise_abandoned_imports(tasks: &Tasks, db: Database, cache: Cache, plugins: Arc<PluginRegistry>) {
-    tasks.spawn("abandoned-imports", move |stop: CancellationToken| {
-        let (db, cache, plugins) = (db.clone(), cache.clone(), plugins.clone());
+/// Runs `work` at start and then every `every`, as the supervised task `name`: what it did is logged (not
+/// when it found nothing to do), and a failure is logged with its cause and tried again at the next tick.
+fn supervise_every<T, E, F, W>(tasks: &Tasks, name: &'static str, every: Duration, work: W)
+where
+    T: std::fmt::Debug + PartialEq + Default,
+    E: std::error::Error,
+    F: Future<Output = Result<T, E>> + Send + 'static,
+    W: Fn() -> F + Clone + Send + Sync + 'static,
+{
+    tasks.spawn(name, move |stop: CancellationToken| {
+        let work = work.clone();
         async move {
-            let mut ticks = tokio::time::interval(crate::transfer::marks::RECOVER_EVERY);
+            let mut ticks = tokio::time::interval(every);
             loop {
                 tokio::select! {
                     () = stop.cancelled() => return Ok(()),
                     _ = ticks.tick() => {}
                 }
-                match crate::transfer::marks::recover_abandoned(&db, &cache, &plugins).await {
-                    Ok(0) => {}
-                    Ok(recovered) => tracing::info!(recovered, "ended abandoned imports"),
-                    Err(e) => tracing::error!(error = %crate::ops::observability::causes(&e), "cannot end abandoned imports; trying again"),
-                }
-            }
-        }
-    });
-}
-
-/// Ends the mutes whose time ran out, with their `unmute` events, as a supervised task.
-fn supervise_mute_expiry(tasks: &Tasks, db: Database) {
-    tasks.spawn("mute-expiry", move |stop: CancellationToken| {
-        let db = db.clone();
-        async move {
-            let mut ticks = tokio::time::interval(crate::graph::mute_expiry::SWEEP_EVERY);
-            loop {
-                tokio::select! {
-                    () = stop.cancelled() => return Ok(()),
-                    _ = ticks.tick() => {}
-                }
-                match crate::graph::mute_expiry::end_expired(&db).await {
-                    Ok(0) => {}
-                    Ok(ended) => tracing::debug!(ended, "ended mutes whose time ran out"),
-                    Err(e) => tracing::error!(error = %crate::ops::observability::causes(&e), "cannot end expired mutes; trying again"),
-                }
-            }
-        }
-    });
-}
-
-/// Deletes what is past retention every hour, as a supervised task; a failed run is logged and tried again
-/// at the next.
-fn supervise_retention(tasks: &Tasks, retention: Retention, db: Database, cache_dir: Option<std::path::PathBuf>) {
-    tasks.spawn("retention", move |stop: CancellationToken| {
-        let (db, cache_dir) = (db.clone(), cache_dir.clone());
-        async move {
-            let mut ticks = tokio::time::interval(crate::ops::retention::EVERY);
-            loop {
-                tokio::select! {
-                    () = stop.cancelled() => return Ok(()),
-                    _ = ticks.tick() => {}
-                }
-                match retention.prune(&db, cache_dir.as_deref()).await {
-                    Ok(pruned) => tracing::info!(?pruned, "deleted what is past retention"),
-                    Err(e) => tracing::error!(error = %crate::ops::observability::causes(&e), "retention failed; trying again in an hour"),
+                match work().await {
+                    Ok(done) if done == T::default() => {}
+                    Ok(done) => tracing::info!(task = name, ?done, "periodic work done"),
+                    Err(e) => {
+                        let error = crate::ops::observability::causes(&e);
+                        tracing::error!(task = name, %error, "periodic work failed; trying again at the next tick");
+                    }
                 }
             }
         }

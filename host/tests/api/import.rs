@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use strand::config::RelayMode;
 use strand::db::Database;
 use strand::graph::{change, Act, RelationCommand, TenantId, UserId};
-use strand_test_support::{on_every_backend, wait_until, ApiClient, Backend, Redis, TestServer, ADMIN_TOKEN};
+use strand_test_support::{on_every_backend, wait_until, ApiClient, Backend, Redis, TestServer};
 
 use super::pair_row;
 
@@ -30,14 +30,11 @@ async fn act(db: &Database, tenant: &TenantId, actor: i64, act: Act, subject: i6
 
 /// Posts `body` to the tenant's import route; the status and the answer.
 async fn import(server: &TestServer, tenant: &str, query: &str, body: String) -> (u16, Value) {
-    let reply = reqwest::Client::new()
-        .post(server.url(&format!("/admin/v1/tenants/{tenant}/import{query}")))
-        .bearer_auth(ADMIN_TOKEN)
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    (reply.status().as_u16(), reply.json().await.unwrap())
+    let reply = server
+        .admin()
+        .send_ndjson(reqwest::Method::POST, &format!("/admin/v1/tenants/{tenant}/import{query}"), body)
+        .await;
+    (reply.status, reply.body)
 }
 
 async fn counts(client: &ApiClient, user: i64) -> (i64, i64) {

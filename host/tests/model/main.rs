@@ -21,7 +21,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use strand::config::RelayMode;
 use strand::plugins::BUNDLED;
-use strand_test_support::{on_every_backend, outbox_rows, rows_holding, wait_until, Backend, TestServer, ADMIN_TOKEN};
+use strand_test_support::{on_every_backend, outbox_rows, rows_holding, wait_until, Backend, TestServer};
 
 use self::model::{Answer, Edge, Model, Op, State};
 
@@ -112,14 +112,9 @@ async fn perform(server: &TestServer, op: &Op) -> Answer {
         Op::Move(a, b) => job(*a, json!({"kind": "move", "to": b.to_string()})).await,
         Op::Import(follows) => {
             let body: String = follows.iter().map(|(from, to)| format!("{{\"from\":{from},\"to\":{to}}}\n")).collect();
-            let reply = reqwest::Client::new()
-                .post(server.url(&format!("/admin/v1/tenants/{TENANT}/import")))
-                .bearer_auth(ADMIN_TOKEN)
-                .body(body)
-                .send()
-                .await
-                .unwrap();
-            Answer { status: reply.status().as_u16(), changed: None }
+            let reply =
+                server.admin().send_ndjson(Method::POST, &format!("/admin/v1/tenants/{TENANT}/import"), body).await;
+            Answer { status: reply.status, changed: None }
         }
     }
 }

@@ -241,6 +241,11 @@ impl ApiClient {
         self.send(method, path, body, Some("application/wasm")).await
     }
 
+    /// Sends `body` as NDJSON (an import's graph).
+    pub async fn send_ndjson(&self, method: Method, path: &str, body: String) -> Reply {
+        self.send(method, path, body.into_bytes(), Some("application/x-ndjson")).await
+    }
+
     /// Sends `body` as JSON.
     pub async fn send_json(&self, method: Method, path: &str, body: &Value) -> Reply {
         self.send(method, path, body.to_string().into_bytes(), Some("application/json")).await
