@@ -6,7 +6,11 @@
 //! must all equal the model, and no job may be left running.
 //!
 //! Concurrent ops within a round touch disjoint users, so they commute and the model applies them in any
-//! order; jobs and imports run alone. The seed is printed with every failure; `STRAND_MODEL_SEED=<n>` replays
+//! order; jobs and imports run alone. Now and then the node is crashed as a SIGKILL would end its process
+//! (`TestServer::crash_and_restart`: nothing drained, the in-process cache lost) — between rounds, with the
+//! relay's, the workers' and the jobs' batches in flight, or right after a job started — and restarted on the
+//! same database. It runs on SQLite and MariaDB with the embedded bus and cache, and on a production-shaped
+//! node (MariaDB's binlog relay, Redis, the Kafka-protocol broker). The seed is printed with every failure; `STRAND_MODEL_SEED=<n>` replays
 //! it, `STRAND_MODEL_STEPS=<n>` runs longer (CI runs a bounded number on SQLite and on MariaDB).
 
 mod model;
@@ -31,6 +35,8 @@ const TENANT: &str = "model";
 const USERS: i64 = 10;
 /// Concurrent clients per round.
 const CLIENTS: usize = 4;
+/// The share of rounds (in percent) after which the node is crashed as a SIGKILL would.
+const CRASH_PERCENT: u32 = 3;
 
 fn seed() -> u64 {
     std::env::var("STRAND_MODEL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
@@ -76,20 +82,11 @@ async fn perform(server: &TestServer, op: &Op) -> Answer {
         Answer { status: reply.status, changed }
     };
     let job = |user: i64, body: Value| async move {
-        let admin = server.admin();
-        let path = format!("/admin/v1/tenants/{TENANT}/accounts/{user}/jobs");
-        let started = admin.send_json(Method::POST, &path, &body).await;
-        if started.status == 202 {
-            let id = started.body["id"].as_i64().unwrap();
-            let path = format!("/admin/v1/tenants/{TENANT}/jobs/{id}");
-            wait_until("the job ends", Duration::from_secs(60), || async {
-                admin.get(&path).await.body["state"] != "running"
-            })
-            .await;
-            let job = admin.get(&path).await.body;
-            assert_eq!(job["state"], "done", "{job}");
+        let started = start_job(server, user, &body).await;
+        if let Some(id) = started.1 {
+            job_done(server, id).await;
         }
-        Answer { status: started.status, changed: None }
+        started.0
     };
     match op {
         Op::Follow(a, b) => write(*a, Method::PUT, format!("/v1/me/following/{b}")).await,
@@ -106,10 +103,10 @@ async fn perform(server: &TestServer, op: &Op) -> Answer {
                 server.client(TENANT, *a).send_json(Method::PUT, "/v1/me/settings", &json!({"private": private})).await;
             Answer { status: reply.status, changed: None }
         }
-        Op::Suspend(a) => job(*a, json!({"kind": "suspend"})).await,
-        Op::Restore(a) => job(*a, json!({"kind": "restore"})).await,
-        Op::Delete(a) => job(*a, json!({"kind": "delete"})).await,
-        Op::Move(a, b) => job(*a, json!({"kind": "move", "to": b.to_string()})).await,
+        Op::Suspend(..) | Op::Restore(..) | Op::Delete(..) | Op::Move(..) => {
+            let (user, body) = job_of(op).expect("a job");
+            job(user, body).await
+        }
         Op::Import(follows) => {
             let body: String = follows.iter().map(|(from, to)| format!("{{\"from\":{from},\"to\":{to}}}\n")).collect();
             let reply =
@@ -117,6 +114,33 @@ async fn perform(server: &TestServer, op: &Op) -> Answer {
             Answer { status: reply.status, changed: None }
         }
     }
+}
+
+/// The job an op starts, with its body: `None` for an op that is not a job.
+fn job_of(op: &Op) -> Option<(i64, Value)> {
+    match op {
+        Op::Suspend(a) => Some((*a, json!({"kind": "suspend"}))),
+        Op::Restore(a) => Some((*a, json!({"kind": "restore"}))),
+        Op::Delete(a) => Some((*a, json!({"kind": "delete"}))),
+        Op::Move(a, b) => Some((*a, json!({"kind": "move", "to": b.to_string()}))),
+        _ => None,
+    }
+}
+
+/// Starts a job on `user`'s account: its answer, and the job's id when it started.
+async fn start_job(server: &TestServer, user: i64, body: &Value) -> (Answer, Option<i64>) {
+    let path = format!("/admin/v1/tenants/{TENANT}/accounts/{user}/jobs");
+    let started = server.admin().send_json(Method::POST, &path, body).await;
+    (Answer { status: started.status, changed: None }, started.body["id"].as_i64().filter(|_| started.status == 202))
+}
+
+/// Waits for job `id` to end, done.
+async fn job_done(server: &TestServer, id: i64) {
+    let (admin, path) = (server.admin(), format!("/admin/v1/tenants/{TENANT}/jobs/{id}"));
+    wait_until("the job ends", Duration::from_secs(60), || async { admin.get(&path).await.body["state"] != "running" })
+        .await;
+    let job = admin.get(&path).await.body;
+    assert_eq!(job["state"], "done", "{job}");
 }
 
 /// The rounds: up to [`CLIENTS`] ops on disjoint users at once, jobs and imports alone.
@@ -146,7 +170,6 @@ fn rounds(rng: &mut StdRng, steps: usize) -> Vec<Vec<Op>> {
 }
 
 async fn every_write_and_job_keeps_the_models_semantics(backend: Backend) {
-    let seed = seed();
     let server = TestServer::start_with(backend, |c| {
         c.relay = RelayMode::Poll;
         c.relay_idle_ms = 10;
@@ -155,17 +178,24 @@ async fn every_write_and_job_keeps_the_models_semantics(backend: Backend) {
         c.account_job_batch = 3;
     })
     .await;
+    run(server).await;
+}
+
+/// The same on a production-shaped node: MariaDB's binlog relay, Redis, the Kafka-protocol broker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_a_production_node() {
+    run(TestServer::start_node(|c| c.account_job_batch = 3).await).await;
+}
+
+/// Plays the seed's rounds on `server`, crashing it (as a SIGKILL would) now and then — between rounds, and
+/// right after a job started —, then checks the end state.
+async fn run(mut server: TestServer) {
+    let seed = seed();
     // Follows decided by the tenant's own relation policy: the bundled rule, but as a plugin (asked before
     // the transaction, its answer checked against what the transaction finds).
     let policy = BUNDLED.iter().find(|b| b.kind.as_str() == "relation-policy").expect("the bundled relation policy");
-    let deployed = server
-        .admin()
-        .upload(
-            Method::PUT,
-            &format!("/admin/v1/tenants/{TENANT}/plugins/relation-policy/default"),
-            policy.wasm.to_vec(),
-        )
-        .await;
+    let slot = format!("/admin/v1/tenants/{TENANT}/plugins/relation-policy/default");
+    let deployed = server.admin().upload(Method::PUT, &slot, policy.wasm.to_vec()).await;
     assert_eq!(deployed.status, 200, "seed {seed}: {deployed:?}");
 
     let mut rng = StdRng::seed_from_u64(seed);
@@ -181,7 +211,21 @@ async fn every_write_and_job_keeps_the_models_semantics(backend: Backend) {
                 disjoint
             })
             .collect();
-        let answers = join_all(round.iter().map(|op| perform(&server, op))).await;
+        let crash = rng.random_range(0..100) < CRASH_PERCENT;
+        let a_job = matches!(round.as_slice(), [op] if job_of(op).is_some());
+        let answers = match (round.as_slice(), crash && a_job) {
+            ([op], true) => {
+                let (user, body) = job_of(op).expect("a job");
+                let (answer, started) = start_job(&server, user, &body).await;
+                eprintln!("round {number}: crashed with the job just started");
+                server = server.crash_and_restart().await;
+                if let Some(id) = started {
+                    job_done(&server, id).await;
+                }
+                vec![answer]
+            }
+            _ => join_all(round.iter().map(|op| perform(&server, op))).await,
+        };
         for (op, answer) in round.iter().zip(answers) {
             // Shown with a failure: the history that led to it.
             eprintln!("round {number}: {op:?} -> {answer:?}");
@@ -190,6 +234,10 @@ async fn every_write_and_job_keeps_the_models_semantics(backend: Backend) {
                 answer, expected,
                 "seed {seed}, round {number}: {op:?} answered {answer:?}, the model {expected:?}"
             );
+        }
+        if crash && !a_job {
+            eprintln!("round {number}: crashed after it");
+            server = server.crash_and_restart().await;
         }
     }
     check_quiescent(&server, &model, seed).await;

@@ -173,6 +173,20 @@ impl TestServer {
         ApiClient { http: self.http.clone(), base: format!("http://{}", self.addr), token: None }
     }
 
+    /// Ends this server as a SIGKILL would its process — no drain: every request, transaction, relay batch,
+    /// worker batch and job batch in flight is dropped where it stands, and this process's memory (the
+    /// embedded cache) is lost — then starts a new one on the same database and configuration.
+    pub async fn crash_and_restart(mut self) -> Self {
+        self.shutdown.take();
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let ended = task.await;
+            assert!(ended.as_ref().is_err_and(|e| e.is_cancelled()) || ended.is_ok(), "the server task: {ended:?}");
+        }
+        let database = std::mem::replace(&mut self._database, TestDatabase { url: String::new(), _dir: None });
+        Self::start_on(database, self.config.clone()).await
+    }
+
     /// Stops accepting, drains in-flight requests and waits for the server to finish.
     pub async fn stop(mut self) {
         self.shutdown_now().await;
