@@ -60,6 +60,7 @@ async fn main() {
         .expect("seeding followers");
     }
     rebuild_follower(db).await.expect("the follower table");
+    strand_test_support::recount_follows(db, TENANT).await;
     let built = Instant::now();
     let complete = || async {
         let progress = admin.get("/admin/v1/projections").await.body;

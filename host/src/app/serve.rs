@@ -129,6 +129,8 @@ impl Server {
     /// Serves until `shutdown` completes, then drains in-flight requests and closes the database.
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
         let db = self.resources.db.clone();
+        // Dropped without the shutdown below (this future cancelled): its tasks end with it.
+        let _tasks_end_with_this = self.tasks.end_when_dropped();
         tracing::info!(addr = %self.local_addr()?, database = ?db.kind(), "strand is serving");
         supervise_companions(&self.tasks, &self.resources, self.refresh_every);
         supervise_sample(&self.tasks, "request-sample", self.rate_limiting, |r| r.sample(), db.clone());

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use sqlx::any::AnyRow;
-use sqlx::{AnyPool, Row};
+use sqlx::Row;
 
 use super::write::edge::{ACTIVE, REQUESTED};
 use super::{TenantId, UserId};
@@ -286,16 +286,26 @@ pub async fn relationships(
     Ok(others.iter().map(|other| found[&other.get()]).collect())
 }
 
-/// Following and follower counts of each of `users`, in the order given.
+/// Following and follower counts of each of `users`, in the order given: one primary-key lookup each in
+/// `follow_counts` (kept by every write), whatever the users' follower counts.
 pub async fn counts(db: &Database, tenant: &TenantId, users: &[UserId]) -> Result<Vec<Counts>, sqlx::Error> {
-    let followings = count_by(db.reader(), tenant, Direction::Following, users).await?;
-    let followers = count_by(db.reader(), tenant, Direction::Followers, users).await?;
+    if users.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT user_id, followings, followers FROM follow_counts WHERE tenant_id = ? AND user_id IN ({})",
+        placeholders(users.len())
+    );
+    let query = users.iter().fold(sqlx::query(&sql).bind(tenant.as_str()), |query, user| query.bind(user.get()));
+    let mut counted = HashMap::new();
+    for row in query.fetch_all(db.reader()).await? {
+        counted.insert(row.try_get::<i64, _>(0)?, (row.try_get::<i64, _>(1)?, row.try_get::<i64, _>(2)?));
+    }
     Ok(users
         .iter()
-        .map(|user| Counts {
-            user_id: user.get(),
-            followings: followings.get(&user.get()).copied().unwrap_or(0),
-            followers: followers.get(&user.get()).copied().unwrap_or(0),
+        .map(|user| {
+            let (followings, followers) = counted.get(&user.get()).copied().unwrap_or((0, 0));
+            Counts { user_id: user.get(), followings, followers }
         })
         .collect())
 }
@@ -400,28 +410,6 @@ async fn edges_between(
             })
         })
         .collect()
-}
-
-async fn count_by(
-    pool: &AnyPool,
-    tenant: &TenantId,
-    direction: Direction,
-    users: &[UserId],
-) -> Result<HashMap<i64, i64>, sqlx::Error> {
-    if users.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let (owner, _) = direction.columns();
-    let sql = format!(
-        "SELECT {owner}, COUNT(*) FROM following WHERE tenant_id = ? AND rel_status = 1 AND {owner} IN ({}) \
-         GROUP BY {owner}",
-        placeholders(users.len())
-    );
-    let mut query = sqlx::query(&sql).bind(tenant.as_str());
-    for user in users {
-        query = query.bind(user.get());
-    }
-    query.fetch_all(pool).await?.iter().map(|row| Ok((row.try_get(0)?, row.try_get(1)?))).collect()
 }
 
 /// `?, ?, …` for an `IN (…)` list of `n` bound values: every SQL value is a parameter.

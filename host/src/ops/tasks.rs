@@ -76,8 +76,10 @@ impl Tasks {
                 inner.set_state(&name, TaskState::Running { since: Instant::now(), restarted });
                 metrics::gauge!(TASK_UP.name, "task" => name.clone()).set(1.0);
                 let started = Instant::now();
-                // Its own tokio task, so that a panic ends only this run.
-                let ended = tokio::spawn(start(retired.child_token())).await;
+                // Its own tokio task, so that a panic ends only this run; ended with this supervisor.
+                let run = tokio::spawn(start(retired.child_token()));
+                let _ends_with_its_supervisor = Aborted(run.abort_handle());
+                let ended = run.await;
                 if inner.stop.is_cancelled() {
                     return;
                 }
@@ -139,6 +141,13 @@ impl Tasks {
         self.len() == 0
     }
 
+    /// A guard that ends every task, abruptly, when dropped: a server whose run was dropped without its
+    /// graceful shutdown (its future cancelled) stops its tasks as its process's end would, instead of
+    /// leaving them running with no owner. After [`Tasks::shutdown`] it has nothing left to end.
+    pub fn end_when_dropped(&self) -> EndedWhenDropped {
+        EndedWhenDropped(self.clone())
+    }
+
     /// Asks every task to stop and waits for all of them (each finishes the batch in hand).
     pub async fn shutdown(&self) {
         self.inner.stop.cancel();
@@ -148,6 +157,25 @@ impl Tasks {
                 tracing::error!(%error, "a supervised task did not stop cleanly");
             }
         }
+    }
+}
+
+/// See [`Tasks::end_when_dropped`].
+pub struct EndedWhenDropped(Tasks);
+
+impl Drop for EndedWhenDropped {
+    fn drop(&mut self) {
+        self.0.inner.stop.cancel();
+        self.0.inner.set.lock().unwrap_or_else(std::sync::PoisonError::into_inner).abort_all();
+    }
+}
+
+/// Aborts a task's run when its supervisor ends.
+struct Aborted(tokio::task::AbortHandle);
+
+impl Drop for Aborted {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

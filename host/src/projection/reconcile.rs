@@ -1,5 +1,5 @@
 //! `strand reconcile`: compares the truth (`following`) with what is derived from it — the `follower` table
-//! (every pair), the bundled counters in the cache (every user), a sample of the bundled list caches — and
+//! (every pair), the truth's own `follow_counts` (every user), the bundled counters in the cache (every user), a sample of the bundled list caches — and
 //! reports every difference. A clean report is the end condition of the fault suites.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -63,8 +63,9 @@ pub async fn reconcile(db: &Database, cache: Option<&Cache>, sample_lists: usize
             other => report.differences.push(format!("follower {pair:?}: truth {state:?}, projected {other:?}")),
         }
     }
-    // A pair of an erased account is gone from the truth; the follower table keeps it ended (status 0), its
-    // last version keeping redelivered events out. Any other row the truth lacks is a difference.
+    // A pair of an account erased before erasure kept pairs' versions is gone from the truth; the follower
+    // table keeps it ended (status 0), its last version keeping redelivered events out. Any other row the truth
+    // lacks is a difference.
     let erased: Vec<&(String, i64, i64)> =
         projected.iter().filter(|(pair, _)| !truth.contains_key(*pair)).map(|(pair, _)| pair).collect();
     for pair in &erased {
@@ -72,8 +73,6 @@ pub async fn reconcile(db: &Database, cache: Option<&Cache>, sample_lists: usize
             report.differences.push(format!("follower {pair:?}: not in the truth"));
         }
     }
-    let Some(cache) = cache else { return Ok(report) };
-
     let mut followings: BTreeMap<(String, i64), i64> = BTreeMap::new();
     let mut followers: BTreeMap<(String, i64), i64> = BTreeMap::new();
     let mut lists: BTreeMap<(String, i64), BTreeSet<i64>> = BTreeMap::new();
@@ -91,6 +90,9 @@ pub async fn reconcile(db: &Database, cache: Option<&Cache>, sample_lists: usize
             list.insert(*to);
         }
     }
+    check_counts(db, &followings, &followers, &mut report).await?;
+    let Some(cache) = cache else { return Ok(report) };
+
     for (counter, counts) in [(FOLLOWINGS, &followings), (FOLLOWERS, &followers)] {
         let keys: Vec<String> = counts
             .keys()
@@ -118,6 +120,32 @@ pub async fn reconcile(db: &Database, cache: Option<&Cache>, sample_lists: usize
         report.lists_checked += 1;
     }
     Ok(report)
+}
+
+/// The truth's own counts (`follow_counts`, kept by every write) against the follows they count.
+async fn check_counts(
+    db: &Database,
+    followings: &BTreeMap<(String, i64), i64>,
+    followers: &BTreeMap<(String, i64), i64>,
+    report: &mut Report,
+) -> Result<(), sqlx::Error> {
+    let kept: BTreeMap<(String, i64), (i64, i64)> = sqlx::query_as::<_, (String, i64, i64, i64)>(
+        "SELECT tenant_id, user_id, followings, followers FROM follow_counts",
+    )
+    .fetch_all(db.reader())
+    .await?
+    .into_iter()
+    .map(|(tenant, user, followings, followers)| ((tenant, user), (followings, followers)))
+    .collect();
+    let users: BTreeSet<&(String, i64)> = followings.keys().chain(followers.keys()).chain(kept.keys()).collect();
+    for user in users {
+        let counted = (followings.get(user).copied().unwrap_or(0), followers.get(user).copied().unwrap_or(0));
+        let held = kept.get(user).copied().unwrap_or((0, 0));
+        if held != counted {
+            report.differences.push(format!("follow_counts {user:?}: truth {counted:?}, kept {held:?}"));
+        }
+    }
+    Ok(())
 }
 
 /// Every pair of `table` (`following` or `follower`): (tenant, follower, followee) → (status, version).

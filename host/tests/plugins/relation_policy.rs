@@ -8,7 +8,7 @@ use futures::future::join_all;
 use reqwest::Method;
 use serde_json::json;
 use strand::plugins::EXAMPLES;
-use strand_test_support::{on_every_backend, test_plugin, wait_until, Backend, Reply, TestServer};
+use strand_test_support::{on_every_backend, recount_follows, test_plugin, wait_until, Backend, Reply, TestServer};
 
 use super::deploy;
 
@@ -31,15 +31,7 @@ async fn seed_followings(server: &TestServer, tenant: &str, user: i64, count: i6
         );
         sqlx::query(&sql).execute(server.database().writer()).await.expect("seeding follows");
     }
-    let writer = server.database().writer();
-    sqlx::query("DELETE FROM follow_counts WHERE tenant_id = ?").bind(tenant).execute(writer).await.unwrap();
-    let counted = "INSERT INTO follow_counts (tenant_id, user_id, followings, followers) \
-        SELECT tenant_id, user_id, SUM(followings), SUM(followers) FROM ( \
-          SELECT tenant_id, from_user_id AS user_id, COUNT(*) AS followings, 0 AS followers FROM following \
-          WHERE tenant_id = ? AND rel_status = 1 GROUP BY tenant_id, from_user_id \
-          UNION ALL SELECT tenant_id, to_user_id AS user_id, 0 AS followings, COUNT(*) AS followers FROM following \
-          WHERE tenant_id = ? AND rel_status = 1 GROUP BY tenant_id, to_user_id) AS counted GROUP BY tenant_id, user_id";
-    sqlx::query(counted).bind(tenant).bind(tenant).execute(writer).await.expect("counting the seeded follows");
+    recount_follows(server.database(), tenant).await;
 }
 
 async fn the_following_cap_refuses_past_the_cap_with_its_own_code(backend: Backend) {

@@ -144,6 +144,20 @@ pub async fn rows_holding(db: &strand::db::Database, tenant: &str, user: i64) ->
     rows
 }
 
+/// Counts `tenant`'s follows again into `follow_counts`, for a test or bench that wrote `following` rows
+/// straight into the truth (the write path keeps the counts itself).
+pub async fn recount_follows(db: &strand::db::Database, tenant: &str) {
+    let writer = db.writer();
+    sqlx::query("DELETE FROM follow_counts WHERE tenant_id = ?").bind(tenant).execute(writer).await.unwrap();
+    let counted = "INSERT INTO follow_counts (tenant_id, user_id, followings, followers) \
+        SELECT tenant_id, user_id, SUM(followings), SUM(followers) FROM ( \
+          SELECT tenant_id, from_user_id AS user_id, COUNT(*) AS followings, 0 AS followers FROM following \
+          WHERE tenant_id = ? AND rel_status = 1 GROUP BY tenant_id, from_user_id \
+          UNION ALL SELECT tenant_id, to_user_id AS user_id, 0 AS followings, COUNT(*) AS followers FROM following \
+          WHERE tenant_id = ? AND rel_status = 1 GROUP BY tenant_id, to_user_id) AS counted GROUP BY tenant_id, user_id";
+    sqlx::query(counted).bind(tenant).bind(tenant).execute(writer).await.expect("counting the follows");
+}
+
 /// Rows still in the outbox: 0 once the relay has published (and deleted) everything.
 pub async fn outbox_rows(db: &strand::db::Database) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(db.reader()).await
