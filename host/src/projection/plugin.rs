@@ -172,19 +172,30 @@ impl PluginProjection {
     /// The worker's [`PluginProjection::apply`], fenced per tenant: a tenant whose events fail, take longer
     /// than its budget, or wait for its space to be built has them parked (in the database, before the
     /// batch is committed) and is held — its later events are parked too until the parked ones went
-    /// through — while the other tenants' events are applied. Only a failure of the cache itself fails the
-    /// batch.
+    /// through — while the other tenants' events are applied. The batch's tenants are applied side by side,
+    /// not one after another: a tenant whose projector spins to its budget delays no other tenant's events
+    /// (the plugin runtime gives each tenant its share of the cores). Only a failure of the cache itself
+    /// fails the batch.
     pub async fn apply_fenced(&self, events: &[ChangeEvent]) -> Result<(), PluginProjectionError> {
-        for (tenant, (batch, raw)) in by_tenant(events)? {
-            if self.is_held(&tenant) {
-                self.parked.park(tenant.as_str(), &raw, "the tenant's earlier events wait").await?;
-                continue;
-            }
-            if let Some(held) = self.within_budget(&tenant, &batch).await? {
-                tracing::warn!(projector = %self.plugin(), %tenant, reason = %held, "parking the tenant's events; the others go on");
-                self.parked.park(tenant.as_str(), &raw, &held.to_string()).await?;
-                self.lock().held.entry(tenant).or_insert_with(Retry::soon);
-            }
+        let tenants = by_tenant(events)?;
+        let applied = tenants.iter().map(|(tenant, (batch, raw))| self.apply_fenced_tenant(tenant, batch, raw));
+        futures::future::join_all(applied).await.into_iter().collect()
+    }
+
+    async fn apply_fenced_tenant(
+        &self,
+        tenant: &TenantId,
+        batch: &[RelationEvent],
+        raw: &[&ChangeEvent],
+    ) -> Result<(), PluginProjectionError> {
+        if self.is_held(tenant) {
+            self.parked.park(tenant.as_str(), raw, "the tenant's earlier events wait").await?;
+            return Ok(());
+        }
+        if let Some(held) = self.within_budget(tenant, batch).await? {
+            tracing::warn!(projector = %self.plugin(), %tenant, reason = %held, "parking the tenant's events; the others go on");
+            self.parked.park(tenant.as_str(), raw, &held.to_string()).await?;
+            self.lock().held.entry(tenant.clone()).or_insert_with(Retry::soon);
         }
         Ok(())
     }
