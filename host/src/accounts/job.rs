@@ -132,9 +132,28 @@ async fn record(
     total: i64,
 ) -> Result<i64, StartError> {
     let mut tx = db.writer().begin().await?;
-    let state = lock_account(&mut tx, db, tenant, request.user).await?;
-    if let Some(to) = request.to {
-        lock_account(&mut tx, db, tenant, to).await?;
+    // The tenant's running jobs locked first (as a runner locks its job before the accounts its batch reads):
+    // concurrent starts in one tenant count each other, and wait rather than deadlock.
+    let tenant_running: i64 = sqlx::query_scalar(&format!(
+        "SELECT COUNT(*) FROM account_jobs WHERE tenant_id = ? AND state = 'running'{}",
+        db.kind().row_lock(false)
+    ))
+    .bind(tenant.as_str())
+    .fetch_one(&mut *tx)
+    .await?;
+    if tenant_running >= i64::from(per_tenant) {
+        return Err(StartError::TooMany(tenant_running));
+    }
+    // Both ends locked in id order: A → B beside B → A waits instead of deadlocking.
+    let mut users: Vec<UserId> = [Some(request.user), request.to].into_iter().flatten().collect();
+    users.sort_unstable();
+    users.dedup();
+    let mut state = AccountState::Active;
+    for user in users {
+        let locked = lock_account(&mut tx, db, tenant, user).await?;
+        if user == request.user {
+            state = locked;
+        }
     }
     // Under the accounts' locks: two starts on one account (or on a move's two ends) cannot both pass.
     let accounts = [Some(request.user), request.to].into_iter().flatten().map(|u| u.get().to_string());
@@ -149,14 +168,7 @@ async fn record(
     if let Some(id) = running {
         return Err(StartError::Busy(id));
     }
-    let tenant_running: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM account_jobs WHERE tenant_id = ? AND state = 'running'")
-            .bind(tenant.as_str())
-            .fetch_one(&mut *tx)
-            .await?;
-    if tenant_running >= i64::from(per_tenant) {
-        return Err(StartError::TooMany(tenant_running));
-    }
+
     let refuse = |why: &str| Err(StartError::Refused(why.to_owned()));
     // Deleting or suspending again runs the steps again (a failed job's account continues; nothing left is
     // quickly done).
@@ -164,8 +176,9 @@ async fn record(
         (JobKind::Delete, _) => AccountState::Deleted,
         (_, AccountState::Deleted) => return refuse("the account is deleted"),
         (JobKind::Suspend, _) => AccountState::Suspended,
-        // Still suspended while its edges come back: its last step makes it active.
-        (JobKind::Restore, AccountState::Suspended) => AccountState::Suspended,
+        // Active at once: a restore of another account running beside it then finds this end active and
+        // brings their edges back (each waiting for the other to be active, two restores would skip them).
+        (JobKind::Restore, AccountState::Suspended) => AccountState::Active,
         (JobKind::Restore, _) => return refuse("the account is not suspended"),
         (JobKind::Move, AccountState::Suspended) => return refuse("a suspended account cannot move"),
         (JobKind::Move, AccountState::Active) => AccountState::Active,
@@ -174,7 +187,7 @@ async fn record(
         let Some(to) = request.to.filter(|to| *to != request.user) else {
             return refuse("a move needs a destination account other than the account itself");
         };
-        if lock_account(&mut tx, db, tenant, to).await? != AccountState::Active {
+        if account_state(&mut tx, tenant, to).await? != AccountState::Active {
             return refuse("the destination account is not active");
         }
     }
@@ -230,6 +243,20 @@ async fn lock_account(
     let read =
         format!("SELECT state FROM account_settings WHERE tenant_id = ? AND user_id = ?{}", db.kind().row_lock(false));
     let state: i64 = sqlx::query_scalar(&read).bind(tenant.as_str()).bind(user.get()).fetch_one(&mut **tx).await?;
+    Ok(AccountState::from_stored(state))
+}
+
+/// `user`'s state, its row locked by this transaction already.
+async fn account_state(
+    tx: &mut Transaction<'_, Any>,
+    tenant: &TenantId,
+    user: UserId,
+) -> Result<AccountState, sqlx::Error> {
+    let state: i64 = sqlx::query_scalar("SELECT state FROM account_settings WHERE tenant_id = ? AND user_id = ?")
+        .bind(tenant.as_str())
+        .bind(user.get())
+        .fetch_one(&mut **tx)
+        .await?;
     Ok(AccountState::from_stored(state))
 }
 

@@ -21,7 +21,8 @@ pub enum Step {
     /// What else the host holds naming the account: sampled requests and follow attempts, plugin log lines
     /// about its edges.
     Traces,
-    /// The account is active again.
+    /// The account made active: a restore's account is active from its start; the step stays for restores
+    /// started by an older node, whose account it makes active.
     Activate,
     /// The account's follows on one side moved to the destination.
     Move(Side),

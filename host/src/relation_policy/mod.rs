@@ -67,9 +67,9 @@ impl RelationPolicies {
             target: follow.target.get(),
             followed_back: follow.followed_back,
             target_private: follow.target_private,
-            follower_followings: follow.follower_counts.followings,
-            follower_followers: follow.follower_counts.followers,
-            target_followers: follow.target_counts.followers,
+            follower_followings: follow.follower_followings,
+            follower_followers: follow.follower_followers,
+            target_followers: follow.target_followers,
             now_ms: crate::util::time::now_ms(),
         };
         let plugin = &chosen.plugin;

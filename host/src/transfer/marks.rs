@@ -95,7 +95,12 @@ pub async fn recover_abandoned(db: &Database, cache: &Cache, registry: &PluginRe
     let mut recovered = 0;
     for tenant in abandoned {
         let Ok(tenant) = tenant.parse::<TenantId>() else { continue };
-        end(db, cache, registry, &tenant).await?;
+        // One tenant's failure (its build lock held, say) leaves the others' recovery to go on.
+        if let Err(e) = end(db, cache, registry, &tenant).await {
+            let error = crate::ops::observability::causes(&e);
+            tracing::error!(%tenant, %error, "cannot end an abandoned import; trying again at the next sweep");
+            continue;
+        }
         tracing::warn!(%tenant, "an import ended without finishing; its spaces are built again from the truth");
         let record = AuditRecord {
             actor: "host".to_owned(),

@@ -317,6 +317,31 @@ async fn a_restore_brings_back_only_edges_whose_other_end_is_active(backend: Bac
     run_job(&admin, "acme", 3, json!({"kind": "restore"})).await;
     run_job(&admin, "acme", 4, json!({"kind": "restore"})).await;
     assert_eq!(follows(db, "acme").await, [(1, 2)], "no follow across a block");
+
+    // Two suspended accounts that follow each other restored at once: neither restore waits for the other.
+    act(db, &tenant, 5, Act::Follow, 6).await;
+    act(db, &tenant, 6, Act::Follow, 5).await;
+    for account in [5, 6] {
+        run_job(&admin, "acme", account, json!({"kind": "suspend"})).await;
+    }
+    let started: Vec<i64> = join_all([5, 6].map(|account| {
+        let admin = &admin;
+        async move {
+            let path = format!("/admin/v1/tenants/acme/accounts/{account}/jobs");
+            let reply = admin.send_json(reqwest::Method::POST, &path, &json!({"kind": "restore"})).await;
+            assert_eq!(reply.status, 202, "{reply:?}");
+            reply.body["id"].as_i64().unwrap()
+        }
+    }))
+    .await;
+    for id in started {
+        let path = format!("/admin/v1/tenants/acme/jobs/{id}");
+        wait_until("the restore ends", Duration::from_secs(60), || async {
+            admin.get(&path).await.body["state"] == "done"
+        })
+        .await;
+    }
+    assert_eq!(follows(db, "acme").await, [(1, 2), (5, 6), (6, 5)], "both follows back");
 }
 
 /// A running job (its node holding the lease, say) on an account or as a move's destination refuses another

@@ -2,7 +2,6 @@
 
 use serde::Serialize;
 
-use super::counts::FollowCounts;
 use super::edge::{Edge, Lock};
 use crate::graph::ids::{TenantId, UserId};
 use crate::util::time::now_ms;
@@ -131,9 +130,11 @@ pub struct FollowContext {
     pub followed_back: bool,
     /// Whether the target's account is private.
     pub target_private: bool,
-    /// The follower's counts and the target's, exact (`follow_counts`).
-    pub follower_counts: FollowCounts,
-    pub target_counts: FollowCounts,
+    /// The follower's followings and followers and the target's followers, exact (`follow_counts`): only
+    /// what a policy is given, so a change of anything else never makes it be asked again.
+    pub follower_followings: i64,
+    pub follower_followers: i64,
+    pub target_followers: i64,
 }
 
 /// Decides whether a follow begins, waits for approval or is refused, only when the follow would change the

@@ -56,6 +56,23 @@ impl CountChanges {
     }
 }
 
+/// The statement creating `users`' counts rows (at zero) when missing, in user order, before a transaction
+/// locks them: a locking read of a missing row would take a gap lock (MySQL), which two first follows — or
+/// the next tenant's keys — would then wait on; a row that exists is locked alone. `None` on SQLite.
+pub fn create(kind: DatabaseKind, tenant: &TenantId, users: [UserId; 2]) -> Option<String> {
+    let mut users = users.map(UserId::get);
+    users.sort_unstable();
+    kind.has_row_locks().then(|| {
+        format!(
+            "INSERT INTO follow_counts (tenant_id, user_id, followings, followers) VALUES ('{tenant}', {}, 0, 0), \
+             ('{tenant}', {}, 0, 0){}followings = followings;",
+            users[0],
+            users[1],
+            kind.on_conflict_update(&["tenant_id", "user_id"])
+        )
+    })
+}
+
 /// The `SELECT` reading `users`' counts as result rows `label` in a relation transaction's eight columns
 /// (label, followings, followers, user, then padding); `locked`: exclusively, since the transaction that
 /// decides on them may change them (no shared-to-exclusive upgrade to deadlock on).

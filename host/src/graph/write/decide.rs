@@ -71,8 +71,9 @@ pub fn follow_context(command: &RelationCommand<'_>, found: &Found) -> FollowCon
         target,
         followed_back: found.row(Edge::follow(target, follower)).status == ACTIVE,
         target_private: found.subject_private,
-        follower_counts: found.actor_counts,
-        target_counts: found.subject_counts,
+        follower_followings: found.actor_counts.followings,
+        follower_followers: found.actor_counts.followers,
+        target_followers: found.subject_counts.followers,
     }
 }
 

@@ -57,7 +57,12 @@ pub async fn change_under(
         match transaction::run(db, &command, policy, asked.as_ref()).await {
             Ok(Attempt::Done(change)) => return Ok(change),
             Ok(Attempt::Ask(_)) if attempt >= MAX_ATTEMPTS => return Err(WriteError::Contended),
-            Ok(Attempt::Ask(context)) => asked = Some(ask(context).await?),
+            Ok(Attempt::Ask(context)) => {
+                // What it decides on changed meanwhile (another follow of a popular target): a short wait
+                // spreads the re-asks of concurrent follows instead of racing them again at once.
+                tokio::time::sleep(Duration::from_millis(1u64 << attempt)).await;
+                asked = Some(ask(context).await?)
+            }
             Err(WriteError::Database(e)) if attempt < MAX_ATTEMPTS && is_lock_conflict(&e) => {
                 let RelationCommand { tenant, actor, subject, .. } = command;
                 tracing::debug!(%tenant, %actor, %subject, attempt, error = %e, "write lost a lock race; retrying");

@@ -45,7 +45,7 @@ pub(super) enum Attempt {
 /// The command's reads, without locks or a transaction: what a plugin policy is asked on before the
 /// transaction opens (the transaction checks it is unchanged).
 pub(super) async fn look(db: &Database, command: &RelationCommand<'_>) -> Result<Found, WriteError> {
-    let statement = reads(db.kind(), command, false, true);
+    let statement = reads(db.kind(), command, false, command.act == Act::Follow);
     let mut conn = db.reader().acquire().await?;
     let rows = conn.fetch_all(statement.as_str()).await?;
     found(command, &rows)
@@ -60,9 +60,13 @@ pub(super) async fn run(
     asked: Option<&Asked>,
 ) -> Result<Attempt, WriteError> {
     let kind = db.kind();
+    let plugin_decides = policy.rule().is_none() && command.act == Act::Follow;
     let mut first = String::from("BEGIN;");
     first.extend(command.reads().iter().filter_map(|(edge, lock)| edge::create(kind, command.tenant, *edge, *lock)));
-    first.push_str(&reads(kind, command, true, policy.rule().is_none()));
+    if plugin_decides {
+        first.extend(counts::create(kind, command.tenant, [command.actor, command.subject]));
+    }
+    first.push_str(&reads(kind, command, true, plugin_decides));
     let mut conn = HandOpened { conn: db.writer().acquire().await?, finished: false };
     held::holding("a relation write's transaction", async {
         let mut found = found(command, &conn.conn.fetch_all(first.as_str()).await?)?;
@@ -125,7 +129,7 @@ fn reads(kind: DatabaseKind, command: &RelationCommand<'_>, locked: bool, plugin
     if command.reads_accounts() {
         selects.push(edge::read_accounts(kind, tenant, reads.len(), users, locked));
     }
-    if plugin_decides && command.act == Act::Follow {
+    if plugin_decides {
         selects.push(counts::read(kind, tenant, reads.len() + 1, users, locked));
     }
     // Every read in one statement: the server parses and plans each statement anew (separate statements
