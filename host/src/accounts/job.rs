@@ -9,7 +9,7 @@ use sqlx::{Any, Row, Transaction};
 use utoipa::ToSchema;
 
 use super::steps::{self, Step};
-use crate::db::{held, Database};
+use crate::db::{held, is_lock_conflict, Database};
 use crate::graph::{AccountState, TenantId, UserId};
 use crate::util::time::now_ms;
 
@@ -99,6 +99,9 @@ pub enum StartError {
     Database(#[from] sqlx::Error),
 }
 
+/// How often a start that lost a lock race is tried again.
+const MAX_START_ATTEMPTS: u32 = 6;
+
 const COLUMNS: &str = "id, tenant_id, user_id, kind, target_user_id, with_followings, state, phase, done, total, \
                        requested_by, error, created_at, updated_at";
 
@@ -117,8 +120,19 @@ pub async fn start(
     for step in steps::of(request.kind, request.with_followings) {
         total += step.remaining(db, tenant, request.user).await?;
     }
-    let recording = record(db, tenant, request, requested_by, per_tenant, total);
-    let id = held::holding("an account job's start", recording).await?;
+    // Two starts in one tenant may deadlock on the gap their locks of its jobs share: the start is short and
+    // retried whole, as relation writes are.
+    let mut attempt = 1;
+    let id = loop {
+        let recording = record(db, tenant, request, requested_by, per_tenant, total);
+        match held::holding("an account job's start", recording).await {
+            Err(StartError::Database(e)) if attempt < MAX_START_ATTEMPTS && is_lock_conflict(&e) => {
+                tokio::time::sleep(std::time::Duration::from_millis(5u64 << attempt)).await;
+                attempt += 1;
+            }
+            recorded => break recorded?,
+        }
+    };
     Ok(get(db, tenant, id).await?.ok_or(sqlx::Error::RowNotFound)?)
 }
 
