@@ -169,13 +169,11 @@ impl PluginProjection {
         Ok(())
     }
 
-    /// The worker's [`PluginProjection::apply`], fenced per tenant: a tenant whose events fail, take longer
-    /// than its budget, or wait for its space to be built has them parked (in the database, before the
-    /// batch is committed) and is held — its later events are parked too until the parked ones went
-    /// through — while the other tenants' events are applied. The batch's tenants are applied side by side,
-    /// not one after another: a tenant whose projector spins to its budget delays no other tenant's events
-    /// (the plugin runtime gives each tenant its share of the cores). Only a failure of the cache itself
-    /// fails the batch.
+    /// The worker's [`PluginProjection::apply`], fenced per tenant: a tenant whose events fail, outrun its
+    /// budget or wait for a build has them parked (before the batch commits) and is held, its later events
+    /// parked behind them. Tenants are applied side by side: a neighbour spinning to its budget no longer
+    /// holds the others' effects back (the batch still commits when the slowest is done). Only a failure of
+    /// the cache itself fails the batch.
     pub async fn apply_fenced(&self, events: &[ChangeEvent]) -> Result<(), PluginProjectionError> {
         let tenants = by_tenant(events)?;
         let applied = tenants.iter().map(|(tenant, (batch, raw))| self.apply_fenced_tenant(tenant, batch, raw));

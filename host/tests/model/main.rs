@@ -249,6 +249,21 @@ async fn run(mut server: TestServer) {
     check_quiescent(&server, &model, seed).await;
 }
 
+/// Waits, up to a minute, until `differences` finds none; else fails with the last ones it found (what
+/// `wait_until` cannot say).
+async fn until_none<F: std::future::Future<Output = Vec<String>>>(what: &str, differences: impl Fn() -> F) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let found = differences().await;
+        if found.is_empty() {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}: still {found:?} after 60 s");
+        // Polled, not slept on: the condition is checked again until the deadline.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// After the last op: everything the host keeps or serves equals the model.
 async fn check_quiescent(server: &TestServer, model: &Model, seed: u64) {
     let db = server.database();
@@ -313,27 +328,9 @@ async fn check_quiescent(server: &TestServer, model: &Model, seed: u64) {
         }
         differences
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let differences = served_differences().await;
-        if differences.is_empty() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "seed {seed}: served reads never equal the model: {differences:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let report = strand::projection::reconcile(db, None, 0).await.expect("reconcile runs");
-        if report.differences.is_empty() {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "seed {seed}: reconcile: {:?}", report.differences);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    until_none(&format!("seed {seed}: served reads equal the model"), served_differences).await;
+    let reconciled = || async { strand::projection::reconcile(db, None, 0).await.expect("reconcile runs").differences };
+    until_none(&format!("seed {seed}: reconcile is clean"), reconciled).await;
     for user in model.users().into_iter().filter(|u| model.state(*u) == State::Deleted) {
         assert_eq!(rows_holding(db, TENANT, user).await, 0, "seed {seed}: deleted account {user} is erased");
     }

@@ -18,7 +18,6 @@ use std::time::Duration;
 pub use command::{
     Act, Admit, FollowContext, FollowPolicy, PrivateNeedsApproval, RelationChange, RelationCommand, WriteError,
 };
-pub use counts::FollowCounts;
 
 use self::transaction::{Asked, Attempt};
 use crate::db::{is_lock_conflict, Database};
