@@ -71,6 +71,10 @@ pub struct Config {
     /// plugins that spin to their deadline hold at most this many; its further calls wait (within their
     /// deadline), then fail by its own kind's failure policy (`busy`), never another tenant's.
     pub plugin_tenant_instances: u32,
+    /// Of the node's cores, the share one tenant's plugins may keep busy (all its calls of every kind
+    /// together, once past a 200 ms burst): a tenant whose plugins spin is paused, so the host's pipeline
+    /// and the other tenants always find a core.
+    pub plugin_tenant_cpu_share: f64,
     /// How long an uploaded component may take to compile, in milliseconds; slower ones are refused
     /// (`422 compile_too_slow`). Compiles run outside the registry's lock, one per tenant at a time.
     pub plugin_compile_budget_ms: u64,
@@ -193,6 +197,7 @@ impl Default for Config {
             plugin_max_memory_bytes: 256 << 20,
             plugin_max_fuel: 5_000_000_000,
             plugin_tenant_instances: crate::plugins::DEFAULT_TENANT_SHARE,
+            plugin_tenant_cpu_share: crate::plugins::DEFAULT_TENANT_CPU_SHARE,
             plugin_compile_budget_ms: crate::plugins::DEFAULT_COMPILE_BUDGET.as_millis() as u64,
             plugin_max_projectors: crate::plugins::DEFAULT_MAX_PROJECTORS,
             rollout_max_excess_failure_rate: 0.05,

@@ -66,6 +66,8 @@ pub enum StartupError {
     Kafka(#[from] rdkafka::error::KafkaError),
     #[error(transparent)]
     KafkaOptions(#[from] KafkaOptionsError),
+    #[error("cannot take back the kept spaces of the in-process cache")]
+    KeptSpaces(#[source] sqlx::Error),
     #[error("cannot start a projection worker")]
     Worker(#[from] SourceError),
     #[error("cannot start the relay")]

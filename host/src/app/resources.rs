@@ -99,7 +99,9 @@ pub(super) fn publisher(
 /// The deployed plugins (and the bundled ones), loaded from the database.
 pub(super) async fn load_plugins(config: &Config, db: &Database) -> Result<Arc<PluginRegistry>, StartupError> {
     let (defaults, maxima, cache) = (config.plugin_limits(), config.plugin_maxima(), config.plugin_cache_dir.clone());
-    let runtime = PluginRuntime::bounded(defaults, maxima, cache)?.with_tenant_share(config.plugin_tenant_instances);
+    let runtime = PluginRuntime::bounded(defaults, maxima, cache)?
+        .with_tenant_share(config.plugin_tenant_instances)
+        .with_tenant_cpu_share(config.plugin_tenant_cpu_share);
     let runtime = Arc::new(runtime);
     let registry = PluginRegistry::load_with(runtime, db.clone(), config.rollback_policy()).await?;
     let registry = registry

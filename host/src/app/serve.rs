@@ -16,7 +16,8 @@ use super::relay::RestartableRelay;
 use super::resources::Resources;
 use super::{bind_operations, serve_operations, supervise_companions, StartupError};
 use crate::api::{self, AppState, Authenticator};
-use crate::cache::Cache;
+use crate::bus::Publisher;
+use crate::cache::{Cache, MemoryCache};
 use crate::config::Config;
 use crate::db::Database;
 use crate::ops::health::Readiness;
@@ -63,6 +64,9 @@ impl Server {
         let rate_limiting = Arc::new(RateLimiting::new(plugins.clone(), tenants.clone(), buckets));
         // One cache for the reads and the workers: on the embedded default, it is this process's memory.
         let cache = resources.cache(config);
+        if let Some(memory) = kept_spaces(&cache, &resources) {
+            crate::projection::kept::restore(&db, &memory).await.map_err(StartupError::KeptSpaces)?;
+        }
         observability::recorder();
         let tasks = Tasks::default();
         let kafka = resources.kafka.clone();
@@ -142,6 +146,15 @@ impl Server {
             async move { retention.prune(&db, cache_dir.as_deref()).await }
         });
         supervise_account_jobs(&self.tasks, db.clone(), self.account_job_batch, self.account_job_share);
+        // The in-process cache's spaces, kept across restarts (the embedded default).
+        let kept = kept_spaces(&self.cache, &self.resources);
+        if let Some(memory) = kept.clone() {
+            let kept_db = db.clone();
+            supervise_every(&self.tasks, "keep-spaces", crate::projection::kept::KEEP_EVERY, move || {
+                let (db, memory) = (kept_db.clone(), memory.clone());
+                async move { crate::projection::kept::keep(&db, &memory).await.map(|_| ()) }
+            });
+        }
         // Imports whose process stopped mid-way: their tenants' spaces built again from the truth.
         let (imports_db, cache, plugins) = (db.clone(), self.cache, self.resources.plugins.clone());
         supervise_every(&self.tasks, "abandoned-imports", crate::transfer::marks::RECOVER_EVERY, move || {
@@ -168,8 +181,24 @@ impl Server {
         }
         // The relay and the workers finish the batch in hand, commit what they did, then stop.
         self.tasks.shutdown().await;
+        // Kept once more with the workers stopped: the next start takes back every event applied.
+        if let Some(memory) = kept {
+            if let Err(error) = crate::projection::kept::keep(&db, &memory).await {
+                tracing::error!(error = %crate::ops::observability::causes(&error), "cannot keep the spaces at shutdown; the next start applies the events since the last kept ones again");
+            }
+        }
         db.close().await;
         served
+    }
+}
+
+/// The in-process cache whose spaces are kept across restarts: the embedded default's, whose projectors'
+/// positions are on the embedded bus in the same database (with Kafka, a restart builds them from the
+/// truth).
+fn kept_spaces(cache: &Cache, resources: &Resources) -> Option<Arc<MemoryCache>> {
+    match (cache, &resources.publisher) {
+        (Cache::Memory(memory), Publisher::Embedded(_)) => Some(memory.clone()),
+        _ => None,
     }
 }
 

@@ -109,6 +109,10 @@ pub const PLUGIN_LOG_LINES_DROPPED: Metric =
     counter("strand_plugin_log_lines_dropped_total", "Plugin log lines not kept, by reason.");
 pub const PLUGIN_POOL_EXHAUSTED: Metric =
     counter("strand_plugin_pool_exhausted_total", "Calls that found the node's plugin instance pool full.");
+pub const PLUGIN_PAUSED: Metric = counter(
+    "strand_plugin_paused_microseconds_total",
+    "Time plugin calls were paused for their tenant's share of the cores (plugin_tenant_cpu_share), by tenant and kind.",
+);
 pub const HELD_CONNECTION_WAITS: Metric = counter(
     "strand_held_connection_waits_total",
     "Waits on another service (plugin, Redis, Kafka) while holding a database connection: bugs, by what was waited on.",
@@ -164,6 +168,7 @@ pub const ALL: &[Metric] = &[
     PLUGIN_INVALID_OUTPUT,
     PLUGIN_LOG_LINES_DROPPED,
     PLUGIN_POOL_EXHAUSTED,
+    PLUGIN_PAUSED,
     HELD_CONNECTION_WAITS,
     ROLLOUT_AUTOMATIC_ROLLBACKS,
     ACCOUNT_JOB_EDGES,

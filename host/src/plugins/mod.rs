@@ -40,8 +40,8 @@ pub use registry::{
 };
 pub use rollout::{RolloutRates, Tally};
 pub use runtime::{
-    CallCost, Called, LimitRefused, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits, DEFAULT_TENANT_SHARE,
-    INPUTS_PER_LIMIT,
+    CallCost, Called, LimitRefused, PluginLimits, PluginRuntime, PreparedPlugin, RequestedLimits,
+    DEFAULT_TENANT_CPU_SHARE, DEFAULT_TENANT_SHARE, INPUTS_PER_LIMIT,
 };
 pub use slot::{PluginSlot, SlotError, SINGLETON_NAME};
 

@@ -10,7 +10,8 @@
 //!   over both.
 //! - `reconcile.rs` compares the truth with everything derived, `rebuild.rs` derives a projection again
 //!   from it, `spaces.rs` drops the spaces of versions no longer live and compares a shadow's with the
-//!   active one's, `progress.rs` records builds for the admin API.
+//!   active one's, `progress.rs` records builds for the admin API, `kept.rs` keeps the in-process cache's
+//!   spaces across restarts.
 //! - The read side: `cached_reads.rs` serves counts and lists from the projections once they are complete.
 
 mod backfill;
@@ -18,6 +19,7 @@ mod build;
 mod cached_reads;
 mod events;
 pub mod follower;
+pub mod kept;
 mod parked;
 mod plugin;
 pub mod progress;

@@ -53,6 +53,8 @@ pub struct PluginProjection {
 struct Fence {
     held: HashMap<TenantId, Retry>,
     builds: HashMap<(TenantId, i64), JoinHandle<Result<u64, PluginProjectionError>>>,
+    /// A held tenant's parked events being tried, one try per tenant at a time.
+    retries: HashMap<TenantId, JoinHandle<Result<Tried, PluginProjectionError>>>,
     /// When the held tenants were last read from the table (what another worker parked, or this one before
     /// a restart).
     loaded: Option<Instant>,
@@ -100,6 +102,14 @@ enum Held {
     Building(String),
     #[error("the space {space} is over its quota: {reached}")]
     OverQuota { space: String, reached: crate::cache::Exceeded },
+}
+
+/// How a try of a held tenant's parked events ended (its failures of the database aside).
+enum Tried {
+    /// The events tried were applied (or none were parked).
+    Applied,
+    /// They are tried again at `next`, but for those `given_up`, for the worker to dead-letter.
+    Failed { next: Retry, given_up: Vec<GivenUp> },
 }
 
 /// Parked events the worker is to dead-letter (tried [`MAX_ATTEMPTS`] times), with why.
@@ -240,8 +250,9 @@ impl PluginProjection {
     /// Whether a held tenant's parked events are due to be tried again: between every two live batches while
     /// they drain, so a tenant with a long backlog (a celebrity's deletion) catches up at the pace of the live
     /// path, one parked batch per live batch, instead of one per sweep.
+    /// Also when a retry running in the background has ended, to be taken in.
     pub fn retry_due(&self) -> bool {
-        !self.due().is_empty()
+        !self.due().is_empty() || self.lock().retries.values().any(JoinHandle::is_finished)
     }
 
     fn due(&self) -> Vec<(TenantId, Retry)> {
@@ -250,43 +261,95 @@ impl PluginProjection {
         fence
             .held
             .iter()
-            .filter(|(t, r)| r.at <= Instant::now() && !building(t))
+            .filter(|(t, r)| r.at <= Instant::now() && !building(t) && !fence.retries.contains_key(*t))
             .map(|(t, r)| (t.clone(), *r))
             .collect()
     }
 
-    /// Retries each due held tenant's oldest parked events once; returns those tried too often (see
-    /// [`PluginProjection::maintain`]).
+    /// Starts, in the background, a try of each due held tenant's oldest parked events, and takes in the
+    /// tries that ended; returns the events tried too often (see [`PluginProjection::maintain`]). A held
+    /// tenant's retry never holds up the live batches: a neighbour whose plugin spins to its budget on
+    /// every try spins beside them. Whether a tenant is drained (and goes back to the live path) is decided
+    /// here, between batches, so none of its live events slips past its parked ones.
     pub async fn retry_parked(&self) -> Result<Vec<GivenUp>, PluginProjectionError> {
-        let due = self.due();
+        for (tenant, retry) in self.due() {
+            let this = self.clone();
+            let task = tokio::spawn({
+                let tenant = tenant.clone();
+                async move { this.try_parked(&tenant, retry).await }
+            });
+            self.lock().retries.insert(tenant, task);
+        }
         let mut given_up = Vec::new();
-        for (tenant, retry) in due {
-            given_up.extend(self.retry(&tenant, retry).await?);
+        for (tenant, tried) in self.reap_retries() {
+            given_up.extend(self.retried(&tenant, tried).await?);
         }
         Ok(given_up)
     }
 
-    /// Retries `tenant`'s oldest parked events once.
-    async fn retry(&self, tenant: &TenantId, retry: Retry) -> Result<Vec<GivenUp>, PluginProjectionError> {
+    /// The background retries that ended, with how.
+    fn reap_retries(&self) -> Vec<(TenantId, Result<Tried, PluginProjectionError>)> {
+        let mut fence = self.lock();
+        let ended: Vec<TenantId> =
+            fence.retries.iter().filter(|(_, task)| task.is_finished()).map(|(t, _)| t.clone()).collect();
+        let mut reaped = Vec::new();
+        for tenant in ended {
+            let Some(task) = fence.retries.remove(&tenant) else { continue };
+            // A finished task's result is ready: no waiting under the lock.
+            let tried = match futures::FutureExt::now_or_never(task) {
+                Some(Ok(tried)) => tried,
+                Some(Err(join)) => Err(PluginProjectionError::Stopped(join.to_string())),
+                None => continue,
+            };
+            reaped.push((tenant, tried));
+        }
+        reaped
+    }
+
+    /// Takes in how `tenant`'s retry ended: drained, it is no longer held; else it is tried again later.
+    async fn retried(
+        &self,
+        tenant: &TenantId,
+        tried: Result<Tried, PluginProjectionError>,
+    ) -> Result<Vec<GivenUp>, PluginProjectionError> {
+        match tried {
+            Ok(Tried::Applied) => {
+                // Drained, the tenant goes back to the live path at once: held a sweep longer, each of its
+                // later events would be parked behind nothing and wait that sweep (2 s a follow, measured).
+                if self.parked.oldest(tenant.as_str()).await?.is_empty() {
+                    self.lock().held.remove(tenant);
+                    tracing::info!(projector = %self.plugin(), %tenant, "every parked event of the tenant is applied");
+                } else {
+                    self.lock().held.insert(tenant.clone(), Retry::now());
+                }
+                Ok(Vec::new())
+            }
+            Ok(Tried::Failed { next, given_up }) => {
+                self.lock().held.insert(tenant.clone(), next);
+                Ok(given_up)
+            }
+            Err(error) => {
+                if let Some(retry) = self.lock().held.get_mut(tenant) {
+                    *retry = retry.after_failure();
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Tries `tenant`'s oldest parked events once (in the background: see
+    /// [`PluginProjection::retry_parked`]).
+    async fn try_parked(&self, tenant: &TenantId, retry: Retry) -> Result<Tried, PluginProjectionError> {
         let parked = self.parked.oldest(tenant.as_str()).await?;
         if parked.is_empty() {
-            self.lock().held.remove(tenant);
-            tracing::info!(projector = %self.plugin(), %tenant, "every parked event of the tenant is applied");
-            return Ok(Vec::new());
+            return Ok(Tried::Applied);
         }
         let batch: Vec<RelationEvent> =
             parked.iter().map(|p| relation_event(&p.event)).collect::<Result<_, Unprojectable>>()?;
         let held = match self.within_budget(tenant, &batch).await? {
             None => {
                 self.parked.remove(&parked.iter().map(|p| p.id).collect::<Vec<_>>()).await?;
-                // Drained, the tenant goes back to the live path at once: held a sweep longer, each of its
-                // later events would be parked behind nothing and wait that sweep (2 s a follow, measured).
-                if self.parked.oldest(tenant.as_str()).await?.is_empty() {
-                    self.lock().held.remove(tenant);
-                } else {
-                    self.lock().held.insert(tenant.clone(), Retry::now());
-                }
-                return Ok(Vec::new());
+                return Ok(Tried::Applied);
             }
             Some(held) => held,
         };
@@ -307,7 +370,7 @@ impl PluginProjection {
             .map(|p| GivenUp { event: p.event.clone(), payload: p.payload.clone(), reason: failed.clone(), id: p.id })
             .collect();
         // Slowness may be the machine's (its CPU taken by others), not the events': tried again after as long
-        // as the try took (the tenant gets at most half of the worker's time); the rest are tried again soon
+        // as the try took (its tries run at most half the time); the rest are tried again soon
         // once the blamed events are given up (the next may well apply).
         let next = match held {
             Held::OverBudget(_) => Retry::after(self.budget),
@@ -315,9 +378,8 @@ impl PluginProjection {
             Held::Poison(_) | Held::Refused(_) | Held::OverQuota { .. } | Held::Building(_) => retry.after_failure(),
         };
         let retry_in = next.at.saturating_duration_since(Instant::now());
-        self.lock().held.insert(tenant.clone(), next);
         tracing::warn!(projector = %self.plugin(), %tenant, reason = %failed, ?retry_in, "parked events still cannot be applied");
-        Ok(given_up)
+        Ok(Tried::Failed { next, given_up })
     }
 
     /// Forgets parked events the worker dead-lettered.
@@ -325,10 +387,15 @@ impl PluginProjection {
         Ok(self.parked.remove(&given_up.iter().map(|g| g.id).collect::<Vec<_>>()).await?)
     }
 
-    /// Stops the builds running in the background (a stopping worker): a stopped build is simply done again.
-    pub fn stop_builds(&self) {
-        for (_, build) in self.lock().builds.drain() {
+    /// Stops the builds and retries running in the background (a stopping worker): a stopped build is
+    /// simply done again, a stopped retry's events are still parked.
+    pub fn stop_background(&self) {
+        let mut fence = self.lock();
+        for (_, build) in fence.builds.drain() {
             build.abort();
+        }
+        for (_, retry) in fence.retries.drain() {
+            retry.abort();
         }
     }
 

@@ -89,6 +89,9 @@ pub enum PluginProjectionError {
     /// This event would take a sorted set past its quota: refused for good (dead-lettered, never retried).
     #[error("refused for the space's quota: {0}")]
     QuotaRefused(Unprojectable),
+    /// A try of parked events running in the background ended without an answer (it panicked).
+    #[error("a retry of parked events ended without an answer: {0}")]
+    Stopped(String),
 }
 
 impl Projector {

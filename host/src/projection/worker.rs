@@ -172,10 +172,10 @@ impl Worker {
         }
     }
 
-    /// Stops what runs beside the worker (a projector's background builds).
+    /// Stops what runs beside the worker (a projector's background builds and retries).
     fn stop(&self) {
         if let Projection::Plugin(plugin) = &self.projection {
-            plugin.stop_builds();
+            plugin.stop_background();
         }
     }
 

@@ -72,6 +72,10 @@ pub async fn renew(tx: &mut Transaction<'_, Any>, tenant: &TenantId) -> Result<b
 /// workers build them), then the mark goes. A failure leaves the mark for [`recover_abandoned`].
 pub async fn end(db: &Database, cache: &Cache, registry: &PluginRegistry, tenant: &TenantId) -> Result<(), EndError> {
     build_again(cache, registry, tenant).await?;
+    // The kept spaces of the embedded default no longer hold for this tenant: kept again, cleared.
+    if let Cache::Memory(memory) = cache {
+        crate::projection::kept::keep(db, memory).await?;
+    }
     sqlx::query("DELETE FROM tenant_imports WHERE tenant_id = ?").bind(tenant.as_str()).execute(db.writer()).await?;
     Ok(())
 }

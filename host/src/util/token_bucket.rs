@@ -34,6 +34,12 @@ impl TokenBucket {
         }
     }
 
+    /// Takes `cost` whether held or not (a debt to be refilled first); the tokens left, below zero in debt.
+    pub fn spend(&mut self, cost: f64) -> f64 {
+        self.tokens -= cost;
+        self.tokens
+    }
+
     /// Takes as many whole tokens as held, up to `wanted`; how many.
     pub fn take_up_to(&mut self, wanted: usize) -> usize {
         let taken = (self.tokens.max(0.0) as usize).min(wanted);

@@ -83,6 +83,45 @@ async fn a_projector_timing_out_on_every_event_holds_up_only_its_tenant() {
     .await;
 }
 
+/// Evil's projector spins on every event past its tenant's budget (5 s here), so its events are parked and
+/// retried, each try spinning that long again. The tries run beside the live path: for longer than a whole
+/// try and the wait after it, each of acme's follows shows in its projection within half a try, however
+/// the two interleave (a try in the worker's loop held every live batch behind it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_held_tenants_retries_never_hold_up_the_live_batches() {
+    const BUDGET: Duration = Duration::from_secs(5);
+    let server = neighbourhood(|c| {
+        c.plugin_max_deadline_ms = 5000;
+        c.projection_tenant_budget_ms = BUDGET.as_millis() as u64;
+    })
+    .await;
+    let evil = "evil-retried";
+    for tenant in [evil, "acme"] {
+        let query = "deadline_ms=5000&fuel=5000000000&readable=counter:followers";
+        let deployed = deploy(&server, tenant, "projector/friends", query, test_plugin("hostile-projector")).await;
+        assert_eq!(deployed.status, 200, "{deployed:?}");
+    }
+    assert_eq!(server.client(evil, 1).put("/v1/me/following/906").await.status, 200);
+    wait_until("evil's event is parked", BUDGET * 4, || async {
+        let parked = server.admin().get(&format!("/admin/v1/tenants/{evil}/parked")).await;
+        parked.body["projections"]
+            .as_array()
+            .is_some_and(|all| all.iter().any(|p| p["projection"] == "projector.friends"))
+    })
+    .await;
+    let (follower, reader) = (server.client("acme", 2), server.client("acme", 1));
+    let sampling = std::time::Instant::now();
+    for target in 5000.. {
+        if sampling.elapsed() > BUDGET * 3 {
+            break;
+        }
+        assert_eq!(follower.put(&format!("/v1/me/following/{target}")).await.status, 200);
+        let path = format!("/v1/projections/friends/followers/{target}");
+        let shown = format!("acme's follow of {target} counted within half of evil's try");
+        wait_until(&shown, BUDGET / 2, || async { reader.get(&path).await.body["value"] == 1 }).await;
+    }
+}
+
 /// Evil's projector fills its space: one uncapped sorted set every follower joins (past the quota's 20
 /// members), then a 1 KiB value per event (past its 100 keys) while acme writes. The set never holds more
 /// than its quota, the space stops at its own (give or take a batch), evil sees why its events wait and
@@ -164,7 +203,7 @@ async fn projector_names_are_capped_per_tenant_and_a_removed_ones_worker_stops()
 }
 
 /// Evil's limiter spins to its 2 s deadline on every request, from many connections at once: it holds at
-/// most its share of the instance pool and half the cores, and acme (failing closed: a policy call that
+/// most its share of the instance pool and runs at most its share of the cores (paused beyond), and acme (failing closed: a policy call that
 /// could not run would be a 503) writes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_limiter_spinning_at_its_deadline_cannot_take_the_instance_pool() {
@@ -195,6 +234,9 @@ async fn a_limiter_spinning_at_its_deadline_cannot_take_the_instance_pool() {
         !metrics.contains(r#"tenant="acme",kind="rate-limiter",plugin="default",outcome="busy""#),
         "acme never did"
     );
+    // Spinning, evil's calls ran past its share of the cores and were paused; acme's never were.
+    assert!(metrics.contains(r#"strand_plugin_paused_microseconds_total{tenant="evil",kind="rate-limiter"}"#));
+    assert!(!metrics.contains(r#"strand_plugin_paused_microseconds_total{tenant="acme""#), "acme was never paused");
 }
 
 /// While evil's pathological component compiles (tens of thousands of functions, compiled afresh), acme

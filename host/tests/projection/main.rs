@@ -7,6 +7,7 @@ mod cluster;
 mod faults;
 mod follower;
 mod hostile;
+mod kept;
 mod mutual;
 mod outages;
 mod readable;

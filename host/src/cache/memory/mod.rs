@@ -4,6 +4,7 @@
 //! the way Redis keeps them. One lock holds the store while a script or command runs: a script is one atomic
 //! step, as in Redis. Expired entries are dropped when read and swept now and then.
 
+mod snapshot;
 mod store;
 
 use std::collections::HashMap;
@@ -81,6 +82,22 @@ impl MemoryCache {
             .take(count)
             .map(|(score, member)| (String::from_utf8_lossy(member).into_owned(), score.0))
             .collect()
+    }
+
+    /// Every space, as bytes to keep across a restart ([`MemoryCache::restore`]).
+    pub fn snapshot(&self) -> Vec<u8> {
+        let engine = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
+        let store = engine.store();
+        store.encode(Instant::now())
+    }
+
+    /// Takes back the spaces of a [`MemoryCache::snapshot`], in place of what this cache holds; why not, when
+    /// `bytes` are not such a snapshot (the cache is then left as it was).
+    pub fn restore(&self, bytes: &[u8]) -> Result<(), CacheError> {
+        let restored = Store::decode(bytes, Instant::now()).map_err(CacheError::Memory)?;
+        let engine = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
+        *engine.store() = restored;
+        Ok(())
     }
 
     /// Every key of `space` (data and bookkeeping).

@@ -39,7 +39,7 @@ impl Entries {
         self.by_space.get_mut(Self::group(key))?.get_mut(key)
     }
 
-    fn insert(&mut self, key: String, entry: Entry) {
+    pub(super) fn insert(&mut self, key: String, entry: Entry) {
         let group = Self::group(&key);
         match self.by_space.get_mut(group) {
             Some(entries) => {
@@ -71,11 +71,11 @@ impl Entries {
 }
 
 pub(super) struct Entry {
-    data: Data,
-    expires: Option<Instant>,
+    pub(super) data: Data,
+    pub(super) expires: Option<Instant>,
 }
 
-enum Data {
+pub(super) enum Data {
     Text(Vec<u8>),
     Hash(HashMap<Vec<u8>, Vec<u8>>),
     Sorted(SortedSet),
@@ -84,7 +84,7 @@ enum Data {
 /// A sorted set ordered like Redis's: by score, then by member.
 #[derive(Default)]
 pub(super) struct SortedSet {
-    scores: HashMap<Vec<u8>, f64>,
+    pub(super) scores: HashMap<Vec<u8>, f64>,
     pub(super) order: BTreeSet<(Score, Vec<u8>)>,
 }
 
@@ -108,7 +108,7 @@ impl Ord for Score {
 
 impl SortedSet {
     /// Adds or moves `member`; true if it is new.
-    fn add(&mut self, member: Vec<u8>, score: f64) -> bool {
+    pub(super) fn add(&mut self, member: Vec<u8>, score: f64) -> bool {
         let old = self.scores.insert(member.clone(), score);
         if let Some(old) = old {
             self.order.remove(&(Score(old), member.clone()));
@@ -363,7 +363,7 @@ fn arity(name: &[u8]) -> String {
 }
 
 /// `ms` milliseconds after `now`; a later instant than this process can name never comes.
-fn later(now: Instant, ms: i64) -> Instant {
+pub(super) fn later(now: Instant, ms: i64) -> Instant {
     now.checked_add(Duration::from_millis(ms.max(0) as u64)).unwrap_or(now + Duration::from_secs(100 * 365 * 86_400))
 }
 

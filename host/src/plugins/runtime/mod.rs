@@ -4,13 +4,15 @@
 //! type-checked once against its world (`*Pre`), then instantiated per batch from the pooling allocator, in
 //! a fresh `Store` with the plugin limits: an epoch deadline (wall clock), a memory cap and optional fuel.
 //! Calls are async: they run in the caller's task, on a fiber stack from the pool, with no hop to another
-//! thread (the hop cost a write more than the policy call itself), yielding at every epoch tick. Whatever a
+//! thread (the hop cost a write more than the policy call itself), yielding at every epoch tick — and
+//! paused there while its tenant is past its share of the cores (`running_time.rs`). Whatever a
 //! plugin does — loop, allocate, trap, return garbage — ends as a [`PluginError`] for that call.
 
 mod admission;
 mod compile_cache;
 mod limits;
 mod prepared;
+mod running_time;
 mod sandbox;
 
 use std::collections::hash_map::DefaultHasher;
@@ -26,6 +28,8 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 use self::admission::Admission;
 pub use self::limits::{CallCost, LimitRefused, PluginLimits, RequestedLimits, DEFAULT_TENANT_SHARE, INPUTS_PER_LIMIT};
 pub use self::prepared::{Built, PreparedPlugin};
+use self::running_time::RunningTime;
+pub use self::running_time::DEFAULT_TENANT_CPU_SHARE;
 pub use self::sandbox::{Called, PluginState};
 use super::bindings::relation_policy::RelationPolicyPre;
 use super::bindings::relation_projector::RelationProjectorPre;
@@ -57,6 +61,7 @@ pub struct PluginRuntime {
     engine_hash: String,
     ticking: Arc<AtomicBool>,
     admission: Admission,
+    running_time: Arc<RunningTime>,
 }
 
 /// At most how much of a pooled memory or table slot is reset in place rather than given back to the
@@ -123,12 +128,20 @@ impl PluginRuntime {
             })
             .map_err(|e| PluginError::host("starting the epoch thread", e))?;
         let admission = Admission::new(DEFAULT_TENANT_SHARE);
-        Ok(Self { engine, limits, maxima, cache_dir, engine_hash, ticking, admission })
+        let running_time = Arc::new(RunningTime::new(DEFAULT_TENANT_CPU_SHARE));
+        Ok(Self { engine, limits, maxima, cache_dir, engine_hash, ticking, admission, running_time })
     }
 
     /// This runtime with at most `share` concurrent calls per tenant (`plugin_tenant_instances`).
     pub fn with_tenant_share(mut self, share: u32) -> Self {
         self.admission = Admission::new(share);
+        self
+    }
+
+    /// This runtime letting each tenant's plugins run at most `share` of the machine's cores
+    /// (`plugin_tenant_cpu_share`).
+    pub fn with_tenant_cpu_share(mut self, share: f64) -> Self {
+        self.running_time = Arc::new(RunningTime::new(share));
         self
     }
 

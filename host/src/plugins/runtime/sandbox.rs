@@ -1,6 +1,7 @@
 //! The sandbox one call runs in: a fresh `Store` with the version's memory cap, fuel and epoch deadline,
 //! an empty WASI, and the call's log — in the caller's task, on a pooled fiber stack.
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use tracing::Instrument;
@@ -14,6 +15,7 @@ use super::super::logs::{CallLog, LogLine};
 use super::super::wasi;
 use super::super::PluginKind;
 use super::{CallCost, PluginLimits, PluginRuntime};
+use crate::ops::metrics::PLUGIN_PAUSED;
 use crate::ops::telemetry::{self, TARGET};
 
 /// Per-call store data: the limiter, the call's log lines and an empty WASI. Plugins get no other host
@@ -56,8 +58,9 @@ pub struct Called<R> {
 impl PluginRuntime {
     /// Runs `call` of `inputs` inputs against a fresh instance in a fresh store limited by `limits` (a
     /// version's, scaled to the batch). The call runs in the caller's task, on a fiber that yields at every
-    /// epoch tick (so a busy plugin shares its worker thread with other tasks) and traps once the deadline
-    /// has passed.
+    /// epoch tick (so a busy plugin shares its worker thread with other tasks) — paused there while its
+    /// tenant is past its share of the cores ([`super::running_time`]) — and traps once the deadline has
+    /// passed.
     /// Inside a traced change the call is a `plugin.call` span of it.
     pub(in crate::plugins) async fn run<R>(
         &self,
@@ -106,12 +109,30 @@ impl PluginRuntime {
         }
         let started = Instant::now();
         let deadline = started + limits.deadline;
+        let (running, tenant_name, resumed) =
+            (self.running_time.clone(), tenant.to_owned(), Arc::new(Mutex::new(started)));
         store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
-                Err(Trap::Interrupt.into())
-            } else {
-                Ok(UpdateDeadline::Yield(1))
+            let now = Instant::now();
+            let ran = now.saturating_duration_since(*resumed.lock().unwrap_or_else(PoisonError::into_inner));
+            let pause = running.charge(&tenant_name, ran, now);
+            // Paused past its deadline, the call would only time out later: it times out now.
+            if now + pause >= deadline {
+                return Err(Trap::Interrupt.into());
             }
+            let (resumed, tenant) = (resumed.clone(), tenant_name.clone());
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(async move {
+                    if pause.is_zero() {
+                        tokio::task::yield_now().await;
+                    } else {
+                        metrics::counter!(PLUGIN_PAUSED.name, "tenant" => tenant, "kind" => kind.as_str())
+                            .increment(pause.as_micros() as u64);
+                        tokio::time::sleep(pause).await;
+                    }
+                    *resumed.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+                }),
+            ))
         });
         store.set_epoch_deadline(1);
         let result = call(&mut store).await;

@@ -5,7 +5,8 @@
 //! set `tied` whose every member has the same score (a read must still page it by cursor in bounded work);
 //! for 906 it spins until its deadline (a projector timing out on every event of a followee); for 907 every
 //! follower joins one uncapped sorted set, and for 908 every event writes a value of 1 KiB under a key of its
-//! own (a projector filling its space past its quota).
+//! own (a projector filling its space past its quota); for 909 it counts followers gained (unfollows
+//! ignored: a value the truth alone cannot give back).
 
 use strand_plugin_sdk::{export_projector, Effect, Key, Projector, RelationEvent};
 
@@ -35,6 +36,8 @@ impl Projector for Hostile {
             }
             907 if event.delta() > 0 => vec![count, Effect::zset_add(Key::new("fans", [907]), event.follower, 1.0)],
             908 => vec![count, Effect::value_set(Key::new("blob", [event.follower, event.version]), "x".repeat(1024))],
+            // Followers gained: an unfollow lowers nothing (a value that depends on the events' history).
+            909 if event.delta() < 0 => vec![],
             905 if event.delta() > 0 => vec![count, Effect::zset_add(Key::new("tied", [905]), event.follower, 1.0)],
             905 => vec![count, Effect::zset_remove(Key::new("tied", [905]), event.follower)],
             _ => vec![count],
