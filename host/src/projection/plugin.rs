@@ -12,6 +12,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +30,7 @@ use crate::graph::TenantId;
 use crate::outbox::ChangeEvent;
 use crate::plugins::{ActivePlugin, PluginRegistry, RelationEvent, Tally};
 use crate::util::backoff::Backoff;
+use crate::util::side_by_side::{SideBySide, OUTPACED_AFTER};
 
 /// How long one tenant's events of a batch may take through the projector unless configured otherwise.
 pub const DEFAULT_TENANT_BUDGET: Duration = Duration::from_millis(1000);
@@ -98,6 +100,10 @@ enum Held {
     Refused(Unprojectable),
     #[error("the projector took longer than the tenant's {0:?} budget")]
     OverBudget(Duration),
+    /// Still running this long after the rest of its live batch was done: its events are tried beside
+    /// the live path instead, so the batch commits and the others' next events come.
+    #[error("the projector ran {0:?} past the rest of its batch")]
+    Outpaced(Duration),
     #[error("the space {0} is being built")]
     Building(String),
     #[error("the space {space} is over its quota: {reached}")]
@@ -180,13 +186,18 @@ impl PluginProjection {
     }
 
     /// The worker's [`PluginProjection::apply`], fenced per tenant: a tenant whose events fail, outrun its
-    /// budget or wait for a build has them parked (before the batch commits) and is held, its later events
-    /// parked behind them. Tenants are applied side by side: a neighbour spinning to its budget no longer
-    /// holds the others' effects back (the batch still commits when the slowest is done). Only a failure of
-    /// the cache itself fails the batch.
+    /// budget, run on [`OUTPACED_AFTER`] past the rest of the batch or wait for a build has them parked
+    /// (before the batch commits) and is held, its later events parked behind them. Tenants are applied
+    /// side by side: a neighbour spinning holds neither the others' effects back nor, beyond that grace,
+    /// the batch's commit. Only a failure of the cache itself fails the batch.
     pub async fn apply_fenced(&self, events: &[ChangeEvent]) -> Result<(), PluginProjectionError> {
         let tenants = by_tenant(events)?;
-        let applied = tenants.iter().map(|(tenant, (batch, raw))| self.apply_fenced_tenant(tenant, batch, raw));
+        let side_by_side = SideBySide::default();
+        let applied = tenants.iter().map(|(tenant, (batch, raw))| async {
+            let applied = self.apply_fenced_tenant(tenant, batch, raw, side_by_side.outpaced()).await;
+            side_by_side.finished();
+            applied
+        });
         futures::future::join_all(applied).await.into_iter().collect()
     }
 
@@ -195,12 +206,13 @@ impl PluginProjection {
         tenant: &TenantId,
         batch: &[RelationEvent],
         raw: &[&ChangeEvent],
+        outpaced: impl Future<Output = ()>,
     ) -> Result<(), PluginProjectionError> {
         if self.is_held(tenant) {
             self.parked.park(tenant.as_str(), raw, "the tenant's earlier events wait").await?;
             return Ok(());
         }
-        if let Some(held) = self.within_budget(tenant, batch).await? {
+        if let Some(held) = self.within_budget(tenant, batch, outpaced).await? {
             tracing::warn!(projector = %self.plugin(), %tenant, reason = %held, "parking the tenant's events; the others go on");
             self.parked.park(tenant.as_str(), raw, &held.to_string()).await?;
             self.lock().held.entry(tenant.clone()).or_insert_with(Retry::soon);
@@ -208,14 +220,19 @@ impl PluginProjection {
         Ok(())
     }
 
-    /// Applies `tenant`'s `batch` within the budget, building in the background; why it could not (its
-    /// events are then to be parked), or `None` when applied.
+    /// Applies `tenant`'s `batch` within the budget (and until `outpaced`), building in the background; why
+    /// it could not (its events are then to be parked), or `None` when applied.
     async fn within_budget(
         &self,
         tenant: &TenantId,
         batch: &[RelationEvent],
+        outpaced: impl Future<Output = ()>,
     ) -> Result<Option<Held>, PluginProjectionError> {
-        match tokio::time::timeout(self.budget, self.apply_tenant(tenant, batch, Builds::Background)).await {
+        let applied = tokio::select! {
+            applied = tokio::time::timeout(self.budget, self.apply_tenant(tenant, batch, Builds::Background)) => applied,
+            () = outpaced => return Ok(Some(Held::Outpaced(OUTPACED_AFTER))),
+        };
+        match applied {
             Err(_elapsed) => Ok(Some(Held::OverBudget(self.budget))),
             Ok(Ok(())) => Ok(None),
             Ok(Err(PluginProjectionError::Unprojectable(poison))) => Ok(Some(Held::Poison(poison))),
@@ -346,7 +363,8 @@ impl PluginProjection {
         }
         let batch: Vec<RelationEvent> =
             parked.iter().map(|p| relation_event(&p.event)).collect::<Result<_, Unprojectable>>()?;
-        let held = match self.within_budget(tenant, &batch).await? {
+        // Tried alone, beside the live path: nothing to be outpaced by.
+        let held = match self.within_budget(tenant, &batch, std::future::pending()).await? {
             None => {
                 self.parked.remove(&parked.iter().map(|p| p.id).collect::<Vec<_>>()).await?;
                 return Ok(Tried::Applied);
@@ -360,7 +378,7 @@ impl PluginProjection {
                 parked.iter().filter(|p| p.event.event_id == poison.event_id).collect()
             }
             Held::OverQuota { .. } => parked.iter().collect(),
-            Held::OverBudget(_) | Held::Building(_) => Vec::new(),
+            Held::OverBudget(_) | Held::Outpaced(_) | Held::Building(_) => Vec::new(),
         };
         let failed = held.to_string();
         self.parked.failed(&blamed.iter().map(|p| p.id).collect::<Vec<_>>(), &failed).await?;
@@ -373,7 +391,7 @@ impl PluginProjection {
         // as the try took (its tries run at most half the time); the rest are tried again soon
         // once the blamed events are given up (the next may well apply).
         let next = match held {
-            Held::OverBudget(_) => Retry::after(self.budget),
+            Held::OverBudget(_) | Held::Outpaced(_) => Retry::after(self.budget),
             _ if !given_up.is_empty() => Retry::soon(),
             Held::Poison(_) | Held::Refused(_) | Held::OverQuota { .. } | Held::Building(_) => retry.after_failure(),
         };

@@ -12,6 +12,7 @@
 //! admin API.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +30,7 @@ use crate::ops::observability::seconds_since;
 use crate::outbox::{OutboxRow, OUTBOX_COLUMNS};
 use crate::plugins::{route_by_default, route_or_default, PluginRegistry};
 use crate::util::backoff::Backoff;
+use crate::util::side_by_side::{SideBySide, OUTPACED_AFTER};
 use crate::util::time::now_ms;
 
 /// Most outbox rows deleted in one round trip.
@@ -54,6 +56,9 @@ pub struct Outlet {
     parked: Mutex<HashMap<String, Retry>>,
     /// When the parked tenants were last read from the table.
     reloaded: Mutex<Option<Instant>>,
+    /// Parked tenants whose routers ran past the budget on a retry too: the rest of their parked rows go
+    /// out by the default route without asking them again (each ask held the relay a whole budget).
+    overran: Mutex<HashSet<String>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -76,7 +81,7 @@ impl Retry {
 impl Outlet {
     pub fn new(plugins: Arc<PluginRegistry>, publisher: Publisher, topology: Topology) -> Self {
         let (router_budget, parked, reloaded) = (DEFAULT_ROUTER_BUDGET, Mutex::default(), Mutex::default());
-        Self { plugins, publisher, topology, router_budget, parked, reloaded }
+        Self { plugins, publisher, topology, router_budget, parked, reloaded, overran: Mutex::default() }
     }
 
     /// This outlet giving each tenant's routers `budget` per batch (`relay_tenant_budget_ms`).
@@ -210,10 +215,11 @@ impl Outlet {
     }
 
     /// Routes each tenant's events with its own router, keeping outbox order within the tenant (one key
-    /// never spans tenants, so per-key order holds): the messages, each with its row's index. A tenant
-    /// parked already, or whose routers take longer than the budget, has its rows' indexes put in `to_park`
-    /// (or, retrying parked rows, is routed by the default router). A tenant's router call is traced in the
-    /// `relay.publish` span of its first traced row.
+    /// never spans tenants, so per-key order holds): the messages, each with its row's index. The tenants
+    /// are routed side by side; on the live path a tenant parked already, whose routers take longer than the
+    /// budget, or still run [`OUTPACED_AFTER`] after the rest of the batch was routed, has its rows' indexes
+    /// put in `to_park` (retrying parked rows, it is routed by the default router instead). A tenant's
+    /// router call is traced in the `relay.publish` span of its first traced row.
     async fn route(
         &self,
         events: &[OutboxRow],
@@ -225,44 +231,79 @@ impl Outlet {
         for (index, event) in events.iter().enumerate() {
             by_tenant.entry(event.tenant.as_str()).or_default().push(index);
         }
-        let mut messages = Vec::new();
-        for (tenant, indexes) in by_tenant {
-            if past_budget == PastBudget::Park && self.is_parked(tenant) {
-                let reason = "an earlier row of the tenant is parked";
-                to_park.extend(indexes.iter().map(|&i| (i, reason.to_owned())));
-                continue;
+        let side_by_side = SideBySide::default();
+        let routed = by_tenant.into_iter().map(|(tenant, indexes)| {
+            let side_by_side = &side_by_side;
+            async move {
+                let outpaced = side_by_side.outpaced();
+                let routed = self.route_tenant(events, tenant, &indexes, past_budget, spans, outpaced).await;
+                side_by_side.finished();
+                routed.map(|routed| (indexes, routed))
             }
-            let tenant_id: TenantId = tenant.parse().map_err(|e: crate::graph::InvalidTenantId| {
-                RelayError::CorruptOutbox { id: events[indexes[0]].id, detail: e.to_string() }
-            })?;
-            let batch: Vec<OutboxRow> = indexes.iter().map(|&i| events[i].clone()).collect();
-            let traced_in = indexes.iter().find_map(|index| spans.get(index)).cloned().unwrap_or_else(Span::none);
-            let routing = route_or_default(&self.plugins, &tenant_id, batch.clone()).instrument(traced_in);
-            let routed = match (tokio::time::timeout(self.router_budget, routing).await, past_budget) {
-                (Ok(routed), _) => routed?,
-                (Err(_elapsed), PastBudget::DefaultRoute) => {
-                    tracing::warn!(%tenant, "parked rows routed by the default router: the tenant's ran past the budget again");
-                    route_by_default(&self.plugins, &tenant_id, batch).await?
-                }
-                (Err(_elapsed), PastBudget::Park) => {
-                    let reason =
-                        format!("the tenant's routers took longer than the relay's {:?} budget", self.router_budget);
+        });
+        let mut messages = Vec::new();
+        for routed in futures::future::join_all(routed).await {
+            match routed? {
+                (_, TenantRouted::Messages(routed)) => messages.extend(routed),
+                (indexes, TenantRouted::Parked(reason)) => {
                     to_park.extend(indexes.iter().map(|&i| (i, reason.clone())));
-                    continue;
                 }
-            };
-            for ((&index, destinations), version) in
-                indexes.iter().zip(&routed.destinations).zip(&routed.router_versions)
-            {
-                let event = &events[index];
-                messages.extend(
-                    to_messages(event, destinations, *version, &self.topology, spans.get(&index))?
-                        .into_iter()
-                        .map(|m| (m, index)),
-                );
             }
         }
         Ok(messages)
+    }
+
+    /// Routes `tenant`'s rows of `events` (at `indexes`), as [`Outlet::route`] says.
+    async fn route_tenant(
+        &self,
+        events: &[OutboxRow],
+        tenant: &str,
+        indexes: &[usize],
+        past_budget: PastBudget,
+        spans: &HashMap<usize, Span>,
+        outpaced: impl Future<Output = ()>,
+    ) -> Result<TenantRouted, RelayError> {
+        if past_budget == PastBudget::Park && self.is_parked(tenant) {
+            return Ok(TenantRouted::Parked("an earlier row of the tenant is parked".to_owned()));
+        }
+        let tenant_id: TenantId = tenant.parse().map_err(|e: crate::graph::InvalidTenantId| {
+            RelayError::CorruptOutbox { id: events[indexes[0]].id, detail: e.to_string() }
+        })?;
+        let batch: Vec<OutboxRow> = indexes.iter().map(|&i| events[i].clone()).collect();
+        let traced_in = indexes.iter().find_map(|index| spans.get(index)).cloned().unwrap_or_else(Span::none);
+        let overran = || self.overran.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let routed = if past_budget == PastBudget::DefaultRoute && overran().contains(tenant) {
+            route_by_default(&self.plugins, &tenant_id, batch).await?
+        } else {
+            let routing = route_or_default(&self.plugins, &tenant_id, batch.clone()).instrument(traced_in);
+            let within_budget = tokio::time::timeout(self.router_budget, routing);
+            let routed = match past_budget {
+                PastBudget::Park => tokio::select! {
+                    routed = within_budget => routed.map_err(|_| format!("the tenant's routers took longer than the relay's {:?} budget", self.router_budget)),
+                    () = outpaced => Err(format!("the tenant's routers ran {OUTPACED_AFTER:?} past the rest of the batch")),
+                },
+                PastBudget::DefaultRoute => within_budget.await.map_err(|_| String::new()),
+            };
+            match (routed, past_budget) {
+                (Ok(routed), _) => routed?,
+                (Err(_), PastBudget::DefaultRoute) => {
+                    tracing::warn!(%tenant, "parked rows routed by the default router: the tenant's ran past the budget again (and are not asked again until its parked rows are out)");
+                    overran().insert(tenant.to_owned());
+                    route_by_default(&self.plugins, &tenant_id, batch).await?
+                }
+                (Err(reason), PastBudget::Park) => return Ok(TenantRouted::Parked(reason)),
+            }
+        };
+        let mut messages = Vec::new();
+        for ((&index, destinations), version) in indexes.iter().zip(&routed.destinations).zip(&routed.router_versions) {
+            let event = &events[index];
+            messages.extend(
+                to_messages(event, destinations, *version, &self.topology, spans.get(&index))?
+                    .into_iter()
+                    .map(|m| (m, index)),
+            );
+        }
+        Ok(TenantRouted::Messages(messages))
     }
 
     fn is_parked(&self, tenant: &str) -> bool {
@@ -309,6 +350,7 @@ impl Outlet {
         match outcome {
             Ok(0) => {
                 parked.remove(&tenant);
+                self.overran.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tenant);
                 metrics::gauge!(RELAY_PARKED_ROWS.name, "tenant" => tenant.clone()).set(0.0);
                 tracing::info!(%tenant, "every parked row of the tenant is published");
             }
@@ -409,6 +451,14 @@ async fn delete_rows(tx: &mut AnyConnection, table: &'static str, ids: &[i64]) -
 /// The tenants with parked rows.
 async fn parked_tenants(db: &Database) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar("SELECT DISTINCT tenant_id FROM relay_parked").fetch_all(db.reader()).await
+}
+
+/// How one tenant's rows of a batch were routed.
+enum TenantRouted {
+    /// Each message with its row's index.
+    Messages(Vec<(Message, usize)>),
+    /// Set aside, with why.
+    Parked(String),
 }
 
 /// What becomes of a tenant's rows whose routers run past the budget.
