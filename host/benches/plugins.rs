@@ -18,7 +18,7 @@ use strand::db::Database;
 use strand::graph::{TenantId, UserId};
 use strand::plugins::{
     Action, PluginKind, PluginLimits, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent, Singleton, Staged,
-    WriteRequest, BUNDLED,
+    WriteKind, WriteRequest, BUNDLED,
 };
 use strand::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets, WriteIntent};
 use strand::tenancy::settings::TenantSettings;
@@ -161,7 +161,7 @@ async fn print_other_languages(events: &[RelationEvent]) {
         .map(|e| WriteRequest {
             tenant: e.tenant.clone(),
             user: e.follower,
-            action: e.action().unwrap_or(Action::Follow),
+            write: if e.action() == Some(Action::Unfollow) { WriteKind::Unfollow } else { WriteKind::Follow },
             target: e.followee,
             now_ms: 0,
         })
@@ -213,7 +213,7 @@ async fn print_decisions(label: &str, limiter: &RateLimiting, tenant: &TenantId)
     for i in 0..5000 {
         let user = UserId::try_from(i + 1).expect("positive");
         let target = UserId::try_from(i + 2).expect("positive");
-        let intent = WriteIntent { tenant, user, action: Action::Follow, target, pinned_version: None };
+        let intent = WriteIntent { tenant, user, write: WriteKind::Follow, target, pinned_version: None };
         let started = Instant::now();
         black_box(limiter.check(&intent).await);
         latencies.push(started.elapsed());

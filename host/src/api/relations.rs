@@ -15,7 +15,7 @@ use super::v1::RelationshipView;
 use super::write::{rate_limit, write_relation};
 use super::AppState;
 use crate::graph::{self, Act, Direction, Listing, Page, Settings, UserId};
-use crate::plugins::Action;
+use crate::plugins::WriteKind;
 use crate::util::time::{now_ms, rfc3339_millis};
 
 /// The longest a mute may last before it must be given without an end (about ten years).
@@ -299,7 +299,7 @@ pub async fn set_settings(
     ApiJson(view): ApiJson<SettingsView>,
 ) -> Result<Json<SettingsView>, ApiError> {
     // Going public authorizes every pending request: a write like any other, asked as a follow.
-    rate_limit(&state, &caller, Action::Follow, caller.user).await?;
+    rate_limit(&state, &caller, WriteKind::Settings, caller.user).await?;
     graph::update_settings(&state.db, &caller.tenant, caller.user, Settings { private: view.private }).await?;
     Ok(Json(view))
 }

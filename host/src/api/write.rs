@@ -10,7 +10,7 @@ use super::problem::ApiError;
 use super::AppState;
 use crate::graph::{self, Act, RelationChange, RelationCommand, UserId, WriteError};
 use crate::ops::telemetry::{self, TARGET};
-use crate::plugins::Action;
+use crate::plugins::WriteKind;
 use crate::ratelimit::{Verdict, WriteIntent};
 
 /// Does `act` to `target` as `caller`.
@@ -38,28 +38,28 @@ pub async fn write_relation(
     .await
 }
 
-/// What the rate limiter is told `act` is: the writes a limiter knows are follows and unfollows, so every
-/// act that makes a relation begin (or changes it: a mute's new end) is asked as a follow, and every act
-/// that ends one as an unfollow — the README's table; the bundled policy charges both.
-pub fn limited_as(act: Act) -> Action {
+/// The write the rate limiter is told `act` is (a limiter before `strand:plugin@0.4.0` is asked it as a
+/// follow or an unfollow: `WriteRequest::action`).
+pub fn limited_as(act: Act) -> WriteKind {
     match act {
-        Act::Follow | Act::Authorize | Act::Block | Act::Mute { .. } => Action::Follow,
-        Act::Unfollow | Act::Reject | Act::RemoveFollower | Act::Unblock | Act::Unmute | Act::ExpireMute => {
-            Action::Unfollow
-        }
+        Act::Follow => WriteKind::Follow,
+        Act::Unfollow => WriteKind::Unfollow,
+        Act::Authorize => WriteKind::Authorize,
+        Act::Reject => WriteKind::Reject,
+        Act::RemoveFollower => WriteKind::RemoveFollower,
+        Act::Block => WriteKind::Block,
+        Act::Unblock => WriteKind::Unblock,
+        Act::Mute { .. } => WriteKind::Mute,
+        // The host's own sweep ends it (never a caller's write, so never asked); named as the unmute it is.
+        Act::Unmute | Act::ExpireMute => WriteKind::Unmute,
     }
 }
 
-/// Asks the tenant's rate limiter whether `caller` may do `action` to `target` now: every write passes it.
-pub async fn rate_limit(state: &AppState, caller: &Caller, action: Action, target: UserId) -> Result<(), ApiError> {
-    let intent = WriteIntent {
-        tenant: &caller.tenant,
-        user: caller.user,
-        action,
-        target,
-        pinned_version: caller.pinned_version,
-    };
-    let checking = telemetry::inner_span(|| tracing::info_span!(target: TARGET, "ratelimit.check", ?action));
+/// Asks the tenant's rate limiter whether `caller` may do `write` to `target` now: every write passes it.
+pub async fn rate_limit(state: &AppState, caller: &Caller, write: WriteKind, target: UserId) -> Result<(), ApiError> {
+    let intent =
+        WriteIntent { tenant: &caller.tenant, user: caller.user, write, target, pinned_version: caller.pinned_version };
+    let checking = telemetry::inner_span(|| tracing::info_span!(target: TARGET, "ratelimit.check", ?write));
     match state.rate_limiting.check(&intent).instrument(checking).await {
         Verdict::Allowed => Ok(()),
         Verdict::Limited { retry_after, reason } => Err(ApiError::rate_limited(retry_after, reason)),

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use super::bindings::{v0_1, wire, Admission, Decision, Destination, Effect, Key};
+use super::bindings::{v0_1, v0_2, v0_3, wire, Admission, Decision, Destination, Effect, Key};
 use super::error::PluginError;
 use super::inputs::{batch_tenant, FollowAttempt, Input, RelationEvent, WriteRequest};
 use super::logs::CallLog;
-use super::runtime::{Built, CallCost, Called, PluginLimits, PluginRuntime, PreparedPlugin};
+use super::runtime::{Built, CallCost, Called, PluginLimits, PluginRuntime, PreparedPlugin, Since0_3};
 use super::PluginKind;
 use crate::outbox::OutboxRow;
 
@@ -60,10 +60,17 @@ impl PluginRuntime {
                     let instance = pre.instantiate_async(&mut *store).await?;
                     instance.strand_plugin_policy().call_decide(&mut *store, tenant, &requests).await
                 }
-                Built::V0_2(pre) => {
-                    let requests: Vec<wire::WriteRequest> = requests.iter().map(Into::into).collect();
+                Built::V0_3(pre) => {
+                    let requests: Vec<v0_3::WriteRequest> = requests.iter().map(Into::into).collect();
                     let instance = pre.instantiate_async(&mut *store).await?;
-                    instance.strand_plugin_policy().call_decide(&mut *store, tenant, &requests).await
+                    let decisions = instance.strand_plugin_policy().call_decide(&mut *store, tenant, &requests).await?;
+                    Ok(decisions.into_iter().map(Decision::from).collect())
+                }
+                Built::V0_2(pre) => {
+                    let requests: Vec<v0_2::WriteRequest> = requests.iter().map(Into::into).collect();
+                    let instance = pre.instantiate_async(&mut *store).await?;
+                    let decisions = instance.strand_plugin_policy().call_decide(&mut *store, tenant, &requests).await?;
+                    Ok(decisions.into_iter().map(Decision::from).collect())
                 }
                 Built::V0_1(pre) => {
                     let requests: Vec<v0_1::WriteRequest> = requests.iter().map(Into::into).collect();
@@ -96,6 +103,11 @@ impl PluginRuntime {
         let (result, log) = self
             .run(limits, tenant, plugin.kind(), events.len(), async |store| match built {
                 Built::Current(pre) => {
+                    let events: Vec<wire::OutboxEvent> = events.iter().map(Into::into).collect();
+                    let instance = pre.instantiate_async(&mut *store).await?;
+                    instance.strand_plugin_routing().call_route(&mut *store, tenant, &events).await
+                }
+                Built::V0_3(pre) => {
                     let events: Vec<wire::OutboxEvent> = events.iter().map(Into::into).collect();
                     let instance = pre.instantiate_async(&mut *store).await?;
                     instance.strand_plugin_routing().call_route(&mut *store, tenant, &events).await
@@ -146,7 +158,15 @@ impl PluginRuntime {
         let follows = || events.iter().filter_map(Option::<wire::RelationEvent>::from).collect::<Vec<_>>();
         let (result, log) = self
             .run(limits, tenant, plugin.kind(), events.len(), async |store| match plugin {
-                PreparedPlugin::RelationProjector(pre) => {
+                PreparedPlugin::RelationProjector(Since0_3::Current(pre)) => {
+                    let changes: Vec<wire::RelationChange> = events.iter().map(Into::into).collect();
+                    let instance = pre.instantiate_async(&mut *store).await?;
+                    instance
+                        .strand_plugin_relation_projection()
+                        .call_project_changes(&mut *store, tenant, &changes)
+                        .await
+                }
+                PreparedPlugin::RelationProjector(Since0_3::V0_3(pre)) => {
                     let changes: Vec<wire::RelationChange> = events.iter().map(Into::into).collect();
                     let instance = pre.instantiate_async(&mut *store).await?;
                     instance
@@ -155,6 +175,10 @@ impl PluginRuntime {
                         .await
                 }
                 PreparedPlugin::Projector(Built::Current(pre)) => {
+                    let instance = pre.instantiate_async(&mut *store).await?;
+                    instance.strand_plugin_projection().call_project(&mut *store, tenant, &follows()).await
+                }
+                PreparedPlugin::Projector(Built::V0_3(pre)) => {
                     let instance = pre.instantiate_async(&mut *store).await?;
                     instance.strand_plugin_projection().call_project(&mut *store, tenant, &follows()).await
                 }
@@ -190,7 +214,9 @@ impl PluginRuntime {
         limits: PluginLimits,
         attempts: &[FollowAttempt],
     ) -> Called<Vec<Admission>> {
-        let PreparedPlugin::RelationPolicy(pre) = plugin else { return refused(mismatch(plugin, "relation-policy")) };
+        let PreparedPlugin::RelationPolicy(built) = plugin else {
+            return refused(mismatch(plugin, "relation-policy"));
+        };
         let tenant = match batch_tenant(attempts) {
             Ok(tenant) => tenant,
             Err(e) => return refused(e),
@@ -198,8 +224,16 @@ impl PluginRuntime {
         let (result, log) = self
             .run(limits, tenant, plugin.kind(), attempts.len(), async |store| {
                 let attempts: Vec<wire::FollowAttempt> = attempts.iter().map(Into::into).collect();
-                let instance = pre.instantiate_async(&mut *store).await?;
-                instance.strand_plugin_admission_policy().call_admit(&mut *store, tenant, &attempts).await
+                match built {
+                    Since0_3::Current(pre) => {
+                        let instance = pre.instantiate_async(&mut *store).await?;
+                        instance.strand_plugin_admission_policy().call_admit(&mut *store, tenant, &attempts).await
+                    }
+                    Since0_3::V0_3(pre) => {
+                        let instance = pre.instantiate_async(&mut *store).await?;
+                        instance.strand_plugin_admission_policy().call_admit(&mut *store, tenant, &attempts).await
+                    }
+                }
             })
             .await;
         let result = result.and_then(|(admissions, cost)| {

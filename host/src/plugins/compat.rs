@@ -1,8 +1,12 @@
-//! Components built against `strand:plugin@0.1.0` keep running: their inputs carry the tenant (and the
-//! event id) in every record, and their outputs are a subset of today's, so each converts one way.
+//! Components built against older packages keep running. `strand:plugin@0.1.0`: their inputs carry the
+//! tenant (and the event id) in every record, and their outputs are a subset of today's, so each converts
+//! one way. 0.2.0's and 0.3.0's rate limiters and `log` imports: today's records but the write request,
+//! which names no write's kind (each write is asked as its `action`), under their own package names.
 
 use super::bindings::v0_1 as old;
-use super::bindings::{Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, ZsetEntry};
+use super::bindings::{
+    v0_2, v0_3, Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, Level, ZsetEntry,
+};
 use super::inputs::{RelationEvent, WriteRequest};
 use crate::outbox::OutboxRow;
 
@@ -15,7 +19,7 @@ fn action(action: Action) -> old::Action {
 
 impl From<&WriteRequest> for old::WriteRequest {
     fn from(r: &WriteRequest) -> Self {
-        Self { tenant: r.tenant.clone(), user: r.user, action: action(r.action), target: r.target, now_ms: r.now_ms }
+        Self { tenant: r.tenant.clone(), user: r.user, action: action(r.action()), target: r.target, now_ms: r.now_ms }
     }
 }
 
@@ -98,3 +102,47 @@ impl From<old::Effect> for Effect {
         }
     }
 }
+
+/// 0.2.0's and 0.3.0's own records, converted as today's: the same shapes under another package's name.
+macro_rules! same_records_but_the_write {
+    ($package:ident) => {
+        impl From<&WriteRequest> for $package::WriteRequest {
+            fn from(r: &WriteRequest) -> Self {
+                let action = match r.action() {
+                    Action::Follow => $package::Action::Follow,
+                    Action::Unfollow => $package::Action::Unfollow,
+                };
+                Self { user: r.user, action, target: r.target, now_ms: r.now_ms }
+            }
+        }
+
+        impl From<$package::Decision> for Decision {
+            fn from(d: $package::Decision) -> Self {
+                match d {
+                    $package::Decision::Allow => Decision::Allow,
+                    $package::Decision::Deny(reason) => Decision::Deny(reason),
+                    $package::Decision::Charge(b) => Decision::Charge(Bucket {
+                        key: b.key,
+                        capacity: b.capacity,
+                        refill_per_second: b.refill_per_second,
+                        cost: b.cost,
+                    }),
+                }
+            }
+        }
+
+        impl From<$package::Level> for Level {
+            fn from(level: $package::Level) -> Self {
+                match level {
+                    $package::Level::Debug => Level::Debug,
+                    $package::Level::Info => Level::Info,
+                    $package::Level::Warn => Level::Warn,
+                    $package::Level::Error => Level::Error,
+                }
+            }
+        }
+    };
+}
+
+same_records_but_the_write!(v0_2);
+same_records_but_the_write!(v0_3);

@@ -2,19 +2,18 @@
 //! within the production limits, with output that passes the host's checks. A plugin that traps, loops or
 //! answers nonsense on ordinary events is refused at upload, not discovered in production.
 
-use super::bindings::Action;
 use super::error::PluginError;
-use super::inputs::{FollowAttempt, RelationEvent, WriteRequest};
+use super::inputs::{FollowAttempt, RelationEvent, WriteRequest, WRITE_KINDS};
 use super::runtime::{CallCost, PluginLimits, PluginRuntime, PreparedPlugin};
 use crate::outbox::{ChangeEvent, EventId, EventType, OutboxRow};
 
-/// Write requests covering both actions and several users.
+/// Write requests covering every write's kind and several users.
 pub fn sample_requests() -> Vec<WriteRequest> {
-    (1..=8)
+    (1..=WRITE_KINDS.len() as i64)
         .map(|i| WriteRequest {
             tenant: "conformance".into(),
             user: i,
-            action: if i % 2 == 0 { Action::Unfollow } else { Action::Follow },
+            write: WRITE_KINDS[i as usize - 1].0,
             target: i + 100,
             now_ms: 1_700_000_000_000 + i,
         })

@@ -5,21 +5,60 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::bindings::{wire, Action, RelationKind};
+use super::bindings::{wire, Action, RelationKind, WriteKind};
 use super::error::PluginError;
 use crate::outbox::{ChangeEvent, EventType, OutboxRow, Relation};
 use crate::util::time::rfc3339_millis;
 
-/// A follow or unfollow about to be written, for the rate-limit policy.
+/// A relation write about to be done, for the rate-limit policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WriteRequest {
     pub tenant: String,
-    /// The caller (the follower).
+    /// The caller (the follower, blocker, muter…).
     pub user: i64,
-    pub action: Action,
+    /// Which write (requests written before 0.4.0 name only `action`, a follow or an unfollow).
+    #[serde(alias = "action")]
+    pub write: WriteKind,
     pub target: i64,
     /// Host time, epoch milliseconds.
     pub now_ms: i64,
+}
+
+/// Every write's kind with its name (the samples table's, the README's, `strand plugin test`'s).
+pub const WRITE_KINDS: [(WriteKind, &str); 10] = [
+    (WriteKind::Follow, "follow"),
+    (WriteKind::Unfollow, "unfollow"),
+    (WriteKind::Authorize, "authorize"),
+    (WriteKind::Reject, "reject"),
+    (WriteKind::RemoveFollower, "remove-follower"),
+    (WriteKind::Block, "block"),
+    (WriteKind::Unblock, "unblock"),
+    (WriteKind::Mute, "mute"),
+    (WriteKind::Unmute, "unmute"),
+    (WriteKind::Settings, "settings"),
+];
+
+/// `write`'s name in [`WRITE_KINDS`].
+pub fn write_kind_name(write: WriteKind) -> &'static str {
+    WRITE_KINDS.iter().find(|(kind, _)| *kind == write).map_or("follow", |(_, name)| name)
+}
+
+impl WriteRequest {
+    /// What a limiter that knows only follows and unfollows (before 0.4.0) is asked this write as — the
+    /// README's table: a write that makes a relation begin or change is a follow, one that ends one an
+    /// unfollow (the bundled policy charges by it).
+    pub fn action(&self) -> Action {
+        match self.write {
+            WriteKind::Follow | WriteKind::Authorize | WriteKind::Block | WriteKind::Mute | WriteKind::Settings => {
+                Action::Follow
+            }
+            WriteKind::Unfollow
+            | WriteKind::Reject
+            | WriteKind::RemoveFollower
+            | WriteKind::Unblock
+            | WriteKind::Unmute => Action::Unfollow,
+        }
+    }
 }
 
 /// A follow about to be written, for the relation policy (what `wit/strand.wit` says of each field).
@@ -149,7 +188,7 @@ pub fn batch_tenant<I: Input>(inputs: &[I]) -> Result<&str, PluginError> {
 
 impl From<&WriteRequest> for wire::WriteRequest {
     fn from(r: &WriteRequest) -> Self {
-        Self { user: r.user, action: r.action, target: r.target, now_ms: r.now_ms }
+        Self { user: r.user, action: r.action(), write: r.write, target: r.target, now_ms: r.now_ms }
     }
 }
 

@@ -24,12 +24,12 @@ mod wasi;
 
 pub use bindings::{
     Action, Admission, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, Level, Refusal,
-    RelationKind, ZsetEntry, ZsetMemberWhile,
+    RelationKind, WriteKind, ZsetEntry, ZsetMemberWhile,
 };
 pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFECTS, MAX_TTL, RESERVED_HEADERS};
 pub use conformance::{sample_attempts, sample_events, sample_events_for, sample_outbox_events, sample_requests};
 pub use error::PluginError;
-pub use inputs::{FollowAttempt, Input, RelationEvent, WriteRequest};
+pub use inputs::{write_kind_name, FollowAttempt, Input, RelationEvent, WriteRequest, WRITE_KINDS};
 pub use logs::{LogLine, LogSource, PluginLogs, MAX_LINES_PER_CALL, MAX_LINE_BYTES};
 pub use observed::{count_invalid_output, observed};
 pub use policy::{project_with_retries, route_by_default, route_or_default, ProjectionFailed, RetryPolicy, Routed};

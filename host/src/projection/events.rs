@@ -1,5 +1,5 @@
 //! What projections receive: an outbox event decoded from the bus, checked and turned into the relation
-//! event the host hands projector plugins. Relation projectors (`strand:plugin@0.3.0`) receive every kind;
+//! event the host hands projector plugins. Relation projectors (since `strand:plugin@0.3.0`) receive every kind;
 //! the others see follows begin and end only (blocks, mutes and requests end or begin follows through
 //! ordinary `follow` and `unfollow` events, so they stay exact) and are not called for the rest.
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::graph::{TenantId, UserId};
 use crate::ops::metrics::RATE_LIMIT_DECISIONS;
-use crate::plugins::{observed, Action, Bucket, Decision, PluginError, PluginRegistry, Singleton, WriteRequest};
+use crate::plugins::{observed, Bucket, Decision, PluginError, PluginRegistry, Singleton, WriteKind, WriteRequest};
 use crate::tenancy::settings::{FailureMode, TenantSettings};
 
 /// A write the rate limiter decides on: who asks to do what to whom.
@@ -26,7 +26,7 @@ use crate::tenancy::settings::{FailureMode, TenantSettings};
 pub struct WriteIntent<'a> {
     pub tenant: &'a TenantId,
     pub user: UserId,
-    pub action: Action,
+    pub write: WriteKind,
     pub target: UserId,
     /// The policy version the request asks to run (test traffic for a candidate), honoured only for tenants
     /// that allow it.
@@ -126,7 +126,7 @@ impl RateLimiting {
         let request = WriteRequest {
             tenant: tenant.to_string(),
             user: intent.user.get(),
-            action: intent.action,
+            write: intent.write,
             target: intent.target.get(),
             now_ms: crate::util::time::now_ms(),
         };

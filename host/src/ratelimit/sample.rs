@@ -10,8 +10,7 @@ use crate::db::Database;
 use crate::graph::TenantId;
 use crate::ops::metrics::{Metric, WRITE_REQUESTS_UNSAMPLED};
 use crate::ops::sample::{InputSample, Sampled};
-use crate::outbox::EventType;
-use crate::plugins::{Action, WriteRequest};
+use crate::plugins::{write_kind_name, WriteRequest, WRITE_KINDS};
 
 /// A request and what the host answered it.
 pub struct SampledRequest {
@@ -43,7 +42,7 @@ async fn insert(db: &Database, batch: &[SampledRequest]) -> Result<(), sqlx::Err
         let request = &sampled.request;
         row.push_bind(request.tenant.clone())
             .push_bind(request.user)
-            .push_bind(EventType::from(request.action).as_str())
+            .push_bind(write_kind_name(request.write))
             .push_bind(request.target)
             .push_bind(request.now_ms)
             .push_bind(sampled.verdict);
@@ -69,16 +68,14 @@ pub async fn recent_requests(
     let mut requests = rows
         .iter()
         .map(|row| {
-            let action: String = row.try_get(1)?;
-            let action = match action.parse::<EventType>()? {
-                EventType::Follow => Action::Follow,
-                EventType::Unfollow => Action::Unfollow,
-                other => return Err(sqlx::Error::Decode(format!("a sampled request of type {other}").into())),
+            let name: String = row.try_get(1)?;
+            let Some(&(write, _)) = WRITE_KINDS.iter().find(|(_, known)| *known == name) else {
+                return Err(sqlx::Error::Decode(format!("a sampled request of kind {name}").into()));
             };
             let request = WriteRequest {
                 tenant: tenant.to_string(),
                 user: row.try_get(0)?,
-                action,
+                write,
                 target: row.try_get(2)?,
                 now_ms: row.try_get(3)?,
             };

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use sqlx::Row;
 use strand::db::Database;
-use strand_test_support::{on_every_backend, wait_until, ApiClient, Backend, TestServer};
+use strand_test_support::{on_every_backend, test_plugin, wait_until, ApiClient, Backend, TestServer};
 
 use super::{pair_events, pair_row};
 
@@ -309,4 +309,23 @@ async fn every_relation_write_passes_the_rate_limiter(backend: Backend) {
         statuses.push(settings.send_json(reqwest::Method::PUT, "/v1/me/settings", &private).await.status);
     }
     assert!(statuses.contains(&429), "settings too: {statuses:?}");
+
+    // A 0.4.0 limiter is told which write it decides on.
+    let deny_all = test_plugin("deny-all");
+    let path = "/admin/v1/tenants/denied/plugins/rate-limiter/default";
+    assert_eq!(server.admin().upload(reqwest::Method::PUT, path, deny_all).await.status, 200);
+    let denied = server.client("denied", 1);
+    for (method, route, write) in [
+        ("PUT", "/v1/me/following/2", "follow"),
+        ("PUT", "/v1/me/blocks/2", "block"),
+        ("DELETE", "/v1/me/mutes/2", "unmute"),
+        ("DELETE", "/v1/me/followers/2", "remove-follower"),
+        ("PUT", "/v1/me/settings", "settings"),
+    ] {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let reply = denied.send_json(method, route, &json!({"private": true})).await;
+        let detail = reply.body["detail"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(reply.status, 429, "{route}: {reply:?}");
+        assert!(detail.ends_with(&format!("deny-all test policy: {write}")), "{route}: {detail}");
+    }
 }

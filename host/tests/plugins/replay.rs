@@ -55,7 +55,7 @@ async fn a_candidate_is_replayed_beside_the_active_version_on_the_tenants_recent
     assert_eq!(summary["answered"], serde_json::json!({"allowed": 4}), "{summary}");
     assert_eq!(summary["active"]["version"], 0, "the bundled policy is what runs now");
     let first = &different[0];
-    assert_eq!(first["candidate"], serde_json::json!({"Deny": "deny-all test policy"}), "{first}");
+    assert_eq!(first["candidate"], serde_json::json!({"Deny": "deny-all test policy: follow"}), "{first}");
     assert_eq!(first["input"]["target"], 9, "{first}");
 
     // Requests the active policy refused never reached the truth, yet they are replayed: the bundled policy

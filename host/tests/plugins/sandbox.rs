@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::json;
-use strand::plugins::{Action, PluginError, PluginKind, PluginLimits, PluginRuntime, WriteRequest};
+use strand::plugins::{PluginError, PluginKind, PluginLimits, PluginRuntime, WriteKind, WriteRequest};
 use strand_test_support::{test_plugin, Backend, Redis, TestServer};
 
 use super::deploy;
@@ -49,7 +49,7 @@ async fn the_runtime_says_why_a_call_was_stopped() {
     let roomy =
         PluginRuntime::new(PluginLimits { deadline: Duration::from_secs(10), ..on_the_clock.limits() }, None).unwrap();
     let wasm = test_plugin("hostile-limiter");
-    let request = |target| WriteRequest { tenant: "acme".into(), user: 1, action: Action::Follow, target, now_ms: 0 };
+    let request = |target| WriteRequest { tenant: "acme".into(), user: 1, write: WriteKind::Follow, target, now_ms: 0 };
     let call = async |runtime: &PluginRuntime, target| {
         let plugin = runtime.prepare(PluginKind::RateLimiter, &wasm).expect("a rate-limiter component");
         runtime.decide(&plugin, runtime.limits(), &[request(target)]).await.result.map(|_| ()).unwrap_err()
@@ -74,7 +74,7 @@ async fn a_spinning_plugin_shares_its_thread_with_other_tasks_until_its_deadline
     let limits = PluginLimits { deadline: Duration::from_millis(50), memory_bytes: 16 << 20, fuel: None };
     let runtime = PluginRuntime::new(limits, None).unwrap();
     let plugin = runtime.prepare(PluginKind::RateLimiter, &test_plugin("hostile-limiter")).expect("a rate limiter");
-    let spin = WriteRequest { tenant: "acme".into(), user: 1, action: Action::Follow, target: 666, now_ms: 0 };
+    let spin = WriteRequest { tenant: "acme".into(), user: 1, write: WriteKind::Follow, target: 666, now_ms: 0 };
     let others_ran = AtomicUsize::new(0);
     let call = async {
         let called = runtime.decide(&plugin, runtime.limits(), &[spin]).await;

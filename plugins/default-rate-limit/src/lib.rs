@@ -1,5 +1,7 @@
 //! The bundled rate-limit policy: the seed's numbers, a 100-token burst refilled at 1 token per second, per
-//! user and per action (follows and unfollows have separate buckets, so unfollowing is limited too).
+//! user and per action (follows and unfollows have separate buckets, so unfollowing is limited too). Every
+//! relation write is charged by its `action`: a block or a mute takes from the follow bucket, an unblock or
+//! an unmute from the unfollow bucket (the README's table).
 
 use strand_plugin_sdk::{export_rate_limiter, Action, Decision, RateLimiter, WriteRequest};
 
@@ -23,10 +25,11 @@ export_rate_limiter!(SeedPolicy);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use strand_plugin_sdk::Bucket;
+    use strand_plugin_sdk::{Bucket, WriteKind};
 
     fn request(action: Action) -> WriteRequest {
-        WriteRequest { user: 7, action, target: 8, now_ms: 0 }
+        let write = if action == Action::Follow { WriteKind::Block } else { WriteKind::Unmute };
+        WriteRequest { user: 7, action, write, target: 8, now_ms: 0 }
     }
 
     #[test]

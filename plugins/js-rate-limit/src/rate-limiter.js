@@ -1,5 +1,5 @@
 // The component: exports `strand:plugin/policy` for the rate-limiter world, one decision per request.
-import { log } from "strand:plugin/log@0.3.0";
+import { log } from "strand:plugin/log@0.4.0";
 import { decide } from "./policy.js";
 
 export const policy = {

@@ -1,4 +1,4 @@
-//! Example relation projector (`strand:plugin@0.3.0`, world `relation-projector`): what a projector of
+//! Example relation projector (since `strand:plugin@0.3.0`, world `relation-projector`): what a projector of
 //! follows cannot see.
 //!
 //! - `z.requests:{user}`: the follow requests waiting for `user`'s approval, requesters newest first

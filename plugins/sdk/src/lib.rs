@@ -42,8 +42,8 @@ pub mod bindings {
             world: "router",
             path: "../../wit/strand.wit",
             with: {
-                "strand:plugin/types@0.3.0": super::rate_limiter::strand::plugin::types,
-                "strand:plugin/log@0.3.0": super::rate_limiter::strand::plugin::log,
+                "strand:plugin/types@0.4.0": super::rate_limiter::strand::plugin::types,
+                "strand:plugin/log@0.4.0": super::rate_limiter::strand::plugin::log,
             },
             pub_export_macro: true,
             export_macro_name: "export_router_world",
@@ -55,8 +55,8 @@ pub mod bindings {
             world: "projector",
             path: "../../wit/strand.wit",
             with: {
-                "strand:plugin/types@0.3.0": super::rate_limiter::strand::plugin::types,
-                "strand:plugin/log@0.3.0": super::rate_limiter::strand::plugin::log,
+                "strand:plugin/types@0.4.0": super::rate_limiter::strand::plugin::types,
+                "strand:plugin/log@0.4.0": super::rate_limiter::strand::plugin::log,
             },
             pub_export_macro: true,
             export_macro_name: "export_projector_world",
@@ -68,9 +68,9 @@ pub mod bindings {
             world: "relation-projector",
             path: "../../wit/strand.wit",
             with: {
-                "strand:plugin/types@0.3.0": super::rate_limiter::strand::plugin::types,
-                "strand:plugin/log@0.3.0": super::rate_limiter::strand::plugin::log,
-                "strand:plugin/relations@0.3.0": super::relation_policy::strand::plugin::relations,
+                "strand:plugin/types@0.4.0": super::rate_limiter::strand::plugin::types,
+                "strand:plugin/log@0.4.0": super::rate_limiter::strand::plugin::log,
+                "strand:plugin/relations@0.4.0": super::relation_policy::strand::plugin::relations,
             },
             pub_export_macro: true,
             export_macro_name: "export_relation_projector_world",
@@ -82,8 +82,8 @@ pub mod bindings {
             world: "relation-policy",
             path: "../../wit/strand.wit",
             with: {
-                "strand:plugin/types@0.3.0": super::rate_limiter::strand::plugin::types,
-                "strand:plugin/log@0.3.0": super::rate_limiter::strand::plugin::log,
+                "strand:plugin/types@0.4.0": super::rate_limiter::strand::plugin::types,
+                "strand:plugin/log@0.4.0": super::rate_limiter::strand::plugin::log,
             },
             additional_derives: [PartialEq],
             pub_export_macro: true,
@@ -95,7 +95,7 @@ pub mod bindings {
 
 pub use bindings::rate_limiter::strand::plugin::types::{
     Action, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, Level, OutboxEvent,
-    RelationEvent, WriteRequest, ZsetEntry, ZsetMemberWhile,
+    RelationEvent, WriteKind, WriteRequest, ZsetEntry, ZsetMemberWhile,
 };
 
 pub use bindings::relation_policy::strand::plugin::relations::{

@@ -27,13 +27,13 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 
 use self::admission::Admission;
 pub use self::limits::{CallCost, LimitRefused, PluginLimits, RequestedLimits, DEFAULT_TENANT_SHARE, INPUTS_PER_LIMIT};
-pub use self::prepared::{Built, PreparedPlugin};
+pub use self::prepared::{Built, PreparedPlugin, Since0_3};
 use self::running_time::RunningTime;
 pub use self::running_time::DEFAULT_TENANT_CPU_SHARE;
 pub use self::sandbox::{Called, PluginState};
 use super::bindings::relation_policy::RelationPolicyPre;
 use super::bindings::relation_projector::RelationProjectorPre;
-use super::bindings::{add_log_to_linker, v0_1, v0_2};
+use super::bindings::{add_log_to_linker, v0_1, v0_2, v0_3};
 use super::bindings::{projector::ProjectorPre, rate_limiter::RateLimiterPre, router::RouterPre};
 use super::error::PluginError;
 use super::PluginKind;
@@ -195,6 +195,8 @@ impl PluginRuntime {
         let mut linker = Linker::<PluginState>::new(&self.engine);
         add_log_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)
             .map_err(|e| PluginError::host("linking the log import", e))?;
+        v0_3::add_log_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)
+            .map_err(|e| PluginError::host("linking the 0.3.0 log import", e))?;
         v0_2::add_log_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)
             .map_err(|e| PluginError::host("linking the 0.2.0 log import", e))?;
         // Also satisfies newer or older 0.2.x imports (semver); an import of anything else is refused here.
@@ -205,38 +207,55 @@ impl PluginRuntime {
         let wrong_world = |e: wasmtime::Error| PluginError::WrongWorld { kind, detail: format!("{e:#}") };
         // Today's package first, then the older ones; the error names today's world.
         macro_rules! built {
-            ($current:expr, $v0_2:expr, $v0_1:expr) => {
+            ($current:expr, $v0_3:expr, $v0_2:expr, $v0_1:expr) => {
                 match $current(instance_pre.clone()) {
                     Ok(pre) => Built::Current(pre),
-                    Err(e) => match $v0_2(instance_pre.clone()) {
-                        Ok(pre) => Built::V0_2(pre),
-                        Err(_) => Built::V0_1($v0_1(instance_pre).map_err(|_| wrong_world(e))?),
+                    Err(e) => match $v0_3(instance_pre.clone()) {
+                        Ok(pre) => Built::V0_3(pre),
+                        Err(_) => match $v0_2(instance_pre.clone()) {
+                            Ok(pre) => Built::V0_2(pre),
+                            Err(_) => Built::V0_1($v0_1(instance_pre).map_err(|_| wrong_world(e))?),
+                        },
                     },
+                }
+            };
+        }
+        macro_rules! since_0_3 {
+            ($current:expr, $v0_3:expr) => {
+                match $current(instance_pre.clone()) {
+                    Ok(pre) => Ok(Since0_3::Current(pre)),
+                    Err(e) => $v0_3(instance_pre.clone()).map(Since0_3::V0_3).map_err(|_| e),
                 }
             };
         }
         Ok(match kind {
             PluginKind::RateLimiter => PreparedPlugin::RateLimiter(built!(
                 RateLimiterPre::new,
+                v0_3::rate_limiter::RateLimiterPre::new,
                 v0_2::rate_limiter::RateLimiterPre::new,
                 v0_1::rate_limiter::RateLimiterPre::new
             )),
             PluginKind::Router => PreparedPlugin::Router(built!(
                 RouterPre::new,
+                v0_3::router::RouterPre::new,
                 v0_2::router::RouterPre::new,
                 v0_1::router::RouterPre::new
             )),
-            PluginKind::Projector => match RelationProjectorPre::new(instance_pre.clone()) {
-                Ok(pre) => PreparedPlugin::RelationProjector(pre),
-                Err(_) => PreparedPlugin::Projector(built!(
-                    ProjectorPre::new,
-                    v0_2::projector::ProjectorPre::new,
-                    v0_1::projector::ProjectorPre::new
-                )),
-            },
-            PluginKind::RelationPolicy => {
-                PreparedPlugin::RelationPolicy(RelationPolicyPre::new(instance_pre).map_err(wrong_world)?)
+            PluginKind::Projector => {
+                match since_0_3!(RelationProjectorPre::new, v0_3::relation_projector::RelationProjectorPre::new) {
+                    Ok(pre) => PreparedPlugin::RelationProjector(pre),
+                    Err(_) => PreparedPlugin::Projector(built!(
+                        ProjectorPre::new,
+                        v0_3::projector::ProjectorPre::new,
+                        v0_2::projector::ProjectorPre::new,
+                        v0_1::projector::ProjectorPre::new
+                    )),
+                }
             }
+            PluginKind::RelationPolicy => PreparedPlugin::RelationPolicy(
+                since_0_3!(RelationPolicyPre::new, v0_3::relation_policy::RelationPolicyPre::new)
+                    .map_err(wrong_world)?,
+            ),
         })
     }
 }

@@ -9,7 +9,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::super::bindings::{v0_2, Level, LogHost};
+use super::super::bindings::{v0_2, v0_3, Level, LogHost};
 use super::super::error::PluginError;
 use super::super::logs::{CallLog, LogLine};
 use super::super::wasi;
@@ -39,10 +39,17 @@ impl LogHost for PluginState {
     }
 }
 
-/// A 0.2.0 component's `log` import: the same records, answered as today's.
+/// A 0.3.0 component's `log` import: the same records, answered as today's.
+impl v0_3::LogHost for PluginState {
+    fn log(&mut self, level: v0_3::Level, input: Option<u32>, message: String) {
+        LogHost::log(self, level.into(), input, message);
+    }
+}
+
+/// A 0.2.0 component's `log` import, likewise.
 impl v0_2::LogHost for PluginState {
-    fn log(&mut self, level: Level, input: Option<u32>, message: String) {
-        LogHost::log(self, level, input, message);
+    fn log(&mut self, level: v0_2::Level, input: Option<u32>, message: String) {
+        LogHost::log(self, level.into(), input, message);
     }
 }
 
