@@ -64,8 +64,14 @@ impl Server {
         let rate_limiting = Arc::new(RateLimiting::new(plugins.clone(), tenants.clone(), buckets));
         // One cache for the reads and the workers: on the embedded default, it is this process's memory.
         let cache = resources.cache(config);
-        if let Some(memory) = kept_spaces(&cache, &resources) {
-            crate::projection::kept::restore(&db, &memory).await.map_err(StartupError::KeptSpaces)?;
+        match kept_spaces(&cache, &resources) {
+            Some(memory) if config.workers => {
+                crate::projection::kept::restore(&db, &memory).await.map_err(StartupError::KeptSpaces)?;
+            }
+            // No workers here: the node that runs them keeps its own.
+            Some(_) => {}
+            // Redis or Kafka now: what an embedded default kept before must not come back one day.
+            None => crate::projection::kept::forget(&db).await.map_err(StartupError::KeptSpaces)?,
         }
         observability::recorder();
         let tasks = Tasks::default();
@@ -147,7 +153,7 @@ impl Server {
         });
         supervise_account_jobs(&self.tasks, db.clone(), self.account_job_batch, self.account_job_share);
         // The in-process cache's spaces, kept across restarts (the embedded default).
-        let kept = kept_spaces(&self.cache, &self.resources);
+        let kept = kept_spaces(&self.cache, &self.resources).filter(|_| self.projections.is_some());
         if let Some(memory) = kept.clone() {
             let kept_db = db.clone();
             supervise_every(&self.tasks, "keep-spaces", crate::projection::kept::KEEP_EVERY, move || {

@@ -81,22 +81,32 @@ pub fn sample_outbox_events() -> Vec<OutboxRow> {
     sample_events().iter().zip(1..).map(|(e, id)| OutboxRow::published(id, &ChangeEvent::from(e))).collect()
 }
 
-/// Runs `plugin` on its kind's samples, within the `limits` it is being deployed with. A timeout is tried
-/// once more: the first call right after compiling runs cold (code pages, pool slots), and on a busy
-/// machine that alone can pass a tight deadline; a plugin that is really too slow times out again.
+/// Runs `plugin` on its kind's samples, within the `limits` it is being deployed with, as `tenant`'s (the
+/// uploader's share of the instances and of the cores: a tenant whose uploads spin spends its own). A
+/// timeout is tried once more: the first call right after compiling runs cold (code pages, pool slots), and
+/// on a busy machine that alone can pass a tight deadline; a plugin that is really too slow times out again.
 pub async fn check(
     runtime: &PluginRuntime,
     plugin: &PreparedPlugin,
     limits: PluginLimits,
+    tenant: &str,
 ) -> Result<CallCost, PluginError> {
+    let mut requests = sample_requests();
+    requests.iter_mut().for_each(|r| r.tenant = tenant.to_owned());
+    let mut rows = sample_outbox_events();
+    rows.iter_mut().for_each(|r| r.tenant = tenant.to_owned());
+    let mut events = sample_events_for(plugin);
+    events.iter_mut().for_each(|e| e.tenant = tenant.to_owned());
+    let mut attempts = sample_attempts();
+    attempts.iter_mut().for_each(|a| a.tenant = tenant.to_owned());
     let run = || async {
         Ok(match plugin {
-            PreparedPlugin::RateLimiter(_) => runtime.decide(plugin, limits, &sample_requests()).await.result?.1,
-            PreparedPlugin::Router(_) => runtime.route(plugin, limits, &sample_outbox_events()).await.result?.1,
+            PreparedPlugin::RateLimiter(_) => runtime.decide(plugin, limits, &requests).await.result?.1,
+            PreparedPlugin::Router(_) => runtime.route(plugin, limits, &rows).await.result?.1,
             PreparedPlugin::Projector(_) | PreparedPlugin::RelationProjector(_) => {
-                runtime.project(plugin, limits, &sample_events_for(plugin)).await.result?.1
+                runtime.project(plugin, limits, &events).await.result?.1
             }
-            PreparedPlugin::RelationPolicy(_) => runtime.admit(plugin, limits, &sample_attempts()).await.result?.1,
+            PreparedPlugin::RelationPolicy(_) => runtime.admit(plugin, limits, &attempts).await.result?.1,
         })
     };
     match run().await {

@@ -4,6 +4,10 @@
 //! position, so the events since are applied again (exactly once in result: counters by event id, state by
 //! pair version). Without it every restart built each space again from the truth, and a projector whose
 //! value depends on history — a counter of followers gained, which an unfollow does not lower — lost it.
+//!
+//! Left out (built from the truth after a restart instead): a tenant's space of a projector while it has
+//! parked events there (they sit behind the kept positions, and a retry may apply them after the copy), and
+//! at start every space of a tenant whose import had not ended (the import writes no events).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,8 +34,13 @@ pub struct Kept {
     pub positions: usize,
 }
 
+/// One keep at a time in this process: an older copy never commits over a newer one (a periodic keep that
+/// copied before an import cleared its tenant's spaces, committing after the import's own keep).
+static KEEPING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Stores `cache`'s spaces and the positions they cover, replacing the previous snapshot.
 pub async fn keep(db: &Database, cache: &Arc<MemoryCache>) -> Result<Kept, sqlx::Error> {
+    let _one_at_a_time = KEEPING.lock().await;
     // The positions first: the spaces copied after them hold at least every event those name.
     let positions: Vec<(String, String, i64)> =
         sqlx::query("SELECT consumer, topic, seq FROM bus_positions WHERE consumer LIKE ?")
@@ -41,9 +50,21 @@ pub async fn keep(db: &Database, cache: &Arc<MemoryCache>) -> Result<Kept, sqlx:
             .iter()
             .map(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))
             .collect::<Result<_, sqlx::Error>>()?;
-    // Copied under the cache's lock: on a thread of its own, so no async task waits behind it.
+    // Then the spaces with parked events (read after the positions: one parked later is behind them).
+    let parked: Vec<(String, String)> = sqlx::query("SELECT DISTINCT tenant_id, projection FROM projection_parked")
+        .fetch_all(db.reader())
+        .await?
+        .iter()
+        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+        .collect::<Result<_, sqlx::Error>>()?;
+    let leave_out: Vec<String> = parked
+        .iter()
+        .filter_map(|(tenant, projection)| Some(format!("{{{tenant}:{}@", projection.strip_prefix("projector.")?)))
+        .collect();
+    // Copied under the cache's lock, on a blocking thread (the scripts wait for the copy; async tasks
+    // that do not use the cache go on).
     let copied = cache.clone();
-    let snapshot = tokio::task::spawn_blocking(move || copied.snapshot())
+    let snapshot = tokio::task::spawn_blocking(move || copied.snapshot(&leave_out))
         .await
         .map_err(|stopped| sqlx::Error::Io(std::io::Error::other(stopped)))?;
     let kept = Kept { bytes: snapshot.len(), positions: positions.len() };
@@ -80,7 +101,10 @@ pub async fn restore(db: &Database, cache: &MemoryCache) -> Result<bool, sqlx::E
     let snapshot: Option<Vec<u8>> =
         sqlx::query_scalar("SELECT snapshot FROM kept_spaces WHERE id = 1").fetch_optional(db.reader()).await?;
     let Some(snapshot) = snapshot else { return Ok(false) };
-    if let Err(error) = cache.restore(&snapshot) {
+    let importing: Vec<String> =
+        sqlx::query_scalar("SELECT tenant_id FROM tenant_imports").fetch_all(db.reader()).await?;
+    let leave_out: Vec<String> = importing.iter().map(|tenant| format!("{{{tenant}:")).collect();
+    if let Err(error) = cache.restore(&snapshot, &leave_out) {
         tracing::warn!(%error, "the kept spaces cannot be read; they are built from the truth");
         return Ok(false);
     }
@@ -104,4 +128,13 @@ pub async fn restore(db: &Database, cache: &MemoryCache) -> Result<bool, sqlx::E
     }
     tracing::info!(bytes = snapshot.len(), subscribers = kept.len(), "the kept spaces are taken back");
     Ok(true)
+}
+
+/// Drops what was kept (a node that keeps nothing: Redis or Kafka configured, or no workers), so an old
+/// snapshot never comes back and its positions hold back no retention of the embedded bus.
+pub async fn forget(db: &Database) -> Result<(), sqlx::Error> {
+    let mut tx = db.writer().begin().await?;
+    sqlx::query("DELETE FROM kept_spaces").execute(&mut *tx).await?;
+    sqlx::query("DELETE FROM bus_positions WHERE consumer LIKE ?").bind(format!("{KEPT}%")).execute(&mut *tx).await?;
+    tx.commit().await
 }

@@ -194,8 +194,11 @@ impl PluginProjection {
         let tenants = by_tenant(events)?;
         let side_by_side = SideBySide::default();
         let applied = tenants.iter().map(|(tenant, (batch, raw))| async {
+            let works = !self.is_held(tenant);
             let applied = self.apply_fenced_tenant(tenant, batch, raw, side_by_side.outpaced()).await;
-            side_by_side.finished();
+            if works {
+                side_by_side.finished();
+            }
             applied
         });
         futures::future::join_all(applied).await.into_iter().collect()
@@ -297,11 +300,19 @@ impl PluginProjection {
             });
             self.lock().retries.insert(tenant, task);
         }
-        let mut given_up = Vec::new();
+        let (mut given_up, mut failed) = (Vec::new(), None);
         for (tenant, tried) in self.reap_retries() {
-            given_up.extend(self.retried(&tenant, tried).await?);
+            // Every ended try is taken in; the first failure is reported after.
+            match self.retried(&tenant, tried).await {
+                Ok(more) => given_up.extend(more),
+                Err(error) => failed = failed.or(Some(error)),
+            }
         }
-        Ok(given_up)
+        match failed {
+            // What was given up meanwhile is dead-lettered at the next pass (still parked until then).
+            Some(error) => Err(error),
+            None => Ok(given_up),
+        }
     }
 
     /// The background retries that ended, with how.

@@ -148,22 +148,15 @@ impl Outlet {
     pub async fn settle(&self, tx: &mut AnyConnection, batches: Acknowledged) -> Result<(), RelayError> {
         let (mut ids, mut parking) = (Vec::new(), Vec::new());
         let mut occurred_at = None;
-        // Tenants whose later rows go behind their parked ones: those parked already, and any parked here.
-        let mut parked_now: HashSet<String> =
-            self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect();
+        // A row whose messages the bus took (sent to Kafka, or appended here) is published: never parked
+        // after the fact (it would go out twice). The rows behind a parked one were parked when dispatched.
         for mut batch in batches.0 {
             if let OnItsWay::ToAppend(bus, messages) = batch.on_its_way {
                 bus.append(tx, &messages).await?;
             }
             for (index, row) in batch.rows.into_iter().enumerate() {
-                let behind = parked_now.contains(&row.tenant);
-                let reason = batch
-                    .to_park
-                    .remove(&index)
-                    .or_else(|| behind.then(|| "an earlier row of the tenant is parked".to_owned()));
                 ids.push(row.id);
-                if let Some(reason) = reason {
-                    parked_now.insert(row.tenant.clone());
+                if let Some(reason) = batch.to_park.remove(&index) {
                     parking.push((row, reason));
                 }
             }
@@ -236,8 +229,11 @@ impl Outlet {
             let side_by_side = &side_by_side;
             async move {
                 let outpaced = side_by_side.outpaced();
+                let works = !(past_budget == PastBudget::Park && self.is_parked(tenant));
                 let routed = self.route_tenant(events, tenant, &indexes, past_budget, spans, outpaced).await;
-                side_by_side.finished();
+                if works {
+                    side_by_side.finished();
+                }
                 routed.map(|routed| (indexes, routed))
             }
         });
@@ -246,6 +242,14 @@ impl Outlet {
             match routed? {
                 (_, TenantRouted::Messages(routed)) => messages.extend(routed),
                 (indexes, TenantRouted::Parked(reason)) => {
+                    // Parked from now on: the batches dispatched after this one, before it settles (the
+                    // binlog relay's pipeline), park the tenant's rows too instead of sending them first.
+                    let tenant = &events[indexes[0]].tenant;
+                    self.parked
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .entry(tenant.clone())
+                        .or_insert_with(Retry::now);
                     to_park.extend(indexes.iter().map(|&i| (i, reason.clone())));
                 }
             }

@@ -84,17 +84,19 @@ impl MemoryCache {
             .collect()
     }
 
-    /// Every space, as bytes to keep across a restart ([`MemoryCache::restore`]).
-    pub fn snapshot(&self) -> Vec<u8> {
+    /// Every space but the keys starting with one of `leave_out`, as bytes to keep across a restart
+    /// ([`MemoryCache::restore`]). The store is locked while it is copied: the scripts wait meanwhile.
+    pub fn snapshot(&self, leave_out: &[String]) -> Vec<u8> {
         let engine = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
         let store = engine.store();
-        store.encode(Instant::now())
+        store.encode(Instant::now(), leave_out)
     }
 
-    /// Takes back the spaces of a [`MemoryCache::snapshot`], in place of what this cache holds; why not, when
-    /// `bytes` are not such a snapshot (the cache is then left as it was).
-    pub fn restore(&self, bytes: &[u8]) -> Result<(), CacheError> {
-        let restored = Store::decode(bytes, Instant::now()).map_err(CacheError::Memory)?;
+    /// Takes back the spaces of a [`MemoryCache::snapshot`] but the keys starting with one of `leave_out`,
+    /// in place of what this cache holds; why not, when `bytes` are not such a snapshot (the cache is then
+    /// left as it was).
+    pub fn restore(&self, bytes: &[u8], leave_out: &[String]) -> Result<(), CacheError> {
+        let restored = Store::decode(bytes, Instant::now(), leave_out).map_err(CacheError::Memory)?;
         let engine = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
         *engine.store() = restored;
         Ok(())

@@ -13,11 +13,14 @@ const HASH: u8 = 1;
 const SORTED: u8 = 2;
 
 impl Store {
-    /// Every live entry at `now`, as bytes.
-    pub(super) fn encode(&self, now: Instant) -> Vec<u8> {
+    /// Every live entry at `now` but those whose key starts with one of `leave_out`, as bytes.
+    pub(super) fn encode(&self, now: Instant, leave_out: &[String]) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
-        let live =
-            || self.entries.by_space.values().flatten().filter(move |(_, e)| e.expires.is_none_or(|at| at > now));
+        let live = || {
+            self.entries.by_space.values().flatten().filter(move |(key, e)| {
+                e.expires.is_none_or(|at| at > now) && !leave_out.iter().any(|prefix| key.starts_with(prefix.as_str()))
+            })
+        };
         put_len(&mut out, live().count());
         for (key, entry) in live() {
             put_bytes(&mut out, key.as_bytes());
@@ -49,8 +52,9 @@ impl Store {
         out
     }
 
-    /// The store `bytes` hold, its expiries counted from `now`; why not, when they are not such bytes.
-    pub(super) fn decode(bytes: &[u8], now: Instant) -> Result<Store, String> {
+    /// The store `bytes` hold but the keys starting with one of `leave_out`, its expiries counted from
+    /// `now`; why not, when they are not such bytes.
+    pub(super) fn decode(bytes: &[u8], now: Instant, leave_out: &[String]) -> Result<Store, String> {
         let mut input = Reader { bytes, at: 0 };
         if input.take(MAGIC.len())? != MAGIC {
             return Err("not a snapshot of this version".to_owned());
@@ -62,11 +66,14 @@ impl Store {
             let expires = (left >= 0).then(|| later(now, left));
             let data = match input.take(1)?[0] {
                 TEXT => Data::Text(input.bytes()?.to_vec()),
-                HASH => Data::Hash(
-                    (0..input.len()?)
-                        .map(|_| Ok((input.bytes()?.to_vec(), input.bytes()?.to_vec())))
-                        .collect::<Result<_, String>>()?,
-                ),
+                HASH => {
+                    // Filled field by field (no room reserved by a count the bytes may lie about).
+                    let mut fields = std::collections::HashMap::new();
+                    for _ in 0..input.len()? {
+                        fields.insert(input.bytes()?.to_vec(), input.bytes()?.to_vec());
+                    }
+                    Data::Hash(fields)
+                }
                 SORTED => {
                     let mut set = SortedSet::default();
                     for _ in 0..input.len()? {
@@ -77,7 +84,9 @@ impl Store {
                 }
                 other => return Err(format!("an entry of unknown kind {other}")),
             };
-            entries.insert(key, Entry { data, expires });
+            if !leave_out.iter().any(|prefix| key.starts_with(prefix.as_str())) {
+                entries.insert(key, Entry { data, expires });
+            }
         }
         if input.at != bytes.len() {
             return Err("bytes after the last entry".to_owned());
@@ -146,9 +155,9 @@ mod tests {
         run(&mut store, &["HSET", "{t:p@1#3}:h", "f", "v"], now);
         run(&mut store, &["ZADD", "{t:p@1#4}:z", "2", "b"], now);
         run(&mut store, &["ZADD", "{t:p@1#4}:z", "1.5", "a"], now);
-        let bytes = store.encode(now + Duration::from_millis(20));
+        let bytes = store.encode(now + Duration::from_millis(20), &[]);
         let later = now + Duration::from_secs(30);
-        let mut back = Store::decode(&bytes, later).unwrap();
+        let mut back = Store::decode(&bytes, later, &[]).unwrap();
         assert_eq!(run(&mut back, &["GET", "{t:p@1#3}:v.a"], later), redis::Value::BulkString(b"1".to_vec()));
         assert_eq!(run(&mut back, &["GET", "gone"], later), redis::Value::Nil, "expired before it was kept");
         assert_eq!(run(&mut back, &["HGET", "{t:p@1#3}:h", "f"], later), redis::Value::BulkString(b"v".to_vec()));
@@ -157,7 +166,15 @@ mod tests {
         assert_eq!(members, redis::Value::Array(vec![member(b"b"), member(b"a")]));
         let after = later + Duration::from_secs(60);
         assert_eq!(run(&mut back, &["GET", "{t:p@1#3}:v.a"], after), redis::Value::Nil, "its time left kept");
-        assert!(Store::decode(&bytes[..bytes.len() - 1], now).is_err());
-        assert!(Store::decode(b"junk", now).is_err());
+        assert!(Store::decode(&bytes[..bytes.len() - 1], now, &[]).is_err());
+        assert!(Store::decode(b"junk", now, &[]).is_err());
+        let without = |prefix: &str| vec![prefix.to_owned()];
+        let mut kept = Store::decode(&store.encode(now, &without("{t:p@1#3}")), later, &[]).unwrap();
+        assert_eq!(run(&mut kept, &["GET", "{t:p@1#3}:v.a"], later), redis::Value::Nil, "left out when kept");
+        let mut taken = Store::decode(&bytes, later, &without("{t:")).unwrap();
+        assert_eq!(run(&mut taken, &["ZCARD", "{t:p@1#4}:z"], later), redis::Value::Int(0), "left out when taken back");
+        let mut lying = MAGIC.to_vec();
+        lying.extend_from_slice(&u64::MAX.to_le_bytes());
+        assert!(Store::decode(&lying, now, &[]).is_err(), "a count past the bytes is refused, not allocated");
     }
 }
