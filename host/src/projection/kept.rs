@@ -42,14 +42,7 @@ static KEEPING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 pub async fn keep(db: &Database, cache: &Arc<MemoryCache>) -> Result<Kept, sqlx::Error> {
     let _one_at_a_time = KEEPING.lock().await;
     // The positions first: the spaces copied after them hold at least every event those name.
-    let positions: Vec<(String, String, i64)> =
-        sqlx::query("SELECT consumer, topic, seq FROM bus_positions WHERE consumer LIKE ?")
-            .bind(CACHED_SUBSCRIBERS)
-            .fetch_all(db.reader())
-            .await?
-            .iter()
-            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))
-            .collect::<Result<_, sqlx::Error>>()?;
+    let positions = positions(db, CACHED_SUBSCRIBERS).await?;
     // Then the spaces with parked events (read after the positions: one parked later is behind them).
     let parked: Vec<(String, String)> = sqlx::query("SELECT DISTINCT tenant_id, projection FROM projection_parked")
         .fetch_all(db.reader())
@@ -108,14 +101,7 @@ pub async fn restore(db: &Database, cache: &MemoryCache) -> Result<bool, sqlx::E
         tracing::warn!(%error, "the kept spaces cannot be read; they are built from the truth");
         return Ok(false);
     }
-    let kept: Vec<(String, String, i64)> =
-        sqlx::query("SELECT consumer, topic, seq FROM bus_positions WHERE consumer LIKE ?")
-            .bind(format!("{KEPT}%"))
-            .fetch_all(db.reader())
-            .await?
-            .iter()
-            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))
-            .collect::<Result<_, sqlx::Error>>()?;
+    let kept = positions(db, &format!("{KEPT}%")).await?;
     for (consumer, topic, seq) in &kept {
         let subscriber = consumer.strip_prefix(KEPT).unwrap_or(consumer);
         sqlx::query("UPDATE bus_positions SET seq = ? WHERE consumer = ? AND topic = ? AND seq > ?")
@@ -128,6 +114,14 @@ pub async fn restore(db: &Database, cache: &MemoryCache) -> Result<bool, sqlx::E
     }
     tracing::info!(bytes = snapshot.len(), subscribers = kept.len(), "the kept spaces are taken back");
     Ok(true)
+}
+
+/// The embedded-bus positions `(consumer, topic, seq)` of the consumers named `LIKE` `named`.
+async fn positions(db: &Database, named: &str) -> Result<Vec<(String, String, i64)>, sqlx::Error> {
+    sqlx::query_as("SELECT consumer, topic, seq FROM bus_positions WHERE consumer LIKE ?")
+        .bind(named)
+        .fetch_all(db.reader())
+        .await
 }
 
 /// Drops what was kept (a node that keeps nothing: Redis or Kafka configured, or no workers), so an old

@@ -228,12 +228,12 @@ impl Outlet {
         let routed = by_tenant.into_iter().map(|(tenant, indexes)| {
             let side_by_side = &side_by_side;
             async move {
-                let outpaced = side_by_side.outpaced();
-                let works = !(past_budget == PastBudget::Park && self.is_parked(tenant));
-                let routed = self.route_tenant(events, tenant, &indexes, past_budget, spans, outpaced).await;
-                if works {
-                    side_by_side.finished();
+                if past_budget == PastBudget::Park && self.is_parked(tenant) {
+                    return Ok((indexes, TenantRouted::Parked("an earlier row of the tenant is parked".to_owned())));
                 }
+                let outpaced = side_by_side.outpaced();
+                let routed = self.route_tenant(events, tenant, &indexes, past_budget, spans, outpaced).await;
+                side_by_side.finished();
                 routed.map(|routed| (indexes, routed))
             }
         });
@@ -257,7 +257,8 @@ impl Outlet {
         Ok(messages)
     }
 
-    /// Routes `tenant`'s rows of `events` (at `indexes`), as [`Outlet::route`] says.
+    /// Routes `tenant`'s rows of `events` (at `indexes`) with its routers, as [`Outlet::route`] says (a
+    /// tenant parked already is not asked).
     async fn route_tenant(
         &self,
         events: &[OutboxRow],
@@ -267,9 +268,6 @@ impl Outlet {
         spans: &HashMap<usize, Span>,
         outpaced: impl Future<Output = ()>,
     ) -> Result<TenantRouted, RelayError> {
-        if past_budget == PastBudget::Park && self.is_parked(tenant) {
-            return Ok(TenantRouted::Parked("an earlier row of the tenant is parked".to_owned()));
-        }
         let tenant_id: TenantId = tenant.parse().map_err(|e: crate::graph::InvalidTenantId| {
             RelayError::CorruptOutbox { id: events[indexes[0]].id, detail: e.to_string() }
         })?;
