@@ -139,7 +139,10 @@ async fn main() {
     registry.deploy(slot.clone(), policy.clone()).await.expect("stable policy");
     let limiter = RateLimiting::new(registry.clone(), tenants.clone(), TokenBuckets::Local(LocalBuckets::default()));
     print_decisions("rate-limit decision (embedded, deployed policy)", &limiter, &tenant).await;
-    registry.deploy_with(slot, policy, Default::default(), Some(Staged::Canary(10)), Vec::new()).await.expect("canary");
+    registry
+        .deploy_with(slot, policy, Default::default(), Some(Staged::Canary(10)), Default::default())
+        .await
+        .expect("canary");
     print_decisions("rate-limit decision (embedded, deployed policy + 10% canary)", &limiter, &tenant).await;
     let rounds = 1_000_000;
     let started = Instant::now();

@@ -168,7 +168,7 @@ async fn shadow_figures(registry: &Arc<PluginRegistry>, cache: &Cache, db: &Data
         registry.deploy(slot.clone(), counts.clone()).await.expect("deploy");
         if shadowed {
             registry
-                .deploy_with(slot.clone(), counts.clone(), Default::default(), Some(Staged::Shadow), Vec::new())
+                .deploy_with(slot.clone(), counts.clone(), Default::default(), Some(Staged::Shadow), Default::default())
                 .await
                 .expect("shadow");
         }

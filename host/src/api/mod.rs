@@ -40,7 +40,7 @@ use crate::ops::health::Readiness;
 use crate::ops::lag::LagProbe;
 use crate::ops::{observability, telemetry};
 use crate::plugins::PluginRegistry;
-use crate::projection::CachedReads;
+use crate::projection::{CachedReads, RetainedLog};
 use crate::ratelimit::RateLimiting;
 use crate::relation_policy::RelationPolicies;
 use crate::tenancy::settings::TenantSettings;
@@ -68,6 +68,9 @@ pub struct AppState {
     pub max_plugin_bytes: usize,
     /// The most account jobs one tenant runs at once.
     pub account_jobs_per_tenant: u32,
+    /// The embedded bus's log, which a rollback onto a projector that declares history replays (`None` on
+    /// Kafka).
+    pub retained_log: Option<RetainedLog>,
 }
 
 #[derive(OpenApi)]

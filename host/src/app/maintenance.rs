@@ -2,10 +2,11 @@
 
 use super::resources::load_plugins;
 use super::{open_database, StartupError};
+use crate::bus::Topology;
 use crate::cache::{Cache, RedisCache};
 use crate::config::Config;
 use crate::projection::{
-    rebuild_follower, rebuild_projector, reconcile, PluginProjection, RebuildError, ReconcileError, Report,
+    rebuild_follower, rebuild_projector, reconcile, PluginProjection, RebuildError, ReconcileError, Report, RetainedLog,
 };
 
 /// Why a maintenance command failed.
@@ -58,7 +59,10 @@ pub async fn run_rebuild(
         let cache = Cache::Redis(
             RedisCache::connect(url).await.map_err(StartupError::from)?.with_quota(config.projector_quota()),
         );
-        let projector = PluginProjection::new(plugins, projection, cache, db.clone());
+        let mut projector = PluginProjection::new(plugins, projection, cache, db.clone());
+        if config.kafka_brokers.is_none() {
+            projector = projector.with_log(RetainedLog::embedded(&db, &Topology::new(&config.topic_prefix)));
+        }
         rebuild_projector(&projector, progress).await?
     };
     db.close().await;

@@ -26,7 +26,7 @@ use crate::ops::observability;
 use crate::ops::retention::Retention;
 use crate::ops::sample::{InputSample, Sampled};
 use crate::ops::tasks::Tasks;
-use crate::projection::{CachedReads, Projections};
+use crate::projection::{CachedReads, Projections, RetainedLog};
 use crate::ratelimit::{RateLimiting, TokenBuckets};
 use crate::relation_policy::RelationPolicies;
 
@@ -94,6 +94,7 @@ impl Server {
             max_body_bytes: config.max_body_bytes,
             max_plugin_bytes: config.max_plugin_bytes,
             account_jobs_per_tenant: config.account_jobs_per_tenant,
+            retained_log: resources.kafka.is_none().then(|| RetainedLog::embedded(&db, &resources.topology)),
         };
         let listener = TcpListener::bind(config.listen)
             .await

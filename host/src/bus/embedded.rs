@@ -124,6 +124,11 @@ impl EmbeddedBus {
             .await
     }
 
+    /// The first sequence number `topic` still holds (`None` while it is empty): 1 until retention prunes it.
+    pub async fn first(&self, topic: &str) -> Result<Option<i64>, sqlx::Error> {
+        sqlx::query_scalar("SELECT MIN(seq) FROM bus_log WHERE topic = ?").bind(topic).fetch_one(self.db.reader()).await
+    }
+
     /// Records that `consumer` has durably handled `topic` up to `seq`.
     pub async fn commit(&self, consumer: &str, topic: &str, seq: i64) -> Result<(), sqlx::Error> {
         let mut tx = self.db.writer().begin().await?;

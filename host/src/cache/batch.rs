@@ -6,18 +6,22 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::quota::{COUNTER_BYTES, MEMBER_BYTES};
 use super::space::pair_field;
-use super::{home_shard, member, shard, Applied, DataKind, Exceeded, Quota, Space, MARKER_TTL};
+use super::{home_shard, member, shard, Applied, BuildFrom, DataKind, Exceeded, Quota, Space, MARKER_TTL};
 use crate::plugins::{Effect, Key, RelationEvent, ZsetEntry};
 
 /// Most a counter may hold either way. Redis's Lua compares in `f64`, exact below 2^53: with the limit at
 /// 2^52, a counter plus a batch's checked adds stays exact, so both backends refuse the same batch.
 pub const COUNTER_LIMIT: i64 = 1 << 52;
 
-/// Whether an event's effects may apply: not those of a backfill's ended edge (an unfollow, an unblock…),
-/// which only raises its pair's floors — in every shard its effects name, so that a bus event the snapshot
-/// covers is skipped wherever it would land.
-fn applies(event: &RelationEvent, snapshot: bool) -> bool {
-    !(snapshot && event.ends_edge())
+/// Whether an event's effects may apply (`build`: `None` for a live event): not those of a backfill's ended
+/// edge (an unfollow, an unblock…), nor any of a build of floors only, which only raise their pair's floors —
+/// in every shard their effects name, so that a bus event the build covers is skipped wherever it would land.
+fn applies(event: &RelationEvent, build: Option<BuildFrom>) -> bool {
+    match build {
+        None | Some(BuildFrom::Log) => true,
+        Some(BuildFrom::Truth) => !event.ends_edge(),
+        Some(BuildFrom::Floors) => false,
+    }
 }
 
 /// An event's effects in the order both backends apply them: memberships that follow a counter last, so
@@ -90,7 +94,7 @@ pub struct ApplyCall {
 pub fn apply_calls(
     space: Space<'_>,
     (events, effects): (&[RelationEvent], &[Vec<Effect>]),
-    (holder, snapshot): (&str, bool),
+    (holder, build): (&str, Option<BuildFrom>),
     quota: Quota,
     cluster: bool,
 ) -> Vec<ApplyCall> {
@@ -106,7 +110,7 @@ pub fn apply_calls(
             parts.entry(shard).or_default().push((index, effects));
         }
     }
-    let batch = Batch { space, events, holder, snapshot, quota };
+    let batch = Batch { space, events, holder, build, quota };
     if cluster {
         // One script per shard: each shard is one slot, and slots live on different servers.
         parts
@@ -153,7 +157,8 @@ struct Batch<'b> {
     space: Space<'b>,
     events: &'b [RelationEvent],
     holder: &'b str,
-    snapshot: bool,
+    /// `None`: live events.
+    build: Option<BuildFrom>,
     quota: Quota,
 }
 
@@ -162,7 +167,7 @@ impl Batch<'_> {
     /// in several shard groups (by the events' home shards) of the one call.
     fn header(&self, call: &[Part<'_>], operands: &mut Operands) {
         push(operands, MARKER_TTL.as_millis() as u64);
-        push(operands, u8::from(self.snapshot));
+        push(operands, u8::from(self.build.is_some()));
         push(operands, COUNTER_LIMIT);
         push(operands, self.quota.members);
         push(operands, MEMBER_BYTES);
@@ -171,7 +176,7 @@ impl Batch<'_> {
         let adds = call
             .iter()
             .flat_map(|(_, part)| part.iter())
-            .filter(|(index, _)| applies(&self.events[*index], self.snapshot))
+            .filter(|(index, _)| applies(&self.events[*index], self.build))
             .flat_map(|(_, effects)| effects.iter().copied());
         let swings = counter_swings(self.space, adds.clone());
         push(operands, swings.len());
@@ -194,7 +199,7 @@ impl Batch<'_> {
     /// A shard's group: its gate, usage counts and units. Returns the gate key.
     fn part(&self, (shard, part): Part<'_>, operands: &mut Operands) -> String {
         let space = self.space;
-        let gate_key = if self.snapshot { space.builder_key_in(shard) } else { space.ready_key_in(shard) };
+        let gate_key = if self.build.is_some() { space.builder_key_in(shard) } else { space.ready_key_in(shard) };
         push(operands, &gate_key);
         push(operands, self.holder);
         for count in space.usage_keys_in(shard) {
@@ -221,7 +226,7 @@ impl Batch<'_> {
         push(operands, pair_field(event));
         push(operands, event.version);
         push(operands, index);
-        push(operands, u8::from(applies(event, self.snapshot)));
+        push(operands, u8::from(applies(event, self.build)));
         push(operands, effects.len() + expiries * (DataKind::ALL.len() - 1));
         for effect in effects {
             match effect {

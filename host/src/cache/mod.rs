@@ -78,8 +78,21 @@ pub enum CacheError {
 pub enum Gate<'a> {
     /// Live events: the space was completed by the plugin version with this identity.
     Built(&'a str),
-    /// A backfill's snapshot events: `owner` still holds the space's build lock, which is renewed for `ttl`.
-    Building { owner: &'a str, ttl: Duration },
+    /// A build's events: `owner` still holds the space's build lock, which is renewed for `ttl`.
+    Building { owner: &'a str, ttl: Duration, from: BuildFrom },
+}
+
+/// What a build applies, and so which of its events' effects apply. Every build event raises its pair's
+/// floors (in every shard its effects name): the bus events it covers are skipped when the live path meets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildFrom {
+    /// The truth's current state of each pair: an edge's effects apply, an ended edge's do not.
+    Truth,
+    /// The bus's retained log, every event in order (a projector that declares history): all apply.
+    Log,
+    /// The truth's pairs as floors only (a projector that declares history, with no whole log to replay
+    /// from): nothing applies, and the space counts from now on.
+    Floors,
 }
 
 /// What became of a batch.
@@ -176,14 +189,14 @@ impl Cache {
         effects: &[Vec<Effect>],
         gate: Gate<'_>,
     ) -> Result<Applied, CacheError> {
-        let (holder, snapshot) = match gate {
-            Gate::Built(identity) => (identity, false),
-            Gate::Building { owner, ttl } => {
+        let (holder, build) = match gate {
+            Gate::Built(identity) => (identity, None),
+            Gate::Building { owner, ttl, from } => {
                 // Renewed here, checked per shard by the builder's copies (see `lock`).
                 if self.take_lock(space, owner, ttl, true).await? != Lock::Renewed {
                     return Ok(Applied::Refused);
                 }
-                (owner, true)
+                (owner, Some(from))
             }
         };
         let quota = self.quota().of(space);
@@ -193,7 +206,7 @@ impl Cache {
                 return Ok(Applied::OverQuota(reached));
             }
         }
-        let calls = batch::apply_calls(space, (events, effects), (holder, snapshot), quota, self.is_cluster());
+        let calls = batch::apply_calls(space, (events, effects), (holder, build), quota, self.is_cluster());
         let replies = try_join_all(calls.iter().map(|call| {
             let route: Vec<String> = call.route.iter().cloned().collect();
             async move { self.eval::<Vec<i64>>(&script::APPLY, &route, &call.operands).await }

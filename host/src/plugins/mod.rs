@@ -33,7 +33,7 @@ pub use inputs::{write_kind_name, FollowAttempt, Input, RelationEvent, WriteRequ
 pub use logs::{LogLine, LogSource, PluginLogs, MAX_LINES_PER_CALL, MAX_LINE_BYTES};
 pub use observed::{count_invalid_output, observed};
 pub use policy::{project_with_retries, route_by_default, route_or_default, ProjectionFailed, RetryPolicy, Routed};
-pub use readable::{parse_declarations, Readable, Shape, MAX_READABLE};
+pub use readable::{parse_declarations, Declared, Readable, Shape, MAX_READABLE};
 pub use registry::{
     ActivePlugin, Candidate, Chosen, PluginRegistry, PluginVersion, RegistryError, Staged, VersionLimits, VersionState,
     DEFAULT_COMPILE_BUDGET, DEFAULT_MAX_PROJECTORS,

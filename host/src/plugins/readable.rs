@@ -21,6 +21,18 @@ crate::str_enum! {
     }
 }
 
+/// What a projector version declares at deploy beside its component (like a Spin or Shopify manifest).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Declared {
+    /// The spaces the API serves.
+    pub readable: Vec<Readable>,
+    /// Its spaces depend on the events' history, not only on the truth's current state (a counter of
+    /// followers gained, which an unfollow does not lower): they are never built from the truth, but
+    /// replayed from the bus's retained log where it holds every event, else counted from the build on
+    /// (`projection/build.rs`).
+    pub history: bool,
+}
+
 /// One space a version serves through the API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Readable {

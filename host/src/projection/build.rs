@@ -6,16 +6,21 @@
 //! complete for the version. The worker runs builds in the background while the tenant's live events are
 //! parked (`plugin.rs`), so other tenants are not held up; the parked events apply once the space is
 //! complete: what the snapshot covers is skipped by the pair floors, the rest applies once.
+//!
+//! A version that declares history is never built from the truth (`history.rs`): its space replays the
+//! embedded bus's log while it holds every event, else takes the truth's pairs as floors only and counts
+//! from the build on — and an explicit build (`strand rebuild`) with no whole log is refused.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::backfill::Snapshot;
+use super::history::{cannot_replay, RetainedLog};
 use super::progress::{self, BackfillState};
 use super::projector::{builder_id, PluginProjectionError, Projector, LOCK_TTL};
 use crate::bus::Topology;
-use crate::cache::{Cache, CacheError, Space};
+use crate::cache::{BuildFrom, Cache, CacheError, Space};
 use crate::db::Database;
 use crate::graph::TenantId;
 use crate::plugins::{ActivePlugin, PluginKind, PluginRegistry, PluginSlot};
@@ -50,7 +55,7 @@ pub(super) async fn build(
             return Ok(0);
         }
         if cache.lock(space, owner, LOCK_TTL).await? {
-            let built = fill(projection, tenant, plugin, &mut report).await;
+            let built = fill(projection, tenant, plugin, when, &mut report).await;
             if let Err(error) = cache.unlock(space, owner).await {
                 tracing::warn!(%error, "cannot release a build lock; it expires by itself");
             }
@@ -61,34 +66,28 @@ pub(super) async fn build(
     }
 }
 
-/// Clears, backfills and marks the space, holding its build lock.
+/// Clears, builds and marks the space, holding its build lock.
 async fn fill(
     projection: &Projector,
     tenant: &TenantId,
     plugin: &Arc<ActivePlugin>,
+    when: Rebuild,
     report: &mut impl FnMut(u64, u64),
 ) -> Result<u64, PluginProjectionError> {
     let (db, name) = (projection.db(), Topology::projector_projection(projection.plugin()));
-    let record = |done, total, state| progress::record(db, &name, tenant, plugin.version, (done, total), state);
-    tracing::info!(projection = %name, %tenant, version = plugin.version, "building from the truth");
+    let from = build_from(projection, plugin, when).await?;
+    tracing::info!(projection = %name, %tenant, version = plugin.version, ?from, "building");
     let space = projection.space(tenant, plugin.version);
-    record(0, 0, BackfillState::Backfilling).await?;
+    let mut record = |done, total| {
+        report(done, total);
+        progress::record(db, &name, tenant, plugin.version, (done, total), BackfillState::Backfilling)
+    };
+    record(0, 0).await?;
     projection.cache().clear(space).await?;
-    let mut snapshot = Snapshot::start(projection.db(), tenant, plugin.prepared.receives_every_kind()).await?;
-    let mut replayed = 0;
-    let mut page = snapshot.next_page().await?;
-    while !page.is_empty() {
-        let pairs = page.len() as u64;
-        // The next page is read while this one is applied: the database and the projector work at once.
-        let (next, applied) = tokio::join!(snapshot.next_page(), projection.apply_snapshot(tenant, plugin, page));
-        applied?;
-        page = next?;
-        replayed += pairs;
-        report(replayed, snapshot.total);
-        if let Err(error) = record(replayed, snapshot.total, BackfillState::Backfilling).await {
-            tracing::warn!(%error, "cannot record backfill progress; the backfill goes on");
-        }
-    }
+    let replayed = match (from, projection.log()) {
+        (BuildFrom::Log, Some(log)) => replay_log(projection, tenant, plugin, log, &mut record).await?,
+        _ => replay_truth(projection, tenant, plugin, from, &mut record).await?,
+    };
     if !projection.still_live(tenant, plugin).await {
         // Promoted over, aborted or replaced while it was built: nothing will read or feed it.
         projection.cache().clear(space).await?;
@@ -96,22 +95,98 @@ async fn fill(
         return Ok(replayed);
     }
     projection.cache().mark_built(space, &plugin.sha256).await?;
-    record(replayed, replayed, BackfillState::Complete).await?;
+    progress::record(db, &name, tenant, plugin.version, (replayed, replayed), BackfillState::Complete).await?;
     tracing::info!(projection = %name, %tenant, version = plugin.version, replayed, "built");
+    Ok(replayed)
+}
+
+/// What a build of `plugin`'s space replays: the truth, unless the version declares history — then the log
+/// while it is whole, else the truth's pairs as floors only; an explicit build (`Rebuild::Always`) is
+/// refused rather than lose the history.
+async fn build_from(
+    projection: &Projector,
+    plugin: &ActivePlugin,
+    when: Rebuild,
+) -> Result<BuildFrom, PluginProjectionError> {
+    if !plugin.history {
+        return Ok(BuildFrom::Truth);
+    }
+    let Some(why) = cannot_replay(projection.log()).await? else { return Ok(BuildFrom::Log) };
+    if when == Rebuild::Always {
+        return Err(PluginProjectionError::NeedsHistory {
+            projector: plugin.name.clone(),
+            version: plugin.version,
+            why,
+        });
+    }
+    tracing::warn!(projector = %plugin.name, version = plugin.version, why,
+        "a projector that declares history counts from this build on");
+    Ok(BuildFrom::Floors)
+}
+
+/// Replays the truth's pairs into the space, page by page; returns how many. A record failing to save its
+/// progress is logged: the build goes on.
+async fn replay_truth<F: std::future::Future<Output = Result<(), sqlx::Error>>>(
+    projection: &Projector,
+    tenant: &TenantId,
+    plugin: &Arc<ActivePlugin>,
+    from: BuildFrom,
+    record: &mut impl FnMut(u64, u64) -> F,
+) -> Result<u64, PluginProjectionError> {
+    let mut snapshot = Snapshot::start(projection.db(), tenant, plugin.prepared.receives_every_kind()).await?;
+    let mut replayed = 0;
+    let mut page = snapshot.next_page().await?;
+    while !page.is_empty() {
+        let pairs = page.len() as u64;
+        // The next page is read while this one is applied: the database and the projector work at once.
+        let (next, applied) = tokio::join!(snapshot.next_page(), projection.apply_built(tenant, plugin, page, from));
+        applied?;
+        page = next?;
+        replayed += pairs;
+        if let Err(error) = record(replayed, snapshot.total).await {
+            tracing::warn!(%error, "cannot record build progress; the build goes on");
+        }
+    }
+    Ok(replayed)
+}
+
+/// Replays `tenant`'s events of the log, from the first to where it ends now, into the space; returns how
+/// many. Progress counts the log's messages read (every tenant's).
+async fn replay_log<F: std::future::Future<Output = Result<(), sqlx::Error>>>(
+    projection: &Projector,
+    tenant: &TenantId,
+    plugin: &Arc<ActivePlugin>,
+    log: &RetainedLog,
+    record: &mut impl FnMut(u64, u64) -> F,
+) -> Result<u64, PluginProjectionError> {
+    let end = log.end().await?;
+    let (mut read, mut replayed) = (0, 0);
+    while read < end {
+        let (events, reached) = log.page(tenant, plugin, read, end).await?;
+        read = reached;
+        replayed += events.len() as u64;
+        if !events.is_empty() {
+            projection.apply_built(tenant, plugin, events, BuildFrom::Log).await?;
+        }
+        if let Err(error) = record(read as u64, end as u64).await {
+            tracing::warn!(%error, "cannot record build progress; the build goes on");
+        }
+    }
     Ok(replayed)
 }
 
 /// Makes every space of `tenant`'s projectors (each active version's and a running shadow's) stale, so the
 /// workers build them again from the truth: after the truth changed without events (an import). Each is
 /// cleared under its build lock: a build running meanwhile ends first, and one that starts later reads the
-/// truth as it is now. Returns how many spaces were cleared.
+/// truth as it is now. A version that declares history keeps its space: the change came without events,
+/// and it is not built from the truth. Returns how many spaces were cleared.
 pub async fn build_again(cache: &Cache, registry: &PluginRegistry, tenant: &TenantId) -> Result<usize, CacheError> {
     let owner = builder_id();
     let mut cleared = 0;
     for projector in registry.projectors(tenant) {
         let slot = PluginSlot { tenant: tenant.clone(), kind: PluginKind::Projector, name: projector.name.clone() };
-        for version in registry.live_versions(&slot) {
-            let space = Space { tenant: tenant.as_str(), plugin: &slot.name, version };
+        for plugin in registry.live_plugins(&slot).iter().filter(|plugin| !plugin.history) {
+            let space = Space { tenant: tenant.as_str(), plugin: &slot.name, version: plugin.version };
             while !cache.lock(space, &owner, LOCK_TTL).await? {
                 tokio::time::sleep(LOCK_WAIT).await;
             }

@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use super::build::{build, stale_spaces, Rebuild};
 use super::events::{relation_event, Unprojectable};
+use super::history::RetainedLog;
 use super::parked::Parked;
 use super::projector::{PluginProjectionError, Projector, Role};
 use crate::bus::Topology;
@@ -106,6 +107,12 @@ impl PluginProjection {
         let parked = Parked::new(db.clone(), Topology::projector_projection(plugin));
         let projector = Projector::new(registry, plugin, cache, db);
         Self { projector, parked, budget: DEFAULT_TENANT_BUDGET, fence: Arc::default() }
+    }
+
+    /// This projection replaying `log` in builds of versions that declare history (the embedded bus's).
+    pub fn with_log(mut self, log: RetainedLog) -> Self {
+        self.projector = self.projector.with_log(log);
+        self
     }
 
     /// This projection giving each tenant's events of a batch `budget` (`projection_tenant_budget_ms`).

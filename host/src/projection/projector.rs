@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::events::Unprojectable;
+use super::history::RetainedLog;
 use super::spaces;
-use crate::cache::{Applied, Cache, CacheError, Exceeded, Gate, Space, COUNTER_LIMIT};
+use crate::cache::{Applied, BuildFrom, Cache, CacheError, Exceeded, Gate, Space, COUNTER_LIMIT};
 use crate::db::Database;
 use crate::graph::TenantId;
 use crate::ops::metrics::PROJECTION_SHADOW_SKIPPED_EVENTS;
@@ -31,6 +32,8 @@ pub struct Projector {
     db: Database,
     /// Names this process as a build-lock holder.
     owner: Arc<str>,
+    /// The embedded bus's log, which builds of a projector that declares history replay (`None` on Kafka).
+    log: Option<Arc<RetainedLog>>,
 }
 
 /// A build-lock owner id unique among live builders: the host name (a container's own), the process id
@@ -89,6 +92,10 @@ pub enum PluginProjectionError {
     /// This event would take a sorted set past its quota: refused for good (dead-lettered, never retried).
     #[error("refused for the space's quota: {0}")]
     QuotaRefused(Unprojectable),
+    /// An explicit build (`strand rebuild`, a rollback) of a version that declares history, with no log that
+    /// holds every event to replay: refused, as a build from the truth would lose the history.
+    #[error("projector {projector} v{version} declares history, and {why}: a build from the truth would lose it")]
+    NeedsHistory { projector: String, version: i64, why: &'static str },
     /// A try of parked events running in the background ended without an answer (it panicked).
     #[error("a retry of parked events ended without an answer: {0}")]
     Stopped(String),
@@ -97,7 +104,17 @@ pub enum PluginProjectionError {
 impl Projector {
     /// `db` holds the truth that spaces are built from.
     pub fn new(registry: Arc<PluginRegistry>, plugin: &str, cache: Cache, db: Database) -> Self {
-        Self { registry, plugin: plugin.to_owned(), cache, db, owner: builder_id().into() }
+        Self { registry, plugin: plugin.to_owned(), cache, db, owner: builder_id().into(), log: None }
+    }
+
+    /// This projector replaying `log` in builds of versions that declare history.
+    pub(super) fn with_log(mut self, log: RetainedLog) -> Self {
+        self.log = Some(Arc::new(log));
+        self
+    }
+
+    pub(super) fn log(&self) -> Option<&RetainedLog> {
+        self.log.as_deref()
     }
 
     /// The projector's name.
@@ -282,17 +299,19 @@ impl Projector {
         Unprojectable { event_id: event.event_id.clone(), detail }
     }
 
-    /// Applies a backfill page of `tenant` (the truth's current state of `pairs`) as `plugin` projects it.
-    /// A pair the projector refuses (a poison event) is logged and left out — its bus events are then
-    /// applied, or dead-lettered, by the live worker like any other — and the rest is applied.
-    pub(super) async fn apply_snapshot(
+    /// Applies a build's page of `tenant` (`from` the truth: the current state of each pair; from the log:
+    /// its events in order) as `plugin` projects it. An event the projector refuses (a poison event) is
+    /// logged and left out — its bus events are then applied, or dead-lettered, by the live worker like any
+    /// other — and the rest is applied.
+    pub(super) async fn apply_built(
         &self,
         tenant: &TenantId,
         plugin: &Arc<ActivePlugin>,
         mut pairs: Vec<RelationEvent>,
+        from: BuildFrom,
     ) -> Result<(), PluginProjectionError> {
         loop {
-            match self.apply_snapshot_page(tenant, plugin, &pairs).await {
+            match self.apply_built_page(tenant, plugin, &pairs, from).await {
                 Err(PluginProjectionError::Unprojectable(poison) | PluginProjectionError::QuotaRefused(poison)) => {
                     tracing::error!(projector = %self.plugin, error = %poison, "backfill leaves out a pair the projector refuses");
                     let before = pairs.len();
@@ -306,14 +325,15 @@ impl Projector {
         }
     }
 
-    /// Applies the truth's current state of `pairs` (a backfill page of `tenant`) as `plugin` projects it,
-    /// while this process holds the space's build lock: follows as the plugin projects them, unfollows only
-    /// raising their pair's floors (in the shards of the keys the plugin names for them).
-    async fn apply_snapshot_page(
+    /// Applies a build's page of `tenant` as `plugin` projects it, while this process holds the space's
+    /// build lock — the effects `from` lets apply (`crate::cache::BuildFrom`), each event raising its pair's
+    /// floors in the shards of the keys the plugin names for it.
+    async fn apply_built_page(
         &self,
         tenant: &TenantId,
         plugin: &Arc<ActivePlugin>,
         pairs: &[RelationEvent],
+        from: BuildFrom,
     ) -> Result<(), PluginProjectionError> {
         let role = match self.shadow(tenant) {
             Some(shadow) if shadow.version == plugin.version => Role::Shadow,
@@ -321,7 +341,7 @@ impl Projector {
         };
         // Unfollows too: their effects name the shards whose floors they raise (the cache applies none).
         let effects = self.effects(tenant, plugin, role, pairs).await?;
-        let gate = Gate::Building { owner: &self.owner, ttl: LOCK_TTL };
+        let gate = Gate::Building { owner: &self.owner, ttl: LOCK_TTL, from };
         match self.apply_whole(tenant, (plugin, role), pairs, &effects, gate).await? {
             Applied::Refused => Err(PluginProjectionError::LockLost(self.space(tenant, plugin.version).to_string())),
             Applied::Events(_) | Applied::OutOfRange | Applied::OverQuota(_) => Ok(()),

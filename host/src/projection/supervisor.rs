@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::history::RetainedLog;
 use super::plugin::PluginProjection;
 use super::source::{EventSource, SourceError};
 use super::worker::{Projection, Worker};
@@ -37,8 +38,12 @@ pub struct WorkerFactory {
 impl WorkerFactory {
     /// The projection of projector `name`, as this deployment runs it.
     fn projector(&self, plugins: &Arc<PluginRegistry>, name: &str, cache: &Cache) -> PluginProjection {
-        PluginProjection::new(plugins.clone(), name, cache.clone(), self.db.clone())
-            .with_tenant_budget(self.tenant_budget)
+        let projection = PluginProjection::new(plugins.clone(), name, cache.clone(), self.db.clone())
+            .with_tenant_budget(self.tenant_budget);
+        match self.kafka {
+            None => projection.with_log(RetainedLog::embedded(&self.db, &self.topology)),
+            Some(_) => projection,
+        }
     }
 
     /// A worker for `projection`: a consumer group / subscriber named after it, and its dead-letter topic.

@@ -73,7 +73,7 @@ async fn a_router_canary_routes_a_stable_share_of_the_message_keys() {
     registry.deploy(slot.clone(), test_plugin("fanout-router")).await.unwrap();
     let default = strand::plugins::BUNDLED.iter().find(|b| b.kind == PluginKind::Router).unwrap().wasm.to_vec();
     registry
-        .deploy_with(slot.clone(), default, Default::default(), Some(Staged::Canary(30)), Vec::new())
+        .deploy_with(slot.clone(), default, Default::default(), Some(Staged::Canary(30)), Default::default())
         .await
         .unwrap();
 

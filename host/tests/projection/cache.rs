@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use strand::cache::{Applied, Cache, Exceeded, Gate, MemoryCache, PageStart, Quota, Space};
+use strand::cache::{Applied, BuildFrom, Cache, Exceeded, Gate, MemoryCache, PageStart, Quota, Space};
 use strand::db::Database;
 use strand::graph::{self, TenantId, UserId};
 use strand::outbox::ChangeEvent;
@@ -133,7 +133,7 @@ async fn gates_refuse_live_events_before_completion_and_snapshots_without_the_lo
         let effects = [vec![Effect::CounterAdd((Key { space: "n".into(), ids: vec![] }, 1))]];
         let apply = |gate| cache.apply(space, &events, &effects, gate);
         assert_eq!(apply(Gate::Built("v1")).await.unwrap(), Applied::Refused, "{backend}: never built");
-        let building = Gate::Building { owner: "a", ttl: Duration::from_secs(5) };
+        let building = Gate::Building { owner: "a", ttl: Duration::from_secs(5), from: BuildFrom::Truth };
         assert_eq!(apply(building).await.unwrap(), Applied::Refused, "{backend}: no lock");
 
         assert!(cache.lock(space, "a", Duration::from_secs(5)).await.unwrap());

@@ -6,6 +6,7 @@ mod cached_reads;
 mod cluster;
 mod faults;
 mod follower;
+mod history;
 mod hostile;
 mod kept;
 mod mutual;

@@ -14,11 +14,12 @@ use crate::api::AppState;
 use crate::cache::Space;
 use crate::plugins::logs::{self, LogPage, LogQuery};
 use crate::plugins::{
-    parse_declarations, PluginKind, PluginSlot, PluginVersion, RegistryError, RequestedLimits, RolloutRates, Staged,
-    VersionState,
+    parse_declarations, Declared, PluginKind, PluginSlot, PluginVersion, RegistryError, RequestedLimits, RolloutRates,
+    Staged, VersionState,
 };
 use crate::projection::progress::{self, BackfillProgress};
 use crate::projection::spaces::{self, SpaceDiff};
+use crate::projection::{cannot_replay, PluginProjectionError};
 use crate::tenancy::audit::AuditAction;
 use crate::util::hashing::hex_sha256;
 
@@ -52,13 +53,14 @@ pub async fn deploy(
     let staged = rollout.staged()?;
     let readable = parse_declarations(rollout.readable.as_deref().unwrap_or(""))
         .map_err(|e| ApiError::bad_request("invalid_readable", e))?;
+    let declared = Declared { readable, history: rollout.history };
     let detail = match staged {
         Some(Staged::Canary(percent)) => format!("canary {percent}%"),
         Some(Staged::Shadow) => "shadow".to_owned(),
         None => String::new(),
     };
     let uploaded = Change { sha256: Some(hex_sha256(&wasm)), detail, ..Change::plugin(AuditAction::Deploy, &slot) };
-    let deploying = state.plugins.deploy_with(slot.clone(), wasm, limits, staged, readable);
+    let deploying = state.plugins.deploy_with(slot.clone(), wasm, limits, staged, declared);
     let deployed = retiring(&state, &slot, deploying).await.map_err(ApiError::from);
     let change = match &deployed {
         Ok((plugin, _)) => uploaded.version(plugin),
@@ -87,6 +89,12 @@ pub struct RolloutQuery {
     /// A projector's spaces the API serves at `/v1/projections/{name}/{space}/{ids}`, as
     /// `shape:space[,…]` with shape `counter`, `sorted-set` or `value`, e.g. `counter:friends`.
     pub readable: Option<String>,
+    /// A projector whose spaces depend on the events' history, not only on the truth's current state (a
+    /// counter of followers gained): never built from the truth, but replayed from the embedded bus's log
+    /// while it holds every event, else counted from the build on; `strand rebuild` and a rollback onto it
+    /// are refused (409 `needs_history`) when the log cannot replay it.
+    #[serde(default)]
+    pub history: bool,
 }
 
 impl RolloutQuery {
@@ -170,6 +178,7 @@ pub async fn rollback(
     Json(request): Json<RollbackRequest>,
 ) -> Result<axum::Json<PluginVersion>, ApiError> {
     let slot = path.slot(&operator)?;
+    check_history_replayable(&state, &slot, request.version).await?;
     let rolling_back = state.plugins.rollback(slot.clone(), request.version);
     let rolled_back = retiring(&state, &slot, rolling_back).await.map_err(ApiError::from);
     let change = match &rolled_back {
@@ -177,6 +186,26 @@ pub async fn rollback(
         Err(_) => Change { version: Some(request.version), ..Change::plugin(AuditAction::Rollback, &slot) },
     };
     Ok(axum::Json(audited(&state, &operator, &slot.tenant, change, rolled_back).await?))
+}
+
+/// A rollback onto a projector version that declares history builds its space again (dropped when the
+/// version retired): refused (409 `needs_history`) unless the embedded bus's log can replay every event.
+async fn check_history_replayable(state: &AppState, slot: &PluginSlot, version: i64) -> Result<(), ApiError> {
+    if slot.kind != PluginKind::Projector {
+        return Ok(());
+    }
+    let versions = state.plugins.versions(&slot.tenant).await?;
+    let target = versions.iter().find(|v| v.kind == slot.kind && v.name == slot.name && v.version == version);
+    if !target.is_some_and(|v| v.history) {
+        return Ok(());
+    }
+    match cannot_replay(state.retained_log.as_ref()).await? {
+        None => Ok(()),
+        Some(why) => {
+            let refused = PluginProjectionError::NeedsHistory { projector: slot.name.clone(), version, why };
+            Err(ApiError::new(StatusCode::CONFLICT, "needs_history", refused.to_string()))
+        }
+    }
 }
 
 /// Delete every version of the slot; the tenant falls back to the bundled plugin.

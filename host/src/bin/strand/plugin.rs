@@ -98,6 +98,11 @@ pub enum PluginCommand {
         /// `shape:space[,…]` (shapes: counter, sorted-set, value), e.g. `counter:friends,sorted-set:friends`.
         #[arg(long)]
         readable: Option<String>,
+        /// A projector whose spaces depend on the events' history, not only the truth's current state (a
+        /// counter of followers gained): replayed from the embedded bus's log while it is whole, else
+        /// counted from the build on — never built from the truth.
+        #[arg(long)]
+        history: bool,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -203,7 +208,18 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
             crate::replay::replay(config, &tenant, kind, &name, last, &bytes).await
         }
         PluginCommand::Test { kind, input, wasm, .. } => test(config, kind, input.as_deref(), &wasm).await,
-        PluginCommand::Deploy { slot, wasm, deadline_ms, memory_bytes, fuel, canary, shadow, readable, admin } => {
+        PluginCommand::Deploy {
+            slot,
+            wasm,
+            deadline_ms,
+            memory_bytes,
+            fuel,
+            canary,
+            shadow,
+            readable,
+            history,
+            admin,
+        } => {
             let bytes = std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
             let url = format!("{}/plugins/{}/{}", tenant_url(config, &admin, &slot.tenant), slot.kind, slot.name);
             let canary = canary.map(u64::from);
@@ -214,8 +230,10 @@ pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> 
                     .collect();
             let mut request =
                 reqwest::Client::new().put(url).query(&query).header("content-type", "application/wasm").body(bytes);
-            if shadow {
-                request = request.query(&[("shadow", "true")]);
+            for (flag, set) in [("shadow", shadow), ("history", history)] {
+                if set {
+                    request = request.query(&[(flag, "true")]);
+                }
             }
             if let Some(readable) = &readable {
                 request = request.query(&[("readable", readable)]);

@@ -16,7 +16,7 @@ use crate::graph::TenantId;
 use crate::plugins::error::PluginError;
 use crate::plugins::runtime::{CallCost, PreparedPlugin, RequestedLimits};
 use crate::plugins::slot::PluginSlot;
-use crate::plugins::{conformance, PluginKind, Readable};
+use crate::plugins::{conformance, Declared, PluginKind};
 use crate::util::hashing::hex_sha256;
 use crate::util::time::{now_ms, rfc3339_millis};
 
@@ -64,7 +64,7 @@ impl PluginRegistry {
         slot: PluginSlot,
         wasm: impl Into<Bytes>,
     ) -> Result<(PluginVersion, CallCost), RegistryError> {
-        self.deploy_with(slot, wasm, RequestedLimits::default(), None, Vec::new()).await
+        self.deploy_with(slot, wasm, RequestedLimits::default(), None, Declared::default()).await
     }
 
     /// Compiles an uploaded component within the compile budget: one compile per tenant at a time (its
@@ -109,19 +109,21 @@ impl PluginRegistry {
     /// Validates, compiles and conformance-checks `wasm` within the `requested` limits (each at most the
     /// platform's maximum), stores it with them as the slot's next version and swaps it in — for all of
     /// the traffic, or `staged` beside the active version (replacing a running canary or shadow). Returns
-    /// the new version and the cost of the conformance run. A projector's `readable` spaces are served by
-    /// the API.
+    /// the new version and the cost of the conformance run. What a projector `declared` is kept with it.
     pub async fn deploy_with(
         &self,
         slot: PluginSlot,
         wasm: impl Into<Bytes>,
         requested: RequestedLimits,
         staged: Option<Staged>,
-        readable: Vec<Readable>,
+        Declared { readable, history }: Declared,
     ) -> Result<(PluginVersion, CallCost), RegistryError> {
         let wasm: Bytes = wasm.into();
         if !readable.is_empty() && slot.kind != PluginKind::Projector {
             return Err(RegistryError::InvalidReadable(format!("a {} has no spaces to read", slot.kind)));
+        }
+        if history && slot.kind != PluginKind::Projector {
+            return Err(RegistryError::HistoryOfNoSpaces(slot.kind));
         }
         match (staged, slot.kind.is_singleton()) {
             (Some(Staged::Canary(percent)), true) if percent > 99 => {
@@ -153,7 +155,7 @@ impl PluginRegistry {
         let canary = staged.and_then(Staged::percent);
         let readable_json =
             serde_json::to_string(&readable).map_err(|e| RegistryError::InvalidReadable(e.to_string()))?;
-        let row = StoredRow { state, canary, listed, sha256: &sha256, created_at, readable: &readable_json };
+        let row = StoredRow { state, canary, listed, sha256: &sha256, created_at, readable: &readable_json, history };
         // Another node deploying to the slot at once takes the same next number: the loser retries.
         let mut attempt = 1;
         let version = loop {
@@ -177,9 +179,10 @@ impl PluginRegistry {
             limits: listed,
             canary_percent: canary,
             readable: readable.clone(),
+            history,
         };
         let (kind, name) = (slot.kind, slot.name.clone());
-        let plugin = Arc::new(ActivePlugin { kind, name, version, sha256, prepared, limits, readable });
+        let plugin = Arc::new(ActivePlugin { kind, name, version, sha256, prepared, limits, readable, history });
         match staged {
             None => {
                 self.end_rollout(&slot);

@@ -42,6 +42,8 @@ pub struct ActivePlugin {
     pub limits: PluginLimits,
     /// The spaces the API serves (a projector's; declared at deploy).
     pub readable: Vec<Readable>,
+    /// Whether its spaces depend on history (a projector's; declared at deploy): see [`crate::plugins::Declared::history`].
+    pub history: bool,
 }
 
 /// Why a deploy, rollback or removal was refused or failed.
@@ -69,6 +71,8 @@ pub enum RegistryError {
     InvalidRollout(String),
     #[error("invalid readable spaces: {0}")]
     InvalidReadable(String),
+    #[error("a {0} keeps no history: only a projector declares it")]
+    HistoryOfNoSpaces(PluginKind),
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
 }
@@ -128,6 +132,7 @@ impl PluginRegistry {
                             .iter()
                             .map(|&(shape, space)| Readable { space: space.to_owned(), shape })
                             .collect(),
+                        history: false,
                     }))
                 })
                 .collect::<Result<Vec<_>, PluginError>>()
@@ -312,8 +317,13 @@ impl PluginRegistry {
     /// The versions of the slot that hold data or take traffic: the active one (deployed, else bundled: 0)
     /// and a running canary or shadow. A projector has a space for each; the others are dropped.
     pub fn live_versions(&self, slot: &PluginSlot) -> Vec<i64> {
-        let active = self.active(&slot.tenant, slot.kind, &slot.name).map(|p| p.version);
-        active.into_iter().chain(self.candidate(slot).map(|c| c.plugin.version)).collect()
+        self.live_plugins(slot).iter().map(|plugin| plugin.version).collect()
+    }
+
+    /// The slot's [`PluginRegistry::live_versions`] themselves.
+    pub fn live_plugins(&self, slot: &PluginSlot) -> Vec<Arc<ActivePlugin>> {
+        let active = self.active(&slot.tenant, slot.kind, &slot.name);
+        active.into_iter().chain(self.candidate(slot).map(|c| c.plugin)).collect()
     }
 
     /// The tenant's projectors: the bundled ones (each replaceable by a deployed one of the same name) and
@@ -385,12 +395,13 @@ async fn load_version(
     runtime: &Arc<PluginRuntime>,
     slot: &PluginSlot,
     version: i64,
-    StoredComponent { wasm, limits, readable }: StoredComponent,
+    StoredComponent { wasm, limits, readable, history }: StoredComponent,
 ) -> Result<Arc<ActivePlugin>, PluginError> {
     let (runtime, kind, name) = (runtime.clone(), slot.kind, slot.name.clone());
     compiling(move || {
         let prepared = runtime.prepare(kind, &wasm)?;
-        Ok(Arc::new(ActivePlugin { kind, name, version, sha256: hex_sha256(&wasm), prepared, limits, readable }))
+        let sha256 = hex_sha256(&wasm);
+        Ok(Arc::new(ActivePlugin { kind, name, version, sha256, prepared, limits, readable, history }))
     })
     .await
 }

@@ -25,6 +25,7 @@ pub(super) struct StoredComponent {
     pub(super) wasm: Vec<u8>,
     pub(super) limits: PluginLimits,
     pub(super) readable: Vec<Readable>,
+    pub(super) history: bool,
 }
 
 /// What a deploy stores beside the component.
@@ -36,6 +37,7 @@ pub(super) struct StoredRow<'a> {
     pub(super) created_at: i64,
     /// The readable spaces, as JSON.
     pub(super) readable: &'a str,
+    pub(super) history: bool,
 }
 
 /// Which of a slot's versions [`retire`] sets inactive.
@@ -83,7 +85,7 @@ pub(super) async fn component(
     version: i64,
 ) -> Result<Option<StoredComponent>, sqlx::Error> {
     let row = sqlx::query(
-        "SELECT wasm, deadline_ms, memory_bytes, fuel, readable FROM plugins \
+        "SELECT wasm, deadline_ms, memory_bytes, fuel, readable, history FROM plugins \
          WHERE tenant_id = ? AND kind = ? AND name = ? AND version = ?",
     )
     .bind(slot.tenant.as_str())
@@ -97,6 +99,7 @@ pub(super) async fn component(
             wasm: row.try_get(0)?,
             limits: stored_limits(runtime, &row, 1)?,
             readable: stored_readable(&row, 4)?,
+            history: row.try_get::<i64, _>(5)? != 0,
         })
     })
     .transpose()
@@ -133,7 +136,7 @@ pub(super) async fn insert_next(
     retire(&mut tx, slot, if staged.is_some() { Retired::Candidate } else { Retired::All }).await?;
     sqlx::query(
         "INSERT INTO plugins (tenant_id, kind, name, version, sha256, wasm, state, created_at, deadline_ms, \
-         memory_bytes, fuel, canary_percent, readable) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         memory_bytes, fuel, canary_percent, readable, history) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(slot.tenant.as_str())
     .bind(slot.kind.as_str())
@@ -148,6 +151,7 @@ pub(super) async fn insert_next(
     .bind(row.listed.fuel.map(|fuel| i64::try_from(fuel).unwrap_or(i64::MAX)))
     .bind(row.canary.map(i64::from))
     .bind(row.readable)
+    .bind(i64::from(row.history))
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -198,7 +202,7 @@ pub(super) async fn versions(
 ) -> Result<Vec<PluginVersion>, sqlx::Error> {
     let rows = sqlx::query(
         "SELECT kind, name, version, sha256, LENGTH(wasm), state, created_at, deadline_ms, memory_bytes, fuel, \
-         canary_percent, readable FROM plugins WHERE tenant_id = ? ORDER BY kind, name, version",
+         canary_percent, readable, history FROM plugins WHERE tenant_id = ? ORDER BY kind, name, version",
     )
     .bind(tenant.as_str())
     .fetch_all(db.reader())
@@ -217,6 +221,7 @@ pub(super) async fn versions(
                 limits: stored_limits(runtime, row, 7)?.into(),
                 canary_percent: row.try_get::<Option<i64>, _>(10)?.and_then(|p| u8::try_from(p).ok()),
                 readable: stored_readable(row, 11)?,
+                history: row.try_get::<i64, _>(12)? != 0,
             })
         })
         .collect()

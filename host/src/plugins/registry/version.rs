@@ -24,6 +24,8 @@ pub struct PluginVersion {
     pub canary_percent: Option<u8>,
     /// The spaces `GET /v1/projections/{plugin}/{space}/{ids}` serves (a projector's).
     pub readable: Vec<Readable>,
+    /// Its spaces depend on history: never built from the truth (a projector's; see `Declared::history`).
+    pub history: bool,
 }
 
 crate::str_enum! {
