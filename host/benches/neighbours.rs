@@ -10,12 +10,15 @@
 //!
 //! acme writes from 8 connections (follow/unfollow); its projection lag is the time from a follow's answer
 //! until the cached count shows it (sampled 8 times per phase; 20 000 ms means "not within 20 s"). `cargo bench -p strand --bench neighbours`
-//! (`NEIGHBOURS_WRITES` per writer, default 50). Figures are printed, not asserted.
+//! (`NEIGHBOURS_WRITES` per writer, default 50; `NEIGHBOURS_BACKEND=sqlite`: the embedded default instead —
+//! SQLite with its one writer connection, the poll relay, the embedded bus and the in-process cache). Figures
+//! are printed, not asserted.
 
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
-use strand_test_support::{test_plugin, ApiClient, TestServer};
+use strand::config::{Config, RelayMode};
+use strand_test_support::{test_plugin, ApiClient, Backend, TestServer};
 
 const WRITERS: i64 = 8;
 /// The longest projection lag a sample waits for.
@@ -26,13 +29,24 @@ const LAG_SAMPLES: i64 = 8;
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let writes: i64 = std::env::var("NEIGHBOURS_WRITES").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
-    let server = TestServer::start_node(|c| {
+    let limits = |c: &mut Config| {
         c.plugin_fuel = 0;
         c.plugin_max_fuel = 0;
         c.plugin_tenant_instances = 16;
         c.projection_space_keys = 1000;
-    })
-    .await;
+    };
+    let embedded = std::env::var("NEIGHBOURS_BACKEND").is_ok_and(|backend| backend == "sqlite");
+    let server = match embedded {
+        true => {
+            TestServer::start_with(Backend::Sqlite, |c| {
+                (c.relay, c.relay_idle_ms, c.workers, c.refresh_ms) = (RelayMode::Poll, 10, true, 100);
+                limits(c);
+            })
+            .await
+        }
+        false => TestServer::start_node(limits).await,
+    };
+    let node = if embedded { "the embedded default (SQLite)" } else { "MariaDB binlog relay, Redis, Kafka" };
     let deploy = |tenant: &'static str, slot: &'static str, plugin: &'static str| {
         let admin = server.admin();
         async move {
@@ -47,7 +61,7 @@ async fn main() {
     // Warm up: every space built, the topics created.
     phase(&server, writes / 5, 1000).await;
 
-    println!("neighbours: acme's writes (8 connections) and projection lag, alone and beside evil's harm; one in-process node, 2 cores");
+    println!("neighbours: acme's writes (8 connections) and projection lag, alone and beside evil's harm; one in-process node on {node}, 2 cores");
     println!("{:<48} {:>10} {:>10} {:>14} {:>14}", "evil is", "p50 ms", "p99 ms", "lag p50 ms", "lag p99 ms");
     report("idle", phase(&server, writes, 2000).await);
 

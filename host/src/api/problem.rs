@@ -260,7 +260,7 @@ impl From<RegistryError> for ApiError {
             RegistryError::LimitRefused(_) => ApiError::bad_request("limit_too_high", detail),
             RegistryError::InvalidRollout(_) => ApiError::bad_request("invalid_rollout", detail),
             RegistryError::InvalidReadable(_) => ApiError::bad_request("invalid_readable", detail),
-            RegistryError::HistoryOfNoSpaces(_) => ApiError::bad_request("invalid_history", detail),
+            RegistryError::HistoryNotAProjector(_) => ApiError::bad_request("invalid_history", detail),
             RegistryError::NoSuchVersion { .. }
             | RegistryError::NotDeployed { .. }
             | RegistryError::NoRollout { .. } => ApiError::new(StatusCode::NOT_FOUND, "plugin_not_found", detail),

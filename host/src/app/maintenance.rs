@@ -60,8 +60,9 @@ pub async fn run_rebuild(
             RedisCache::connect(url).await.map_err(StartupError::from)?.with_quota(config.projector_quota()),
         );
         let mut projector = PluginProjection::new(plugins, projection, cache, db.clone());
-        if config.kafka_brokers.is_none() {
-            projector = projector.with_log(RetainedLog::embedded(&db, &Topology::new(&config.topic_prefix)));
+        let topology = Topology::new(&config.topic_prefix);
+        if let Some(log) = RetainedLog::unless_kafka(config.kafka_brokers.is_some(), &db, &topology) {
+            projector = projector.with_log(log);
         }
         rebuild_projector(&projector, progress).await?
     };

@@ -94,7 +94,7 @@ impl Server {
             max_body_bytes: config.max_body_bytes,
             max_plugin_bytes: config.max_plugin_bytes,
             account_jobs_per_tenant: config.account_jobs_per_tenant,
-            retained_log: resources.kafka.is_none().then(|| RetainedLog::embedded(&db, &resources.topology)),
+            retained_log: RetainedLog::unless_kafka(resources.kafka.is_some(), &db, &resources.topology),
         };
         let listener = TcpListener::bind(config.listen)
             .await

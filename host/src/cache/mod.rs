@@ -296,6 +296,12 @@ impl Cache {
         })
     }
 
+    /// Renews `space`'s build lock for `owner` if it still holds it (a build between pages that apply
+    /// nothing, so that its lock does not lapse); false when it lost it.
+    pub async fn renew_lock(&self, space: Space<'_>, owner: &str, ttl: Duration) -> Result<bool, CacheError> {
+        Ok(self.take_lock(space, owner, ttl, true).await? == Lock::Renewed)
+    }
+
     /// Runs the lock script; `renew_only`: never takes a free lock (a page of a build that lost it).
     async fn take_lock(
         &self,

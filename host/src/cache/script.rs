@@ -19,13 +19,13 @@ impl CacheScript {
     }
 }
 
-/// ARGV: marker TTL (ms), snapshot flag, counter limit, most members of a sorted set, member bytes, counter
+/// ARGV: marker TTL (ms), build flag (1: a build's page, gated by the build lock, raising floors), counter limit, most members of a sorted set, member bytes, counter
 /// bytes; number of counter checks, per check: counter key, most it may rise, most it may fall; number of
 /// set checks, per check: sorted-set key, how many members, the members (the checks cover every effect of
 /// the call); then per shard group: gate key, gate value, the group's usage counts (keys, bytes), how many
 /// ARGV entries its events take, then per event: marker key, pair-versions hash, floors hash, pair field,
-/// version, its index in the batch, whether its effects may apply (0: a snapshot's unfollow, which only
-/// raises floors), op count, then per op an op code and its operands. Returns {-1} when a gate does not
+/// version, its index in the batch, whether its effects may apply (0: a snapshot's unfollow, or a build
+/// of floors only, which only raise floors), op count, then per op an op code and its operands. Returns {-1} when a gate does not
 /// hold, {-2} when a counter would leave the limit, {-3} when a sorted set would pass its most members (all
 /// before anything is written), else {0, the indices of the events that were new here…}. Every write keeps
 /// the shard's usage counts.

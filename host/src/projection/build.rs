@@ -151,7 +151,9 @@ async fn replay_truth<F: std::future::Future<Output = Result<(), sqlx::Error>>>(
 }
 
 /// Replays `tenant`'s events of the log, from the first to where it ends now, into the space; returns how
-/// many. Progress counts the log's messages read (every tenant's).
+/// many. Progress counts the log's messages read (every tenant's). A page with none of the tenant's events
+/// renews the build lock by itself (the others renew it as they apply); retention pruning the log while it
+/// was read fails the build, which the next attempt makes from the truth's floors (an explicit one: refused).
 async fn replay_log<F: std::future::Future<Output = Result<(), sqlx::Error>>>(
     projection: &Projector,
     tenant: &TenantId,
@@ -159,6 +161,7 @@ async fn replay_log<F: std::future::Future<Output = Result<(), sqlx::Error>>>(
     log: &RetainedLog,
     record: &mut impl FnMut(u64, u64) -> F,
 ) -> Result<u64, PluginProjectionError> {
+    let space = projection.space(tenant, plugin.version);
     let end = log.end().await?;
     let (mut read, mut replayed) = (0, 0);
     while read < end {
@@ -167,10 +170,19 @@ async fn replay_log<F: std::future::Future<Output = Result<(), sqlx::Error>>>(
         replayed += events.len() as u64;
         if !events.is_empty() {
             projection.apply_built(tenant, plugin, events, BuildFrom::Log).await?;
+        } else if !projection.cache().renew_lock(space, projection.owner(), LOCK_TTL).await? {
+            return Err(PluginProjectionError::LockLost(space.to_string()));
         }
         if let Err(error) = record(read as u64, end as u64).await {
             tracing::warn!(%error, "cannot record build progress; the build goes on");
         }
+    }
+    if let Some(why) = cannot_replay(Some(log)).await? {
+        return Err(PluginProjectionError::NeedsHistory {
+            projector: plugin.name.clone(),
+            version: plugin.version,
+            why,
+        });
     }
     Ok(replayed)
 }

@@ -35,9 +35,9 @@ pub struct RetainedLog {
 }
 
 impl RetainedLog {
-    /// The events topic of the embedded bus in `db`.
-    pub fn embedded(db: &Database, topology: &Topology) -> Self {
-        Self { bus: EmbeddedBus::new(db.clone()), topic: topology.events_topic() }
+    /// The events topic of the embedded bus in `db` — `None` on Kafka (`on_kafka`), which is not replayed.
+    pub fn unless_kafka(on_kafka: bool, db: &Database, topology: &Topology) -> Option<Self> {
+        (!on_kafka).then(|| Self { bus: EmbeddedBus::new(db.clone()), topic: topology.events_topic() })
     }
 
     /// Whether the log still holds every event since the first: retention pruned none of it.

@@ -313,7 +313,7 @@ impl Projector {
         loop {
             match self.apply_built_page(tenant, plugin, &pairs, from).await {
                 Err(PluginProjectionError::Unprojectable(poison) | PluginProjectionError::QuotaRefused(poison)) => {
-                    tracing::error!(projector = %self.plugin, error = %poison, "backfill leaves out a pair the projector refuses");
+                    tracing::error!(projector = %self.plugin, error = %poison, "a build leaves out an event the projector refuses");
                     let before = pairs.len();
                     pairs.retain(|p| p.event_id != poison.event_id);
                     if pairs.len() == before {

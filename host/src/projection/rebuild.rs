@@ -18,6 +18,10 @@ pub enum RebuildError {
     Projection(#[from] PluginProjectionError),
     #[error("tenant {0:?} in the truth is not a valid tenant id")]
     Tenant(String),
+    /// Some tenants' spaces were not rebuilt (their versions declare history and the log cannot replay
+    /// it); every other tenant's were.
+    #[error("{rebuilt} pairs rebuilt; refused for {}: {}", refused.len(), refused.join("; "))]
+    Refused { rebuilt: u64, refused: Vec<String> },
 }
 
 /// Replaces the `follower` table with the truth's pairs; returns how many rows it holds.
@@ -37,18 +41,28 @@ pub async fn rebuild_follower(db: &Database) -> Result<u64, RebuildError> {
 }
 
 /// Builds `projection`'s space of every tenant in the truth that uses it, reporting `(tenant, done, total)`;
-/// returns how many pairs were replayed.
+/// returns how many pairs were replayed. A tenant whose build is refused (`NeedsHistory`) keeps its space,
+/// and the others are rebuilt all the same: one tenant's declaration does not stop theirs.
 pub async fn rebuild_projector(
     projection: &PluginProjection,
     mut progress: impl FnMut(&str, u64, u64),
 ) -> Result<u64, RebuildError> {
-    let mut replayed = 0;
+    let (mut rebuilt, mut refused) = (0, Vec::new());
     for tenant in truth_tenants(projection.db()).await? {
         let tenant_id: TenantId = tenant.parse().map_err(|_| RebuildError::Tenant(tenant.clone()))?;
         let Some(plugin) = projection.active(&tenant_id) else { continue };
-        replayed += projection
-            .build(&tenant_id, &plugin, Rebuild::Always, |done, total| progress(&tenant, done, total))
-            .await?;
+        match projection.build(&tenant_id, &plugin, Rebuild::Always, |done, total| progress(&tenant, done, total)).await
+        {
+            Ok(pairs) => rebuilt += pairs,
+            Err(error @ PluginProjectionError::NeedsHistory { .. }) => {
+                tracing::error!(%tenant, %error, "not rebuilt");
+                refused.push(format!("tenant {tenant}: {error}"));
+            }
+            Err(error) => return Err(error.into()),
+        }
     }
-    Ok(replayed)
+    match refused.is_empty() {
+        true => Ok(rebuilt),
+        false => Err(RebuildError::Refused { rebuilt, refused }),
+    }
 }

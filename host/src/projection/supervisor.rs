@@ -40,9 +40,9 @@ impl WorkerFactory {
     fn projector(&self, plugins: &Arc<PluginRegistry>, name: &str, cache: &Cache) -> PluginProjection {
         let projection = PluginProjection::new(plugins.clone(), name, cache.clone(), self.db.clone())
             .with_tenant_budget(self.tenant_budget);
-        match self.kafka {
-            None => projection.with_log(RetainedLog::embedded(&self.db, &self.topology)),
-            Some(_) => projection,
+        match RetainedLog::unless_kafka(self.kafka.is_some(), &self.db, &self.topology) {
+            Some(log) => projection.with_log(log),
+            None => projection,
         }
     }
 

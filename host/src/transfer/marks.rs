@@ -69,7 +69,7 @@ pub async fn renew(tx: &mut Transaction<'_, Any>, tenant: &TenantId) -> Result<b
 }
 
 /// Ends an import of `tenant`, however it ended: the spaces are built again from the truth (cleared; the
-/// workers build them), then the mark goes. A failure leaves the mark for [`recover_abandoned`].
+/// workers build them; those of versions that declare history are kept), then the mark goes. A failure leaves the mark for [`recover_abandoned`].
 pub async fn end(db: &Database, cache: &Cache, registry: &PluginRegistry, tenant: &TenantId) -> Result<(), EndError> {
     build_again(cache, registry, tenant).await?;
     // The kept spaces of the embedded default no longer hold for this tenant: kept again, cleared.

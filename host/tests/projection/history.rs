@@ -115,14 +115,28 @@ async fn strand_rebuild_replays_a_history_projector_from_the_whole_log_and_refus
     three_gained_one_lost(&server, &tenant).await;
     deploy(&server, &tenant, "gained", true).await;
     wait_for(&server, &tenant, "gained", 3).await;
+    // A second tenant runs the same component under the same name without declaring history: deployed
+    // before its events, it counts them (3); a rebuild from the truth gives it 2. It sorts after the first.
+    let other = format!("{tenant}b");
+    deploy(&server, &other, "gained", false).await;
+    wait_for(&server, &other, "gained", 0).await;
+    three_gained_one_lost(&server, &other).await;
+    wait_for(&server, &other, "gained", 3).await;
 
     let (code, output) = strand_command(&["rebuild", "gained"], &server.config.database_url, &redis_url).await;
     assert_eq!(code, 0, "{output}");
     wait_for(&server, &tenant, "gained", 3).await;
+    wait_for(&server, &other, "gained", 2).await;
 
+    // Pruned: refused for the first tenant, whose space stays as it was — and the second one is rebuilt
+    // all the same (one tenant's declaration does not stop another's rebuild).
     prune_the_log_head(&server).await;
+    server.client(&other, 4).follow(909).await;
+    server.client(&other, 4).unfollow(909).await;
+    wait_for(&server, &other, "gained", 3).await;
     let (code, output) = strand_command(&["rebuild", "gained"], &server.config.database_url, &redis_url).await;
     assert_ne!(code, 0, "{output}");
     assert!(output.contains("declares history") && output.contains("pruned"), "{output}");
     assert_eq!(gained(&server, &tenant, "gained").await, 3, "the space stays as it was");
+    wait_for(&server, &other, "gained", 2).await;
 }

@@ -123,7 +123,7 @@ impl PluginRegistry {
             return Err(RegistryError::InvalidReadable(format!("a {} has no spaces to read", slot.kind)));
         }
         if history && slot.kind != PluginKind::Projector {
-            return Err(RegistryError::HistoryOfNoSpaces(slot.kind));
+            return Err(RegistryError::HistoryNotAProjector(slot.kind));
         }
         match (staged, slot.kind.is_singleton()) {
             (Some(Staged::Canary(percent)), true) if percent > 99 => {

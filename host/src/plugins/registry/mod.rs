@@ -71,8 +71,8 @@ pub enum RegistryError {
     InvalidRollout(String),
     #[error("invalid readable spaces: {0}")]
     InvalidReadable(String),
-    #[error("a {0} keeps no history: only a projector declares it")]
-    HistoryOfNoSpaces(PluginKind),
+    #[error("a {0} has no spaces to keep history in: only a projector declares history")]
+    HistoryNotAProjector(PluginKind),
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
 }
