@@ -8,25 +8,10 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 use utoipa::ToSchema;
 
-use super::steps::{self, Step};
+use super::steps::{self, JobKind, Step};
 use crate::db::{held, is_lock_conflict, Database};
 use crate::graph::{AccountState, TenantId, UserId};
 use crate::util::time::now_ms;
-
-crate::str_enum! {
-    /// What a job does to an account's relations.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum JobKind("account job kind") {
-        /// Ends every relation of the account both ways, each with its event, then erases its rows.
-        Delete = "delete",
-        /// Hides its follows and requests both ways (each ends with its event), restorably.
-        Suspend = "suspend",
-        /// Brings back what its suspension hid and is still hidden.
-        Restore = "restore",
-        /// Its followers follow the destination instead (and, if asked, the destination follows whom it did).
-        Move = "move",
-    }
-}
 
 crate::str_enum! {
     /// Where a job stands.

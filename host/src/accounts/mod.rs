@@ -1,11 +1,12 @@
 //! Accounts over their whole life: deletion (erasure), suspension and restore, and moving an account, each a
 //! background job over every relation of the account (`job.rs` what is stored and how one starts, `steps.rs`
-//! what each kind does, `runner.rs` who runs it). Every edge a job changes is an ordinary change with its
+//! the kinds and what each does, `runner.rs` who runs it). Every edge a job changes is an ordinary change with its
 //! event, so every projection converges exactly; import and export of whole graphs are `transfer`'s.
 
 mod job;
 mod runner;
 mod steps;
 
-pub use job::{get, list, start, Job, JobKind, JobRequest, JobState, StartError};
+pub use job::{get, list, start, Job, JobRequest, JobState, StartError};
 pub use runner::JobRunner;
+pub use steps::JobKind;

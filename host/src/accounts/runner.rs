@@ -8,7 +8,7 @@ use std::time::Duration;
 use sqlx::{Any, Row, Transaction};
 use tokio_util::sync::CancellationToken;
 
-use super::job::JobKind;
+use super::steps::JobKind;
 use super::steps::{self, Step};
 use crate::db::{held, Database};
 use crate::graph::bulk::Scope;

@@ -1,13 +1,27 @@
-//! The steps of each job kind, in order, and one batch of each: what `graph::bulk` does to the account's
+//! The job kinds and the steps of each, in order, and one batch of each: what `graph::bulk` does to the account's
 //! edges, or the traces of an erased account elsewhere in the host.
 
 use sqlx::{Any, Transaction};
 
-use super::job::JobKind;
 use crate::db::Database;
 use crate::graph::bulk::{self, FollowAction, Scope, Side};
 use crate::graph::{AccountState, TenantId, UserId};
 use crate::outbox::Relation;
+
+crate::str_enum! {
+    /// What a job does to an account's relations.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum JobKind("account job kind") {
+        /// Ends every relation of the account both ways, each with its event, then erases its rows.
+        Delete = "delete",
+        /// Hides its follows and requests both ways (each ends with its event), restorably.
+        Suspend = "suspend",
+        /// Brings back what its suspension hid and is still hidden.
+        Restore = "restore",
+        /// Its followers follow the destination instead (and, if asked, the destination follows whom it did).
+        Move = "move",
+    }
+}
 
 /// One step of a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

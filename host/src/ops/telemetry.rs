@@ -25,8 +25,6 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 
-use crate::config::Config;
-
 /// The target of every trace span: `tracing::info_span!(target: TARGET, …)`.
 pub const TARGET: &str = "strand::trace";
 /// The W3C header (HTTP and Kafka) and outbox column that carry a trace from one process to the next.
@@ -43,6 +41,20 @@ pub enum TelemetryError {
     Exporter { endpoint: String, source: opentelemetry_otlp::ExporterBuildError },
     #[error("a global logger is installed already: {0}")]
     Installed(#[from] tracing_subscriber::util::TryInitError),
+}
+
+/// Where and how much a process exports traces (`[tracing]`; `Config::trace_export`): the configuration's
+/// own values, so that the leaf that every layer traces through imports nothing above it.
+#[derive(Debug, Clone)]
+pub struct TraceExport {
+    /// A collector's OTLP/HTTP base URL; `None`: no traces, at no cost.
+    pub endpoint: Option<String>,
+    /// The share of new traces kept (0 to 1).
+    pub sample_ratio: f64,
+    /// The most traces a process keeps per second, whatever callers ask.
+    pub max_traces_per_second: u32,
+    /// The service name, before the process's role.
+    pub service_name: String,
 }
 
 /// The process's trace export; [`Telemetry::shutdown`] sends what is still buffered.
@@ -64,7 +76,7 @@ impl Telemetry {
 
 /// Installs the process's logger and, when configured, its trace export, as service `service` (the
 /// configured `tracing.service_name` with the role, e.g. `strand-relay`, so a backend tells processes apart).
-pub fn install(config: &Config, role: &str) -> Result<Telemetry, TelemetryError> {
+pub fn install(export: &TraceExport, role: &str) -> Result<Telemetry, TelemetryError> {
     let filter = EnvFilter::try_from_env("STRAND_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info"))
         .add_directive(format!("{TARGET}=off").parse().expect("a constant directive"));
@@ -79,18 +91,18 @@ pub fn install(config: &Config, role: &str) -> Result<Telemetry, TelemetryError>
         logs.with_filter(filter).boxed()
     };
     let registry = tracing_subscriber::registry().with(logs);
-    let Some(endpoint) = config.tracing_otlp_endpoint.as_deref() else {
+    let Some(endpoint) = export.endpoint.as_deref() else {
         registry.try_init()?;
         return Ok(Telemetry { provider: None });
     };
-    let service = format!("{}-{role}", config.tracing_service_name);
-    let provider = provider(endpoint, config.tracing_sample_ratio, config.tracing_max_traces_per_second, &service)?;
+    let service = format!("{}-{role}", export.service_name);
+    let provider = provider(endpoint, export.sample_ratio, export.max_traces_per_second, &service)?;
     let spans = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("strand"))
         .with_filter(Targets::new().with_target(TARGET, tracing::Level::TRACE));
     registry.with(spans).try_init()?;
     ENABLED.store(true, Ordering::Relaxed);
-    tracing::info!(%endpoint, sample_ratio = config.tracing_sample_ratio, "exporting traces over OTLP");
+    tracing::info!(%endpoint, sample_ratio = export.sample_ratio, "exporting traces over OTLP");
     Ok(Telemetry { provider: Some(provider) })
 }
 

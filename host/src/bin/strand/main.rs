@@ -85,7 +85,7 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let config = Config::load(&cli.config)?;
-    let telemetry = strand::ops::telemetry::install(&config, cli.command.role())?;
+    let telemetry = strand::ops::telemetry::install(&config.trace_export(), cli.command.role())?;
     let result = run(cli.command, config).await;
     telemetry.shutdown();
     result

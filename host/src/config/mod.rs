@@ -11,12 +11,16 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use figment::providers::{Env, Format, Toml};
-use figment::value::{Dict, Map, Value};
-use figment::{Figment, Metadata, Profile, Provider};
+use figment::providers::{Format, Toml};
+use figment::Figment;
 use serde::Deserialize;
 
+pub use self::sources::SECTIONS;
+use self::sources::{Sectioned, StrandEnv};
+
 use crate::cache::Quota;
+
+mod sources;
 
 /// The database the embedded default uses: a file in the working directory, created when missing.
 pub const EMBEDDED_DATABASE_URL: &str = "sqlite://strand.db?mode=rwc";
@@ -328,6 +332,16 @@ impl Config {
             .transpose()
     }
 
+    /// Where and how much this process exports traces (`[tracing]`).
+    pub fn trace_export(&self) -> crate::ops::telemetry::TraceExport {
+        crate::ops::telemetry::TraceExport {
+            endpoint: self.tracing_otlp_endpoint.clone(),
+            sample_ratio: self.tracing_sample_ratio,
+            max_traces_per_second: self.tracing_max_traces_per_second,
+            service_name: self.tracing_service_name.clone(),
+        }
+    }
+
     /// What the host keeps of the past (`[retention]`).
     pub fn retention(&self) -> crate::ops::retention::Retention {
         crate::ops::retention::Retention {
@@ -341,63 +355,6 @@ impl Config {
     /// True when the database is the embedded SQLite file rather than a server.
     pub fn is_embedded(&self) -> bool {
         self.database_url.starts_with("sqlite:")
-    }
-}
-
-/// The sections a configuration file may group keys in; each is the prefix of its keys.
-pub const SECTIONS: [&str; 10] =
-    ["database", "jwt", "redis", "plugin", "rollout", "relay", "kafka", "projection", "retention", "tracing"];
-
-/// A file's sections read as the flat keys they stand for: `[kafka] brokers` is `kafka_brokers`, `[relay]
-/// mode` is `relay`. A key set both flat and in its section is an error naming it.
-struct Sectioned<P>(P);
-
-impl<P: Provider> Provider for Sectioned<P> {
-    fn metadata(&self) -> Metadata {
-        self.0.metadata()
-    }
-
-    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
-        let mut profiles = self.0.data()?;
-        for dict in profiles.values_mut() {
-            let mut flat = Dict::new();
-            for (key, value) in std::mem::take(dict) {
-                let entries = match value {
-                    Value::Dict(_, section) if SECTIONS.contains(&key.as_str()) => section
-                        .into_iter()
-                        .map(|(name, value)| match (key.as_str(), name.as_str()) {
-                            ("relay", "mode") => ("relay".to_owned(), value),
-                            _ => (format!("{key}_{name}"), value),
-                        })
-                        .collect(),
-                    value => vec![(key, value)],
-                };
-                for (key, value) in entries {
-                    if flat.contains_key(&key) {
-                        return Err(figment::Error::from(format!("`{key}` is set twice: flat and in its section")));
-                    }
-                    flat.insert(key, value);
-                }
-            }
-            *dict = flat;
-        }
-        Ok(profiles)
-    }
-}
-
-/// `STRAND_<KEY>` variables, kept as strings: figment's own `Env` would turn `STRAND_JWT_HS256_SECRET=12345`
-/// into a number and refuse it; `extract_lossy` still reads "8080" into a numeric field.
-struct StrandEnv;
-
-impl Provider for StrandEnv {
-    fn metadata(&self) -> Metadata {
-        Metadata::named("STRAND_* environment variables")
-    }
-
-    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
-        let vars = Env::prefixed("STRAND_").ignore(&["config", "log"]);
-        let dict = vars.iter().map(|(key, value)| (key.as_str().to_lowercase(), Value::from(value))).collect();
-        Ok(Profile::Default.collect(dict))
     }
 }
 
@@ -437,7 +394,7 @@ mod tests {
     fn every_key_the_shipped_config_toml_documents_is_known_and_parses() {
         let is_key = |key: &str| key.chars().all(|c| c.is_ascii_lowercase() || c == '_');
         // `# key = value` lines, and the `# [section]` headers they belong to.
-        let documented: Vec<&str> = include_str!("../../config.toml")
+        let documented: Vec<&str> = include_str!("../../../config.toml")
             .lines()
             .filter_map(|line| line.strip_prefix("# "))
             .filter(|line| {
