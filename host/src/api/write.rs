@@ -8,7 +8,7 @@ use tracing::Instrument;
 use super::auth::Caller;
 use super::problem::ApiError;
 use super::AppState;
-use crate::graph::{self, Act, RelationChange, RelationCommand, UserId, WriteError};
+use crate::graph::{self, Act, RelationChange, RelationCommand, UserId};
 use crate::ops::telemetry::{self, TARGET};
 use crate::plugins::WriteKind;
 use crate::ratelimit::{Verdict, WriteIntent};
@@ -20,12 +20,9 @@ pub async fn write_relation(
     act: Act,
     target: UserId,
 ) -> Result<RelationChange, ApiError> {
-    // Checked before the rate limiter, so a refused self-follow costs the caller no token.
-    if caller.user == target {
-        return Err(WriteError::SelfRelation(act).into());
-    }
-    rate_limit(state, caller, limited_as(act), target).await?;
     let command = RelationCommand::new(&caller.tenant, caller.user, act, target);
+    command.refuse_oneself()?;
+    rate_limit(state, caller, limited_as(act), target).await?;
     let committing = telemetry::inner_span(|| tracing::info_span!(target: TARGET, "graph.transaction", ?act));
     async {
         if act != Act::Follow {

@@ -57,7 +57,9 @@ pub enum StartupError {
     #[error("cannot load deployed plugins")]
     Registry(#[from] RegistryError),
     #[error("cannot read tenant settings")]
-    Tenants(#[from] sqlx::Error),
+    Tenants(#[source] sqlx::Error),
+    #[error("cannot reset the relay's checkpoint")]
+    CheckpointReset(#[source] sqlx::Error),
     #[error("cannot connect to Redis")]
     Redis(#[from] redis::RedisError),
     #[error("cannot connect to the cache")]

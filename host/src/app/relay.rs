@@ -67,7 +67,7 @@ pub async fn run_relay(
     supervise_companions(&tasks, &resources, config.refresh_every());
     let operations = bind_operations(config).await?.map(|listener| tokio::spawn(serve_operations(listener)));
     if reset_checkpoint {
-        Checkpoint::forget(&db).await?;
+        Checkpoint::forget(&db).await.map_err(StartupError::CheckpointReset)?;
         tracing::warn!("the binlog checkpoint was reset: the outbox is published, then the binlog from its end");
     }
     let result = match resources.relay(config)? {

@@ -38,7 +38,7 @@ impl Resources {
     pub(super) async fn open(config: &Config) -> Result<Self, StartupError> {
         let db = Database::open(&config.database_url, config.database_max_connections).await?;
         let plugins = load_plugins(config, &db).await?;
-        let tenants = Arc::new(TenantSettings::load(db.clone()).await?);
+        let tenants = Arc::new(TenantSettings::load(db.clone()).await.map_err(StartupError::Tenants)?);
         let kafka = config.kafka()?;
         let publisher = publisher(config, &db, kafka.as_ref())?;
         let redis = match &config.redis_url {

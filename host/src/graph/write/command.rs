@@ -67,6 +67,15 @@ impl<'a> RelationCommand<'a> {
         Self { tenant, actor, subject, act, at_ms: now_ms() }
     }
 
+    /// The first rule, checked before anything is read: no relation with oneself. The API checks it before
+    /// the rate limiter too, so a refused self-follow costs the caller no token.
+    pub fn refuse_oneself(&self) -> Result<(), WriteError> {
+        match self.actor == self.subject {
+            true => Err(WriteError::SelfRelation(self.act)),
+            false => Ok(()),
+        }
+    }
+
     /// `from` follows `to`, now.
     pub fn follow(tenant: &'a TenantId, from: UserId, to: UserId) -> Self {
         Self::new(tenant, from, Act::Follow, to)

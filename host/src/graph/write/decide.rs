@@ -101,9 +101,7 @@ fn blocked(command: &RelationCommand<'_>, found: &Found) -> bool {
 
 /// Decides `command` on what it `found`: `Err` when it is refused (nothing changes).
 pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, WriteError> {
-    if command.actor == command.subject {
-        return Err(WriteError::SelfRelation(command.act));
-    }
+    command.refuse_oneself()?;
     if let Some(refused) = account_refusal(command, found) {
         return Err(refused);
     }

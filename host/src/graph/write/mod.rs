@@ -39,9 +39,7 @@ pub async fn change_under(
     command: RelationCommand<'_>,
     policy: &impl FollowPolicy,
 ) -> Result<RelationChange, WriteError> {
-    if command.actor == command.subject {
-        return Err(WriteError::SelfRelation(command.act));
-    }
+    command.refuse_oneself()?;
     let ask =
         async |context: FollowContext| Ok::<_, WriteError>(Asked { context, admit: policy.admit(context).await? });
     let mut asked = None;
