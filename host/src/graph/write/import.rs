@@ -1,8 +1,9 @@
 //! An import's batch of follows into the truth: each pair read under its lock with the reverse pair and both
-//! accounts, decided by the rules a single follow obeys (a block either way or an inactive account refuses it,
-//! a private target turns it into a request, an edge that holds is kept), and written in one multi-row upsert
-//! with its version raised by one, and the follow counts it changes — without an outbox row: an import is projected by building the tenant's
-//! projections from the truth, not by one bus event per edge.
+//! accounts, decided by the rule table a single follow obeys (`decide.rs`: a block either way or an inactive
+//! account refuses it, a private target turns it into a request, a follow that holds is kept, a request the
+//! target no longer has to approve becomes the follow), and written in one multi-row upsert with its version
+//! raised by one, and the follow counts it changes — without an outbox row: an import is projected by building
+//! the tenant's projections from the truth, not by one bus event per edge.
 //!
 //! The batch runs inside a transaction the caller owns, so the caller's projection of the written rows (the
 //! `follower` table) commits with them, and a batch run again after a crash finds its rows and keeps them.
@@ -11,8 +12,10 @@ use std::collections::HashMap;
 
 use sqlx::{Any, Executor, Row, Transaction};
 
+use super::command::{Admit, RelationCommand, WriteError};
 use super::counts::CountChanges;
-use super::edge::{ACTIVE, NONE, REQUESTED};
+use super::decide::{self, Found};
+use super::edge::{Edge, EdgeRow, ACTIVE, NONE, REQUESTED};
 use crate::db::DatabaseKind;
 use crate::graph::{AccountState, TenantId, UserId};
 
@@ -68,26 +71,45 @@ struct Account {
     state: AccountState,
 }
 
-/// Decides one follow from what its batch read: the pair's row (`None`: never related), whether the
-/// reverse pair carries a block, both accounts, and whether the same pair came earlier in the batch.
+/// Decides one follow from what its batch read — the pair's row (`None`: never related), whether the
+/// reverse pair carries a block, both accounts, and whether the same pair came earlier in the batch — by
+/// the one rule table a single follow obeys (`decide.rs`), under the host's rule: approval where the target
+/// requires it, or where the source held a pending request. A tenant's relation policy is not asked.
 fn decide(
+    tenant: &TenantId,
     follow: &ImportedFollow,
     pair: Option<PairRow>,
     blocked_back: bool,
     accounts: [Account; 2],
     seen: bool,
 ) -> Outcome {
+    if seen {
+        return Outcome::Kept;
+    }
     let pair = pair.unwrap_or_default();
-    if seen || pair.status != NONE {
-        Outcome::Kept
-    } else if accounts.iter().any(|a| a.state != AccountState::Active) {
-        Outcome::Inactive
-    } else if pair.blocked || blocked_back {
-        Outcome::Blocked
-    } else if follow.requested || accounts[1].private {
-        Outcome::Requested
-    } else {
-        Outcome::Followed
+    let command = RelationCommand::follow(tenant, follow.from, follow.to);
+    let row = |status, version, blocked| EdgeRow { status, version, blocked, ..EdgeRow::default() };
+    let found = Found {
+        edges: vec![
+            (Edge::follow(follow.from, follow.to), row(pair.status, pair.version, pair.blocked)),
+            (Edge::follow(follow.to, follow.from), row(NONE, 0, blocked_back)),
+        ],
+        subject_private: accounts[1].private,
+        actor_state: accounts[0].state,
+        subject_state: accounts[1].state,
+        admission: if follow.requested || accounts[1].private { Admit::RequireApproval } else { Admit::Allow },
+        ..Found::default()
+    };
+    match decide::decide(&command, &found) {
+        Ok(decision) => match decision.changes.first().map(|change| change.row.status) {
+            Some(ACTIVE) => Outcome::Followed,
+            Some(_) => Outcome::Requested,
+            None => Outcome::Kept,
+        },
+        Err(WriteError::Blocked) => Outcome::Blocked,
+        Err(WriteError::AccountDeleted | WriteError::AccountSuspended) => Outcome::Inactive,
+        // A self-follow is refused as the line is read; the host's rule refuses nothing else.
+        Err(_) => Outcome::Kept,
     }
 }
 
@@ -113,8 +135,8 @@ pub async fn follows(
         let account = |user: i64| accounts.get(&user).copied().unwrap_or_default();
         let pair = pairs.get(&(from, to)).copied();
         let blocked_back = pairs.get(&(to, from)).is_some_and(|row| row.blocked);
-        let outcome =
-            decide(follow, pair, blocked_back, [account(from), account(to)], seen.insert((from, to), ()).is_some());
+        let seen = seen.insert((from, to), ()).is_some();
+        let outcome = decide(tenant, follow, pair, blocked_back, [account(from), account(to)], seen);
         if let Outcome::Followed | Outcome::Requested = outcome {
             let status = if outcome == Outcome::Followed { ACTIVE } else { REQUESTED };
             let version = pair.map_or(0, |row| row.version) + 1;
@@ -232,31 +254,39 @@ mod tests {
         ImportedFollow { from: user(1), to: user(2), at_ms: 5, requested }
     }
 
+    fn acme() -> TenantId {
+        "acme".parse().unwrap()
+    }
+
     const PUBLIC: [Account; 2] = [Account { private: false, state: AccountState::Active }; 2];
 
     #[test]
     fn a_new_pair_follows_and_a_private_target_gets_a_request() {
-        assert_eq!(decide(&follow(false), None, false, PUBLIC, false), Outcome::Followed);
-        assert_eq!(decide(&follow(true), None, false, PUBLIC, false), Outcome::Requested);
+        assert_eq!(decide(&acme(), &follow(false), None, false, PUBLIC, false), Outcome::Followed);
+        assert_eq!(decide(&acme(), &follow(true), None, false, PUBLIC, false), Outcome::Requested);
         let private = [Account::default(), Account { private: true, state: AccountState::Active }];
-        assert_eq!(decide(&follow(false), None, false, private, false), Outcome::Requested);
+        assert_eq!(decide(&acme(), &follow(false), None, false, private, false), Outcome::Requested);
     }
 
     #[test]
     fn an_edge_that_holds_is_kept_and_an_ended_one_begins_again() {
-        let held = PairRow { status: REQUESTED, version: 3, blocked: false };
-        assert_eq!(decide(&follow(false), Some(held), false, PUBLIC, false), Outcome::Kept);
+        let following = PairRow { status: ACTIVE, version: 3, blocked: false };
+        assert_eq!(decide(&acme(), &follow(false), Some(following), false, PUBLIC, false), Outcome::Kept);
+        let pending = PairRow { status: REQUESTED, version: 3, blocked: false };
+        assert_eq!(decide(&acme(), &follow(true), Some(pending), false, PUBLIC, false), Outcome::Kept);
+        // As a single follow: a request the (now public) target no longer has to approve is the follow.
+        assert_eq!(decide(&acme(), &follow(false), Some(pending), false, PUBLIC, false), Outcome::Followed);
         let ended = PairRow { status: NONE, version: 4, blocked: false };
-        assert_eq!(decide(&follow(false), Some(ended), false, PUBLIC, false), Outcome::Followed);
-        assert_eq!(decide(&follow(false), None, false, PUBLIC, true), Outcome::Kept, "a repeat in the batch");
+        assert_eq!(decide(&acme(), &follow(false), Some(ended), false, PUBLIC, false), Outcome::Followed);
+        assert_eq!(decide(&acme(), &follow(false), None, false, PUBLIC, true), Outcome::Kept, "a repeat in the batch");
     }
 
     #[test]
     fn blocks_either_way_and_inactive_accounts_refuse() {
         let blocking = PairRow { status: NONE, version: 0, blocked: true };
-        assert_eq!(decide(&follow(false), Some(blocking), false, PUBLIC, false), Outcome::Blocked);
-        assert_eq!(decide(&follow(false), None, true, PUBLIC, false), Outcome::Blocked);
+        assert_eq!(decide(&acme(), &follow(false), Some(blocking), false, PUBLIC, false), Outcome::Blocked);
+        assert_eq!(decide(&acme(), &follow(false), None, true, PUBLIC, false), Outcome::Blocked);
         let suspended = [Account::default(), Account { private: false, state: AccountState::Suspended }];
-        assert_eq!(decide(&follow(false), None, false, suspended, false), Outcome::Inactive);
+        assert_eq!(decide(&acme(), &follow(false), None, false, suspended, false), Outcome::Inactive);
     }
 }
