@@ -9,6 +9,7 @@
 use sqlx::{Any, Executor, Row, Transaction};
 
 use super::counts::CountChanges;
+use super::decide::{follow_by_host, PairState};
 use super::edge::{table, ACTIVE, NONE, REQUESTED};
 use crate::db::{Database, DatabaseKind};
 use crate::graph::{AccountState, TenantId, UserId};
@@ -422,17 +423,26 @@ pub async fn move_follows(
         let (counterpart, version): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
         let new = new_rows.get(&counterpart).copied().unwrap_or_default();
         let reverse = reverse_rows.get(&counterpart).copied().unwrap_or_default();
-        let (counterpart_private, counterpart_state) = account(counterpart);
-        let target_private = if side == Side::Incoming { dest_private } else { counterpart_private };
-        let welcome = counterpart != dest
-            && !new.blocked
-            && !reverse.blocked
-            && dest_state == AccountState::Active
-            && counterpart_state == AccountState::Active;
         let (from, to) = side.edge(dest, counterpart);
-        if welcome && new.status != ACTIVE && !(new.status == REQUESTED && target_private) {
-            let (status, event_type) =
-                if target_private { (REQUESTED, EventType::FollowRequested) } else { (ACTIVE, EventType::Follow) };
+        // The new edge as a follow of its own, by the one rule table (a block either way, an inactive end, a
+        // follow that holds, a request still to be approved: no change).
+        let state_of = |user: i64| if user == dest { dest_state } else { account(user).1 };
+        let target_private = if to == dest { dest_private } else { account(to).0 };
+        let pair =
+            PairState { status: new.status, version: new.version, blocked: new.blocked, blocked_back: reverse.blocked };
+        let ids = (UserId::try_from(from), UserId::try_from(to));
+        let decided = match ids {
+            (Ok(from), Ok(to)) => follow_by_host(
+                scope.tenant,
+                (from, to),
+                pair,
+                [state_of(from.get()), state_of(to.get())],
+                target_private,
+            ),
+            _ => Ok(None),
+        };
+        if let Ok(Some(status)) = decided {
+            let event_type = if status == ACTIVE { EventType::Follow } else { EventType::FollowRequested };
             written.push(format!("('{tenant}', {from}, {to}, {status}, {}, {at}, {at}, 0)", new.version + 1));
             counts.edge(from, to, new.status, status);
             let back = reverse.status == ACTIVE;

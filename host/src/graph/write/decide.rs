@@ -8,7 +8,7 @@
 use super::command::{Act, Admit, FollowContext, RelationChange, RelationCommand, WriteError};
 use super::counts::FollowCounts;
 use super::edge::{Edge, EdgeRow, ACTIVE, NONE, REQUESTED};
-use crate::graph::AccountState;
+use crate::graph::{AccountState, TenantId, UserId};
 use crate::outbox::{ChangeEvent, EventType};
 use crate::util::time::rfc3339_millis;
 
@@ -51,6 +51,43 @@ pub struct Decision {
     pub block_flag: Option<(Edge, bool)>,
     /// Follow edges a suspension hid that this act ends for good (their `hidden` flag is cleared).
     pub unhidden: Vec<Edge>,
+}
+
+/// What a bulk path (an import's batch, a move) read of a follow's pair: the follow edge's status, version
+/// and block flag (whether its follower blocks its target), and the reverse edge's block flag.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PairState {
+    pub status: i64,
+    pub version: i64,
+    pub blocked: bool,
+    pub blocked_back: bool,
+}
+
+/// A follow `from → to` decided by [`decide`] under the host's rule — approval where `approval` says (a
+/// private target, or a source's pending request); a tenant's relation policy is not asked —, from what a
+/// bulk path read: the pair's new status, `None` when it stays as it is, or why it is refused. The bulk
+/// paths write set-based, but decide by this one rule table.
+pub fn follow_by_host(
+    tenant: &TenantId,
+    (from, to): (UserId, UserId),
+    pair: PairState,
+    states: [AccountState; 2],
+    approval: bool,
+) -> Result<Option<i64>, WriteError> {
+    let command = RelationCommand::follow(tenant, from, to);
+    let row = |status, version, blocked| EdgeRow { status, version, blocked, ..EdgeRow::default() };
+    let found = Found {
+        edges: vec![
+            (Edge::follow(from, to), row(pair.status, pair.version, pair.blocked)),
+            (Edge::follow(to, from), row(NONE, 0, pair.blocked_back)),
+        ],
+        subject_private: approval,
+        actor_state: states[0],
+        subject_state: states[1],
+        admission: if approval { Admit::RequireApproval } else { Admit::Allow },
+        ..Found::default()
+    };
+    Ok(decide(&command, &found)?.changes.first().map(|change| change.row.status))
 }
 
 /// Whether `command` is a follow that would change its pair (no block, not followed already): only then is

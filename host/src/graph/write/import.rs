@@ -12,10 +12,10 @@ use std::collections::HashMap;
 
 use sqlx::{Any, Executor, Row, Transaction};
 
-use super::command::{Admit, RelationCommand, WriteError};
+use super::command::WriteError;
 use super::counts::CountChanges;
-use super::decide::{self, Found};
-use super::edge::{Edge, EdgeRow, ACTIVE, NONE, REQUESTED};
+use super::decide::{follow_by_host, PairState};
+use super::edge::{ACTIVE, NONE, REQUESTED};
 use crate::db::DatabaseKind;
 use crate::graph::{AccountState, TenantId, UserId};
 
@@ -73,8 +73,8 @@ struct Account {
 
 /// Decides one follow from what its batch read — the pair's row (`None`: never related), whether the
 /// reverse pair carries a block, both accounts, and whether the same pair came earlier in the batch — by
-/// the one rule table a single follow obeys (`decide.rs`), under the host's rule: approval where the target
-/// requires it, or where the source held a pending request. A tenant's relation policy is not asked.
+/// the one rule table a single follow obeys, under the host's rule (`decide::follow_by_host`): approval
+/// where the target requires it, or where the source held a pending request.
 fn decide(
     tenant: &TenantId,
     follow: &ImportedFollow,
@@ -87,25 +87,12 @@ fn decide(
         return Outcome::Kept;
     }
     let pair = pair.unwrap_or_default();
-    let command = RelationCommand::follow(tenant, follow.from, follow.to);
-    let row = |status, version, blocked| EdgeRow { status, version, blocked, ..EdgeRow::default() };
-    let found = Found {
-        edges: vec![
-            (Edge::follow(follow.from, follow.to), row(pair.status, pair.version, pair.blocked)),
-            (Edge::follow(follow.to, follow.from), row(NONE, 0, blocked_back)),
-        ],
-        subject_private: accounts[1].private,
-        actor_state: accounts[0].state,
-        subject_state: accounts[1].state,
-        admission: if follow.requested || accounts[1].private { Admit::RequireApproval } else { Admit::Allow },
-        ..Found::default()
-    };
-    match decide::decide(&command, &found) {
-        Ok(decision) => match decision.changes.first().map(|change| change.row.status) {
-            Some(ACTIVE) => Outcome::Followed,
-            Some(_) => Outcome::Requested,
-            None => Outcome::Kept,
-        },
+    let state = PairState { status: pair.status, version: pair.version, blocked: pair.blocked, blocked_back };
+    let approval = follow.requested || accounts[1].private;
+    match follow_by_host(tenant, (follow.from, follow.to), state, [accounts[0].state, accounts[1].state], approval) {
+        Ok(Some(ACTIVE)) => Outcome::Followed,
+        Ok(Some(_)) => Outcome::Requested,
+        Ok(None) => Outcome::Kept,
         Err(WriteError::Blocked) => Outcome::Blocked,
         Err(WriteError::AccountDeleted | WriteError::AccountSuspended) => Outcome::Inactive,
         // A self-follow is refused as the line is read; the host's rule refuses nothing else.

@@ -8,7 +8,7 @@
 pub mod bulk;
 mod command;
 mod counts;
-mod decide;
+pub(super) mod decide;
 pub(super) mod edge;
 pub mod import;
 mod transaction;
