@@ -14,12 +14,21 @@ use strand_test_support::{outbox_rows, token, wait_until, StrandCommand, TEST_SE
 async fn sigterm_drains_in_flight_writes_and_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let database_url = format!("sqlite://{}?mode=rwc", dir.path().join("strand.db").display());
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // Port 0, and the address the server logs it bound: no other process can take a port in between.
     let command = StrandCommand::new(env!("CARGO_BIN_EXE_strand"), &database_url)
-        .set("listen", format!("127.0.0.1:{port}"))
+        .set("listen", "127.0.0.1:0")
         .set("jwt_hs256_secret", TEST_SECRET);
     let mut serve = command.spawn(&["serve"], dir.path().join("serve.log")).unwrap();
-    let base = format!("http://127.0.0.1:{port}");
+    let mut bound = None;
+    wait_until("the server logs its address", Duration::from_secs(60), || {
+        bound = serve.log().lines().find(|l| l.contains("strand is serving")).and_then(|line| {
+            let addr = line.split_once("addr=")?.1;
+            Some(addr.split_whitespace().next()?.to_owned())
+        });
+        std::future::ready(bound.is_some())
+    })
+    .await;
+    let base = format!("http://{}", bound.unwrap());
     let http = reqwest::Client::new();
     wait_until("the server answers", Duration::from_secs(60), || async {
         http.get(format!("{base}/healthz")).send().await.is_ok_and(|r| r.status() == 200)

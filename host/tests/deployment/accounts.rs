@@ -18,8 +18,9 @@ async fn deleting_a_much_followed_account_survives_a_sigkill_of_its_node_under_a
     let (api_port, relay_port, worker_port) = (port(), port(), port());
     let _relay = deployment.relay("relay", relay_port);
     let _worker = deployment.worker("worker", worker_port, Some("worker"));
-    // Batches of 50: the job takes many, so the kill lands in its middle.
-    let mut node = deployment.api_with("api", api_port, &[("account_job_batch", "50")]);
+    // Batches of 10: the job takes hundreds, so the kill lands in its middle even when the first look at its
+    // progress comes late.
+    let mut node = deployment.api_with("api", api_port, &[("account_job_batch", "10")]);
     answering(api_port, &node).await;
     let base = format!("http://127.0.0.1:{api_port}");
     let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
@@ -98,7 +99,7 @@ async fn deleting_a_much_followed_account_survives_a_sigkill_of_its_node_under_a
             "killed mid-way: {progressed}"
         );
         node.kill_now();
-        node = deployment.api_with("api", api_port, &[("account_job_batch", "50")]);
+        node = deployment.api_with("api", api_port, &[("account_job_batch", "10")]);
         answering(api_port, &node).await;
     };
     tokio::join!(storm, killer);

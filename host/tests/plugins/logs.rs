@@ -32,9 +32,10 @@ async fn a_plugins_lines_are_named_kept_within_its_rate_and_read_by_its_tenant_o
     let first = kept.iter().find(|l| l["input"] == "1->2").unwrap();
     assert_eq!((&first["level"], &first["version"]), (&json!("warn"), &json!(1)), "{first}");
     assert_eq!(first["message"], "<b>denied</b> 1 -> 2", "the plugin's text, as it wrote it: {first}");
-    // 200 lines within a moment: the burst (100) and what refilled meanwhile (20 a second), not all.
+    // 200 lines within a moment: the burst (100) and what refilled meanwhile (20 a second) — on a machine
+    // slow enough to take 5 s for them, all of them.
     let allowed = 100 + (started.elapsed().as_secs_f64() * 20.0).ceil() as usize;
-    assert!(kept.len() <= allowed && kept.len() < 200, "{} lines kept, at most {allowed}", kept.len());
+    assert!(kept.len() <= allowed, "{} lines kept, at most {allowed}", kept.len());
 
     // `strand plugin logs`: oldest first, the plugin's text escaped.
     let mut cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_strand"));
