@@ -186,8 +186,9 @@ impl From<crate::transfer::import::ImportError> for ApiError {
     fn from(error: crate::transfer::import::ImportError) -> Self {
         use crate::transfer::import::ImportError;
         match error {
+            // The body's own error (too large, cut off) is the caller's to read.
             ImportError::Invalid { .. } | ImportError::Read(_) => {
-                Self::bad_request("invalid_import", error.to_string())
+                Self::bad_request("invalid_import", crate::ops::observability::causes(&error))
             }
             ImportError::Running => Self::new(StatusCode::CONFLICT, "import_running", error.to_string()),
             ImportError::Lost => Self::new(StatusCode::CONFLICT, "import_stalled", error.to_string()),

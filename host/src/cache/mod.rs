@@ -68,9 +68,12 @@ pub enum Cache {
 pub enum CacheError {
     #[error("Redis failed: {0}")]
     Redis(#[from] ::redis::RedisError),
-    /// The in-process cache refused a script or command: a fault of the cache's own code, never data.
+    /// The in-process cache refused a command or a snapshot: a fault of the cache's own code, never data.
     #[error("the in-process cache failed: {0}")]
     Memory(String),
+    /// The in-process cache's Lua failed on a script: the same fault, with Lua's own error.
+    #[error("the in-process cache's script failed")]
+    MemoryScript(#[source] mlua::Error),
 }
 
 /// The condition a batch is applied under, checked atomically with it.

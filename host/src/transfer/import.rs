@@ -68,8 +68,8 @@ pub struct ImportReport {
 pub enum ImportError {
     #[error("line {line}: {reason}")]
     Invalid { line: u64, reason: String },
-    #[error("reading the graph failed: {0}")]
-    Read(String),
+    #[error("reading the graph failed")]
+    Read(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// Another import of the tenant is running: one at a time (`transfer::marks`).
     #[error("an import of this tenant is running; one at a time")]
     Running,
@@ -85,7 +85,7 @@ pub enum ImportError {
 /// Imports the graph `body` holds into `tenant`, line by line as it arrives, under the tenant's import mark
 /// (`transfer::marks::begin`, which the caller took): what it did, and how it ended — a report also when
 /// it stopped half-way (every batch before the stop is in).
-pub async fn import<E: std::fmt::Display>(
+pub async fn import<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     db: Database,
     tenant: TenantId,
     format: ImportFormat,
@@ -98,7 +98,7 @@ pub async fn import<E: std::fmt::Display>(
 
 impl Importer {
     /// Reads `body` to its end; on a bad line, what came before it is written first.
-    async fn read<E: std::fmt::Display>(
+    async fn read<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
         &mut self,
         body: impl Stream<Item = Result<Bytes, E>>,
     ) -> Result<(), ImportError> {
@@ -111,7 +111,7 @@ impl Importer {
         self.flush().await
     }
 
-    async fn lines_of<E: std::fmt::Display>(
+    async fn lines_of<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
         &mut self,
         body: impl Stream<Item = Result<Bytes, E>>,
     ) -> Result<(), ImportError> {
@@ -119,7 +119,7 @@ impl Importer {
         let mut pending: Vec<u8> = Vec::new();
         let mut body = std::pin::pin!(body);
         while let Some(chunk) = body.next().await {
-            pending.extend_from_slice(&chunk.map_err(|e| ImportError::Read(e.to_string()))?);
+            pending.extend_from_slice(&chunk.map_err(|e| ImportError::Read(e.into()))?);
             let mut start = 0;
             while let Some(end) = pending[start..].iter().position(|&b| b == b'\n') {
                 if end > MAX_LINE {

@@ -51,7 +51,7 @@ impl MemoryCache {
     /// Runs `script` on `keys` and `args`, as Redis's `EVALSHA`.
     pub(super) fn eval(&self, script: &CacheScript, keys: &[String], args: &[Vec<u8>]) -> Result<Value, CacheError> {
         let mut engine = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
-        engine.eval(script, keys, args).map_err(|e| CacheError::Memory(e.to_string()))
+        engine.eval(script, keys, args).map_err(CacheError::MemoryScript)
     }
 
     /// Runs one command, as Redis would.
