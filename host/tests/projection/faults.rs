@@ -19,15 +19,8 @@ fn worker_process(database_url: &str, redis_url: &str, log: &Path) -> StrandProc
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn workers_killed_at_random_points_lose_and_double_count_nothing() {
-    let seed = getrandom::u64().unwrap() | 1;
-    println!("random seed: {seed}");
-    let mut state = seed;
-    let mut below = move |n: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % n
-    };
+    let mut random = strand_test_support::Random::seeded("STRAND_FAULT_SEED");
+    let mut below = move |n: u64| random.below(n);
     let tenant = format!("wk{}", std::process::id());
     let redis_url = Redis::shared().unwrap().url();
     let server = TestServer::start_with(Backend::MariaDb, |c| {

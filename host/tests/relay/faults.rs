@@ -33,24 +33,6 @@ fn relay_process(url: &str, brokers: Option<&str>, prefix: &str, log: &Path) -> 
     command.spawn(&["relay", "--mode", "binlog"], log.to_owned()).expect("strand relay starts")
 }
 
-/// A small deterministic generator, seeded per run and printed, so a failing run can be replayed.
-struct Random(u64);
-
-impl Random {
-    fn seeded() -> Self {
-        let seed = getrandom::u64().expect("a seed") | 1;
-        println!("random seed: {seed}");
-        Self(seed)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// Follows and unfollows by `writers` concurrent users, each at most one operation per `pace`; returns the
 /// event id of every committed change.
 async fn storm(db: &Database, writers: i64, operations: i64, pace: Duration) -> Vec<String> {
@@ -124,7 +106,7 @@ async fn a_relay_killed_at_random_points_loses_nothing() {
     let db = Database::open(&database.url, 16).await.unwrap();
     let logs = tempfile::tempdir().unwrap();
     let log = logs.path().join("relay.log");
-    let mut random = Random::seeded();
+    let mut random = strand_test_support::Random::seeded("STRAND_FAULT_SEED");
 
     let writes = tokio::spawn({
         let db = db.clone();
