@@ -18,7 +18,7 @@ fn setting(name: &str, default: u64) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_storm_with_api_relay_and_workers_killed_at_random_loses_and_double_counts_nothing() {
     let (operations, kills) = (setting("FAULT_SUITE_OPERATIONS", 30) as i64, setting("FAULT_SUITE_KILLS", 8));
-    let mut random = strand_test_support::Random::seeded("STRAND_FAULT_SEED");
+    let mut random = strand_test_support::Random::seeded("STRAND_TEST_FAULT_SEED");
     let mut below = move |n: u64| random.below(n);
     let deployment = Deployment::new().await;
     let (api_port, relay_port, worker_port) = (port(), port(), port());

@@ -19,7 +19,7 @@ fn worker_process(database_url: &str, redis_url: &str, log: &Path) -> StrandProc
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn workers_killed_at_random_points_lose_and_double_count_nothing() {
-    let mut random = strand_test_support::Random::seeded("STRAND_FAULT_SEED");
+    let mut random = strand_test_support::Random::seeded("STRAND_TEST_FAULT_SEED");
     let mut below = move |n: u64| random.below(n);
     let tenant = format!("wk{}", std::process::id());
     let redis_url = Redis::shared().unwrap().url();

@@ -106,7 +106,7 @@ async fn a_relay_killed_at_random_points_loses_nothing() {
     let db = Database::open(&database.url, 16).await.unwrap();
     let logs = tempfile::tempdir().unwrap();
     let log = logs.path().join("relay.log");
-    let mut random = strand_test_support::Random::seeded("STRAND_FAULT_SEED");
+    let mut random = strand_test_support::Random::seeded("STRAND_TEST_FAULT_SEED");
 
     let writes = tokio::spawn({
         let db = db.clone();

@@ -5,7 +5,7 @@
 pub struct Random(u64);
 
 impl Random {
-    /// Seeded from `variable` (e.g. `STRAND_FAULT_SEED`) when it holds a number, else from the OS; the seed
+    /// Seeded from `variable` (e.g. `STRAND_TEST_FAULT_SEED`) when it holds a number, else from the OS; the seed
     /// is printed as `variable=seed`, which is how a failing run is replayed.
     pub fn seeded(variable: &str) -> Self {
         let seed = std::env::var(variable)
