@@ -20,9 +20,10 @@ pub async fn write_relation(
     act: Act,
     target: UserId,
 ) -> Result<RelationChange, ApiError> {
-    let command = RelationCommand::new(&caller.tenant, caller.user, act, target);
-    command.refuse_oneself()?;
+    // The first rule before the limiter, so a refused self-follow costs the caller no token.
+    RelationCommand::new(&caller.tenant, caller.user, act, target).refuse_oneself()?;
     rate_limit(state, caller, limited_as(act), target).await?;
+    let command = RelationCommand::new(&caller.tenant, caller.user, act, target);
     let committing = telemetry::inner_span(|| tracing::info_span!(target: TARGET, "graph.transaction", ?act));
     async {
         if act != Act::Follow {

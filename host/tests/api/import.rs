@@ -15,6 +15,7 @@ use super::pair_row;
 on_every_backend!(
     importing_a_graph_twice_changes_nothing_the_second_time_under_blocks_privacy_and_account_states,
     an_import_that_stops_half_way_leaves_served_reads_equal_to_the_truth,
+    a_pair_met_twice_in_one_batch_is_decided_as_two_live_follows_would_be,
 );
 
 /// Followers of user 1 in the graph: two batches' worth.
@@ -44,6 +45,22 @@ async fn counts(client: &ApiClient, user: i64) -> (i64, i64) {
 
 async fn events(db: &Database) -> i64 {
     sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(db.reader()).await.unwrap()
+}
+
+/// A pending request, then the same pair as a follow, with the public target: as two live follows (or the
+/// two lines in batches of their own), the second is the follow — the batch decides each line on what the
+/// lines before it left.
+async fn a_pair_met_twice_in_one_batch_is_decided_as_two_live_follows_would_be(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let name = format!("twice{}{}", std::process::id(), backend == Backend::Sqlite);
+    let graph = "{\"relation\":\"follow\",\"from\":2,\"to\":3,\"requested\":true}\n\
+                 {\"relation\":\"follow\",\"from\":2,\"to\":3}\n\
+                 {\"relation\":\"follow\",\"from\":2,\"to\":3}\n";
+    let (status, report) = import(&server, &name, "", graph.to_owned()).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!((&report["requested"], &report["followed"], &report["kept"]), (&json!(1), &json!(1), &json!(1)));
+    assert_eq!(pair_row(server.database(), &name, 2, 3).await, Some((1, 2)), "a follow, at its second version");
+    assert_eq!(counts(&server.client(&name, 2), 3).await, (0, 1), "counted once");
 }
 
 async fn importing_a_graph_twice_changes_nothing_the_second_time_under_blocks_privacy_and_account_states(

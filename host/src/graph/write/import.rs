@@ -71,21 +71,17 @@ struct Account {
     state: AccountState,
 }
 
-/// Decides one follow from what its batch read — the pair's row (`None`: never related), whether the
-/// reverse pair carries a block, both accounts, and whether the same pair came earlier in the batch — by
-/// the one rule table a single follow obeys, under the host's rule (`decide::follow_by_host`): approval
-/// where the target requires it, or where the source held a pending request.
+/// Decides one follow from what its batch read — the pair's row as the batch left it so far (`None`: never
+/// related), whether the reverse pair carries a block, both accounts — by the one rule table a single
+/// follow obeys, under the host's rule (`decide::follow_by_host`): approval where the target requires it,
+/// or where the source held a pending request.
 fn decide(
     tenant: &TenantId,
     follow: &ImportedFollow,
     pair: Option<PairRow>,
     blocked_back: bool,
     accounts: [Account; 2],
-    seen: bool,
 ) -> Outcome {
-    if seen {
-        return Outcome::Kept;
-    }
     let pair = pair.unwrap_or_default();
     let state = PairState { status: pair.status, version: pair.version, blocked: pair.blocked, blocked_back };
     let approval = follow.requested || accounts[1].private;
@@ -112,23 +108,33 @@ pub async fn follows(
         return Ok((Vec::new(), Vec::new()));
     }
     let accounts = read_accounts(tx, kind, tenant, batch).await?;
-    let pairs = read_pairs(tx, kind, tenant, batch).await?;
+    let mut pairs = read_pairs(tx, kind, tenant, batch).await?;
     let mut outcomes = Vec::with_capacity(batch.len());
     let mut written: Vec<WrittenFollow> = Vec::new();
+    // Where each pair's row is in `written`: a pair met again in the batch is decided on the state its
+    // earlier line left (as two live follows would be, whatever the batches' bounds), and written once.
+    let mut written_at: HashMap<(i64, i64), usize> = HashMap::with_capacity(batch.len());
     let mut counts = CountChanges::default();
-    let mut seen = HashMap::with_capacity(batch.len());
     for follow in batch {
         let (from, to) = (follow.from.get(), follow.to.get());
         let account = |user: i64| accounts.get(&user).copied().unwrap_or_default();
         let pair = pairs.get(&(from, to)).copied();
         let blocked_back = pairs.get(&(to, from)).is_some_and(|row| row.blocked);
-        let seen = seen.insert((from, to), ()).is_some();
-        let outcome = decide(tenant, follow, pair, blocked_back, [account(from), account(to)], seen);
+        let outcome = decide(tenant, follow, pair, blocked_back, [account(from), account(to)]);
         if let Outcome::Followed | Outcome::Requested = outcome {
             let status = if outcome == Outcome::Followed { ACTIVE } else { REQUESTED };
             let version = pair.map_or(0, |row| row.version) + 1;
-            written.push(WrittenFollow { from, to, status, version, created_at: follow.at_ms });
+            let row = WrittenFollow { from, to, status, version, created_at: follow.at_ms };
+            match written_at.get(&(from, to)) {
+                Some(&at) => written[at] = row,
+                None => {
+                    written_at.insert((from, to), written.len());
+                    written.push(row);
+                }
+            }
             counts.edge(from, to, pair.map_or(NONE, |row| row.status), status);
+            let blocked = pair.is_some_and(|row| row.blocked);
+            pairs.insert((from, to), PairRow { status, version, blocked });
         }
         outcomes.push(outcome);
     }
@@ -249,31 +255,30 @@ mod tests {
 
     #[test]
     fn a_new_pair_follows_and_a_private_target_gets_a_request() {
-        assert_eq!(decide(&acme(), &follow(false), None, false, PUBLIC, false), Outcome::Followed);
-        assert_eq!(decide(&acme(), &follow(true), None, false, PUBLIC, false), Outcome::Requested);
+        assert_eq!(decide(&acme(), &follow(false), None, false, PUBLIC), Outcome::Followed);
+        assert_eq!(decide(&acme(), &follow(true), None, false, PUBLIC), Outcome::Requested);
         let private = [Account::default(), Account { private: true, state: AccountState::Active }];
-        assert_eq!(decide(&acme(), &follow(false), None, false, private, false), Outcome::Requested);
+        assert_eq!(decide(&acme(), &follow(false), None, false, private), Outcome::Requested);
     }
 
     #[test]
     fn an_edge_that_holds_is_kept_and_an_ended_one_begins_again() {
         let following = PairRow { status: ACTIVE, version: 3, blocked: false };
-        assert_eq!(decide(&acme(), &follow(false), Some(following), false, PUBLIC, false), Outcome::Kept);
+        assert_eq!(decide(&acme(), &follow(false), Some(following), false, PUBLIC), Outcome::Kept);
         let pending = PairRow { status: REQUESTED, version: 3, blocked: false };
-        assert_eq!(decide(&acme(), &follow(true), Some(pending), false, PUBLIC, false), Outcome::Kept);
+        assert_eq!(decide(&acme(), &follow(true), Some(pending), false, PUBLIC), Outcome::Kept);
         // As a single follow: a request the (now public) target no longer has to approve is the follow.
-        assert_eq!(decide(&acme(), &follow(false), Some(pending), false, PUBLIC, false), Outcome::Followed);
+        assert_eq!(decide(&acme(), &follow(false), Some(pending), false, PUBLIC), Outcome::Followed);
         let ended = PairRow { status: NONE, version: 4, blocked: false };
-        assert_eq!(decide(&acme(), &follow(false), Some(ended), false, PUBLIC, false), Outcome::Followed);
-        assert_eq!(decide(&acme(), &follow(false), None, false, PUBLIC, true), Outcome::Kept, "a repeat in the batch");
+        assert_eq!(decide(&acme(), &follow(false), Some(ended), false, PUBLIC), Outcome::Followed);
     }
 
     #[test]
     fn blocks_either_way_and_inactive_accounts_refuse() {
         let blocking = PairRow { status: NONE, version: 0, blocked: true };
-        assert_eq!(decide(&acme(), &follow(false), Some(blocking), false, PUBLIC, false), Outcome::Blocked);
-        assert_eq!(decide(&acme(), &follow(false), None, true, PUBLIC, false), Outcome::Blocked);
+        assert_eq!(decide(&acme(), &follow(false), Some(blocking), false, PUBLIC), Outcome::Blocked);
+        assert_eq!(decide(&acme(), &follow(false), None, true, PUBLIC), Outcome::Blocked);
         let suspended = [Account::default(), Account { private: false, state: AccountState::Suspended }];
-        assert_eq!(decide(&acme(), &follow(false), None, false, suspended, false), Outcome::Inactive);
+        assert_eq!(decide(&acme(), &follow(false), None, false, suspended), Outcome::Inactive);
     }
 }
