@@ -113,11 +113,7 @@ async fn build_from(
     }
     let Some(why) = cannot_replay(projection.log()).await? else { return Ok(BuildFrom::Log) };
     if when == Rebuild::Always {
-        return Err(PluginProjectionError::NeedsHistory {
-            projector: plugin.name.clone(),
-            version: plugin.version,
-            why,
-        });
+        return Err(needs_history(plugin, why));
     }
     tracing::warn!(projector = %plugin.name, version = plugin.version, why,
         "a projector that declares history counts from this build on");
@@ -178,13 +174,14 @@ async fn replay_log<F: std::future::Future<Output = Result<(), sqlx::Error>>>(
         }
     }
     if let Some(why) = cannot_replay(Some(log)).await? {
-        return Err(PluginProjectionError::NeedsHistory {
-            projector: plugin.name.clone(),
-            version: plugin.version,
-            why,
-        });
+        return Err(needs_history(plugin, why));
     }
     Ok(replayed)
+}
+
+/// `plugin`'s build refused: `why` no log can replay its history.
+fn needs_history(plugin: &ActivePlugin, why: &'static str) -> PluginProjectionError {
+    PluginProjectionError::NeedsHistory { projector: plugin.name.clone(), version: plugin.version, why }
 }
 
 /// Makes every space of `tenant`'s projectors (each active version's and a running shadow's) stale, so the

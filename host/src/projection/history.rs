@@ -61,8 +61,7 @@ impl RetainedLog {
         end: i64,
     ) -> Result<(Vec<RelationEvent>, i64), sqlx::Error> {
         let messages = self.bus.read(&self.topic, after, PAGE).await?;
-        let mut reached = messages.last().map_or(end, |last| last.seq.min(end));
-        let mut events = Vec::new();
+        let (mut reached, mut events) = (end, Vec::new());
         for delivered in messages.into_iter().take_while(|d| d.seq <= end) {
             reached = delivered.seq;
             let decoded = serde_json::from_str::<ChangeEvent>(&delivered.message.payload)

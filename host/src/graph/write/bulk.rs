@@ -430,17 +430,11 @@ pub async fn move_follows(
         let target_private = if to == dest { dest_private } else { account(to).0 };
         let pair =
             PairState { status: new.status, version: new.version, blocked: new.blocked, blocked_back: reverse.blocked };
-        let ids = (UserId::try_from(from), UserId::try_from(to));
-        let decided = match ids {
-            (Ok(from), Ok(to)) => follow_by_host(
-                scope.tenant,
-                (from, to),
-                pair,
-                [state_of(from.get()), state_of(to.get())],
-                target_private,
-            ),
-            _ => Ok(None),
-        };
+        // An id the truth holds is positive; one that is not is a corrupt row, the batch's error.
+        let user = |id: i64| UserId::try_from(id).map_err(|e| sqlx::Error::Decode(Box::new(e)));
+        let states = [state_of(from), state_of(to)];
+        // Refused (a block, an inactive end, the destination itself): no new edge; the old one still ends.
+        let decided = follow_by_host(scope.tenant, (user(from)?, user(to)?), pair, states, target_private);
         if let Ok(Some(status)) = decided {
             let event_type = if status == ACTIVE { EventType::Follow } else { EventType::FollowRequested };
             written.push(format!("('{tenant}', {from}, {to}, {status}, {}, {at}, {at}, 0)", new.version + 1));
