@@ -130,7 +130,7 @@ impl Authenticator {
 }
 
 fn invalid(detail: String) -> ApiError {
-    ApiError::unauthorized("invalid_token", detail)
+    ApiError::InvalidToken(detail)
 }
 
 /// The one answer to a token no key in force verifies — wrong key, algorithm or `kid` alike.
@@ -202,17 +202,14 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let value = parts
-            .headers
-            .get(AUTHORIZATION)
-            .ok_or_else(|| ApiError::unauthorized("missing_token", "send Authorization: Bearer <JWT>"))?;
+        let value = parts.headers.get(AUTHORIZATION).ok_or(ApiError::MissingToken)?;
         let token = value
             .to_str()
             .ok()
             .and_then(|v| v.split_once(' '))
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map(|(_, token)| token.trim())
-            .ok_or_else(|| ApiError::unauthorized("invalid_token", "the Authorization scheme must be Bearer"))?;
+            .ok_or_else(|| ApiError::InvalidToken("the Authorization scheme must be Bearer".to_owned()))?;
         let pinned_version =
             parts.headers.get(PINNED_VERSION_HEADER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
         Ok(Caller { pinned_version, ..state.auth.verify(token)? })

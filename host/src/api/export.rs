@@ -46,9 +46,7 @@ pub async fn export_list(
         "followers" => Listing::Follows(Direction::Followers),
         "blocks" => Listing::Blocks,
         "mutes" => Listing::Mutes,
-        _ => {
-            return Err(ApiError::bad_request("invalid_export", "export one of following, followers, blocks or mutes"))
-        }
+        _ => return Err(ApiError::UnknownExport),
     };
     let content_type = match params.format {
         Format::Csv => "text/csv; charset=utf-8",

@@ -172,8 +172,8 @@ pub fn router(state: AppState) -> Router {
     let router =
         if telemetry::enabled() { router.route_layer(middleware::from_fn(telemetry::trace_requests)) } else { router };
     router
-        .fallback(|| async { ApiError::not_found() })
-        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .fallback(|| async { ApiError::NoSuchRoute })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(catch_panics())
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
@@ -231,7 +231,7 @@ pub fn operations_router() -> Router {
     Router::new()
         .route("/healthz", axum::routing::get(operations::healthz))
         .route("/metrics", axum::routing::get(operations::metrics))
-        .fallback(|| async { ApiError::not_found() })
+        .fallback(|| async { ApiError::NoSuchRoute })
 }
 
 /// Refuses a declared-too-large body up front, as problem+json, before any handler runs. (Bodies of
@@ -240,7 +240,7 @@ async fn refuse_declared_over(State(limit): State<usize>, request: Request, next
     let declared =
         request.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
     match declared {
-        Some(length) if length > limit => ApiError::payload_too_large(limit).into_response(),
+        Some(length) if length > limit => ApiError::PayloadTooLarge(limit).into_response(),
         _ => next.run(request).await,
     }
 }

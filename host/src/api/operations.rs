@@ -4,7 +4,7 @@
 //! listener (`operations_listen`, a port not exposed to users) serves them to anyone who reaches it.
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
@@ -47,8 +47,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     let failing: Vec<String> =
         report.checks.iter().filter(|(_, c)| !c.ok).map(|(name, c)| format!("{name}: {}", c.detail)).collect();
     tracing::warn!(failing = ?failing, "not ready");
-    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "this node is not ready; its log says why")
-        .into_response()
+    ApiError::NotReady.into_response()
 }
 
 /// Metrics in Prometheus text format: requests by route, relay and projection lag, plugin calls, dead

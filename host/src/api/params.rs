@@ -50,7 +50,7 @@ impl<S: Send + Sync> FromRequestParts<S> for UserIdPath {
 }
 
 pub fn parse_user_id(raw: &str) -> Result<UserId, ApiError> {
-    raw.parse().map_err(|e: crate::graph::InvalidUserId| ApiError::bad_request("invalid_user_id", e.to_string()))
+    Ok(raw.parse()?)
 }
 
 /// A comma-separated list of 1 to [`MAX_BATCH`] user ids, duplicates dropped, order kept.
@@ -64,13 +64,10 @@ pub fn parse_user_ids(raw: &str) -> Result<Vec<UserId>, ApiError> {
         }
     }
     if ids.is_empty() {
-        return Err(ApiError::bad_request(
-            "invalid_user_ids",
-            "user_ids must name at least one user, e.g. user_ids=2,3",
-        ));
+        return Err(ApiError::NoUserIds);
     }
     if ids.len() > MAX_BATCH {
-        return Err(ApiError::bad_request("too_many_user_ids", format!("at most {MAX_BATCH} user ids per request")));
+        return Err(ApiError::TooManyUserIds { max: MAX_BATCH });
     }
     Ok(ids)
 }
@@ -91,17 +88,12 @@ impl PageParams {
     pub fn to_request(&self) -> Result<PageRequest, ApiError> {
         let limit = self.limit.unwrap_or(DEFAULT_LIMIT);
         if !(1..=MAX_LIMIT).contains(&limit) {
-            return Err(ApiError::bad_request("invalid_limit", format!("limit must be 1 to {MAX_LIMIT}")));
+            return Err(ApiError::InvalidLimit { max: MAX_LIMIT });
         }
         let position = match (self.cursor.as_deref().filter(|c| !c.is_empty()), self.offset) {
-            (Some(_), Some(_)) => {
-                return Err(ApiError::bad_request("invalid_pagination", "give either cursor or offset, not both"))
-            }
+            (Some(_), Some(_)) => return Err(ApiError::CursorAndOffset),
             (Some(cursor), None) => decode_cursor(cursor)?,
-            (None, Some(offset)) if offset > MAX_OFFSET => {
-                let detail = format!("offset is at most {MAX_OFFSET}; page deeper with the cursor (next_cursor)");
-                return Err(ApiError::bad_request("offset_too_large", detail));
-            }
+            (None, Some(offset)) if offset > MAX_OFFSET => return Err(ApiError::OffsetTooLarge { max: MAX_OFFSET }),
             (None, Some(offset)) => Position::Offset(offset),
             (None, None) => Position::Start,
         };
@@ -115,7 +107,7 @@ pub fn encode_cursor(last: &ListedUser) -> String {
 }
 
 fn decode_cursor(cursor: &str) -> Result<Position, ApiError> {
-    let invalid = || ApiError::bad_request("invalid_cursor", "cursor is not one this server issued");
+    let invalid = || ApiError::InvalidCursor;
     let text = URL_SAFE_NO_PAD.decode(cursor).ok().and_then(|b| String::from_utf8(b).ok()).ok_or_else(invalid)?;
     let mut parts = text.split(':');
     match (parts.next(), parts.next(), parts.next(), parts.next()) {

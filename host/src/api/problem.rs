@@ -4,6 +4,7 @@
 //! switch on `code` without parsing prose, and a database failure never leaks its SQL to the caller.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -11,12 +12,18 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::graph::{Act, WriteError};
+use crate::accounts::StartError;
+use crate::cache::CacheError;
+use crate::graph::{Act, InvalidTenantId, InvalidUserId, WriteError};
 use crate::ops::lag::LagError;
 use crate::ops::metrics::HTTP_PANICS;
+use crate::ops::observability::causes;
 use crate::plugins::{PluginError, RegistryError, SlotError};
+use crate::projection::PluginProjectionError;
 use crate::tenancy::jwt_keys::TenantJwtError;
 use crate::tenancy::keys::TenantKeyError;
+use crate::transfer::import::ImportError;
+use crate::util::str_enum::UnknownName;
 
 /// The body of every error response (also read back by the `strand` CLI).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -35,57 +42,113 @@ pub struct Problem {
     pub detail: String,
 }
 
-/// An error on its way to becoming a problem+json response.
-#[derive(Debug)]
-pub struct ApiError {
-    status: StatusCode,
-    code: Cow<'static, str>,
-    detail: String,
-    retry_after: Option<std::time::Duration>,
+/// Every way a request fails. Handlers return it (`?` converts the modules' own errors); [`ApiError::code`]
+/// and [`ApiError::status`] below are the one place a failure becomes a status and a stable code, and the
+/// variant's message (or, for internals, a fixed sentence) is the problem's `detail`.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    // What the request itself gets wrong (400).
+    #[error(transparent)]
+    InvalidTenant(#[from] InvalidTenantId),
+    #[error(transparent)]
+    InvalidUserId(#[from] InvalidUserId),
+    #[error("user_ids must name at least one user, e.g. user_ids=2,3")]
+    NoUserIds,
+    #[error("at most {max} user ids per request")]
+    TooManyUserIds { max: usize },
+    #[error("limit must be 1 to {max}")]
+    InvalidLimit { max: u32 },
+    #[error("give either cursor or offset, not both")]
+    CursorAndOffset,
+    #[error("offset is at most {max}; page deeper with the cursor (next_cursor)")]
+    OffsetTooLarge { max: u64 },
+    #[error("cursor is not one this server issued")]
+    InvalidCursor,
+    #[error("ids must be 1 to {max} comma-separated integers")]
+    InvalidIds { max: usize },
+    #[error("duration is at most {max_seconds} seconds; omit it for a mute without an end")]
+    MuteTooLong { max_seconds: u64 },
+    #[error("export one of following, followers, blocks or mutes")]
+    UnknownExport,
+    #[error(transparent)]
+    InvalidPluginKind(UnknownName),
+    #[error(transparent)]
+    InvalidImportFormat(UnknownName),
+    #[error("{0}")]
+    InvalidReadable(String),
+    #[error("a version is a canary or a shadow, not both")]
+    CanaryAndShadow,
+    #[error("the body is not the JSON this route takes: {0}")]
+    InvalidJson(#[from] serde_json::Error),
+    #[error("{}", .0.body_text())]
+    Query(#[from] QueryRejection),
+    #[error("{}", .0.body_text())]
+    Body(#[from] JsonRejection),
+    #[error("{}", .0.body_text())]
+    Path(#[from] PathRejection),
+    #[error("request bodies are limited to {0} bytes")]
+    PayloadTooLarge(usize),
+    // Who is asking (401, 403).
+    #[error("send Authorization: Bearer <JWT>")]
+    MissingToken,
+    #[error("{0}")]
+    InvalidToken(String),
+    #[error("send Authorization: Bearer <admin token or tenant key>")]
+    InvalidAdminToken,
+    #[error("the admin API is disabled: set STRAND_ADMIN_TOKEN")]
+    AdminDisabled,
+    /// The credential is valid but does not reach this (a tenant key on another tenant's routes, or on the
+    /// platform admin's).
+    #[error("{0}")]
+    Forbidden(String),
+    // What is not there (404, 405).
+    #[error("no such route; see /openapi.json")]
+    NoSuchRoute,
+    #[error("this route does not take that method")]
+    MethodNotAllowed,
+    #[error("no such account job for this tenant")]
+    NoSuchJob,
+    #[error("no readable space {space:?} of projector {plugin:?} for this tenant")]
+    NoSuchSpace { plugin: String, space: String },
+    // The state of the service (409, 429, 503).
+    #[error("{reason}")]
+    RateLimited { retry_after: Option<Duration>, reason: String },
+    #[error("rate limiting is failing and this tenant fails closed; retry later")]
+    RateLimiterUnavailable,
+    #[error("this node is not ready; its log says why")]
+    NotReady,
+    #[error("projector {plugin:?} version {version} is being built for this tenant: {progress}")]
+    ProjectionBuilding { plugin: String, version: i64, progress: String },
+    #[error(transparent)]
+    NeedsHistory(PluginProjectionError),
+    /// A panic while handling a request (a bug, never expected), logged by [`ApiError::panicked`].
+    #[error("the server failed on this request; it is logged")]
+    Panicked,
+    // The modules' own errors, each mapped below.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(transparent)]
+    Job(#[from] StartError),
+    #[error(transparent)]
+    Import(#[from] ImportError),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Lag(#[from] LagError),
+    #[error(transparent)]
+    TenantKey(#[from] TenantKeyError),
+    #[error(transparent)]
+    TenantJwt(#[from] TenantJwtError),
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
-        Self { status, code: Cow::Borrowed(code), detail: detail.into(), retry_after: None }
-    }
-
-    /// Over a rate limit: 429, with `Retry-After` (whole seconds, rounded up) when known.
-    pub fn rate_limited(retry_after: Option<std::time::Duration>, reason: String) -> Self {
-        Self { retry_after, ..Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", reason) }
-    }
-
-    /// Tells the client when to try again (`Retry-After`).
-    pub fn with_retry_after(self, wait: std::time::Duration) -> Self {
-        Self { retry_after: Some(wait), ..self }
-    }
-
-    pub fn bad_request(code: &'static str, detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, code, detail)
-    }
-
-    pub fn unauthorized(code: &'static str, detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, code, detail)
-    }
-
-    pub fn not_found() -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", "no such route; see /openapi.json")
-    }
-
-    pub fn method_not_allowed() -> Self {
-        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
-    }
-
-    pub fn payload_too_large(limit: usize) -> Self {
-        Self::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("request bodies are limited to {limit} bytes"),
-        )
-    }
-
-    /// A panic while handling a request (a bug, never expected): logged here with its message; the
-    /// caller gets a 500 problem and the process serves on (`CatchPanicLayer`; no lock the handler held
-    /// stays poisoned for others: shared state recovers from poisoning or never panics under its lock).
+    /// A panic while handling a request: logged here with its message; the caller gets a 500 problem and
+    /// the process serves on (`CatchPanicLayer`; no lock the handler held stays poisoned for others: shared
+    /// state recovers from poisoning or never panics under its lock).
     pub fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Self {
         let message = panic
             .downcast_ref::<String>()
@@ -94,236 +157,244 @@ impl ApiError {
             .unwrap_or("a panic without a message");
         tracing::error!(panic = message, "a request handler panicked");
         metrics::counter!(HTTP_PANICS.name).increment(1);
-        Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal_error",
-            "the server failed on this request; it is logged",
-        )
+        Self::Panicked
     }
 
-    /// A database failure: logged here with its cause, reported to the caller without internals.
-    pub fn database(error: &sqlx::Error) -> Self {
-        tracing::error!(error = %error, "database request failed");
-        let unavailable = matches!(
-            error,
-            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_)
-        );
-        if unavailable {
-            Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "database_unavailable",
-                "the database cannot be reached; retry later",
-            )
-        } else {
-            Self::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "database_error",
-                "the database refused the operation; nothing was written",
-            )
-        }
+    /// The stable, machine-readable reason a client switches on.
+    pub fn code(&self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
+            Self::InvalidTenant(_) => "invalid_tenant",
+            Self::InvalidUserId(_) => "invalid_user_id",
+            Self::NoUserIds => "invalid_user_ids",
+            Self::TooManyUserIds { .. } => "too_many_user_ids",
+            Self::InvalidLimit { .. } => "invalid_limit",
+            Self::CursorAndOffset => "invalid_pagination",
+            Self::OffsetTooLarge { .. } => "offset_too_large",
+            Self::InvalidCursor => "invalid_cursor",
+            Self::InvalidIds { .. } => "invalid_ids",
+            Self::MuteTooLong { .. } => "invalid_duration",
+            Self::UnknownExport => "invalid_export",
+            Self::InvalidPluginKind(_) => "invalid_plugin_kind",
+            Self::InvalidImportFormat(_) => "invalid_import",
+            Self::InvalidReadable(_) => "invalid_readable",
+            Self::CanaryAndShadow => "invalid_rollout",
+            Self::InvalidJson(_) | Self::Body(_) => "invalid_body",
+            Self::Query(_) => "invalid_query",
+            Self::Path(_) => "invalid_path",
+            Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::MissingToken => "missing_token",
+            Self::InvalidToken(_) => "invalid_token",
+            Self::InvalidAdminToken => "invalid_admin_token",
+            Self::AdminDisabled => "admin_disabled",
+            Self::Forbidden(_) => "forbidden",
+            Self::NoSuchRoute | Self::NoSuchJob | Self::NoSuchSpace { .. } => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::RateLimiterUnavailable => "rate_limiter_unavailable",
+            Self::NotReady => "not_ready",
+            Self::ProjectionBuilding { .. } => "projection_building",
+            Self::NeedsHistory(_) => "needs_history",
+            Self::Panicked => "internal_error",
+            Self::Write(error) => return write_code(error),
+            Self::Job(error) => match error {
+                StartError::Busy(_) => "job_running",
+                StartError::TooMany(_) => "too_many_jobs",
+                StartError::Refused(_) => "account_state",
+                StartError::Database(e) => database_code(e),
+            },
+            Self::Import(error) => match error {
+                ImportError::Invalid { .. } | ImportError::Read(_) => "invalid_import",
+                ImportError::Running => "import_running",
+                ImportError::Lost => "import_stalled",
+                ImportError::Write(e) => return write_code(e),
+                ImportError::Database(e) => database_code(e),
+            },
+            Self::Registry(error) => match error {
+                RegistryError::Slot(SlotError::InvalidName(_)) => "invalid_plugin_name",
+                RegistryError::Slot(SlotError::ReservedName(_)) => "reserved_plugin_name",
+                RegistryError::LimitRefused(_) => "limit_too_high",
+                RegistryError::InvalidRollout(_) => "invalid_rollout",
+                RegistryError::InvalidReadable(_) => "invalid_readable",
+                RegistryError::HistoryNotAProjector(_) => "invalid_history",
+                RegistryError::NoSuchVersion { .. }
+                | RegistryError::NotDeployed { .. }
+                | RegistryError::NoRollout { .. } => "plugin_not_found",
+                RegistryError::Database(e) => database_code(e),
+                RegistryError::TooManyProjectors { .. } => "too_many_projectors",
+                RegistryError::CompileTooSlow(_) => "compile_too_slow",
+                RegistryError::Rejected(PluginError::NotAComponent(_)) => "invalid_component",
+                RegistryError::Rejected(PluginError::WrongWorld { .. }) => "wrong_world",
+                RegistryError::Rejected(PluginError::Host { .. }) => "plugin_host_error",
+                RegistryError::Rejected(_) => "conformance_failed",
+            },
+            Self::Lag(LagError::Database(e)) => database_code(e),
+            Self::Lag(_) => "lag_unavailable",
+            Self::TenantKey(error) => match error {
+                TenantKeyError::InvalidName(_) => "invalid_key_name",
+                TenantKeyError::Exists { .. } => "key_exists",
+                TenantKeyError::NotFound { .. } => "key_not_found",
+                TenantKeyError::Randomness(_) => "internal_error",
+                TenantKeyError::Database(e) => database_code(e),
+            },
+            Self::TenantJwt(error) => match error {
+                TenantJwtError::InvalidKid(_) => "invalid_kid",
+                TenantJwtError::InvalidKey(_) => "invalid_jwt_key",
+                TenantJwtError::TooMany(_) => "too_many_jwt_keys",
+                TenantJwtError::NotFound { .. } => "jwt_key_not_found",
+                TenantJwtError::Database(e) => database_code(e),
+            },
+            Self::Cache(_) => "cache_unavailable",
+            Self::Database(e) => database_code(e),
+        })
     }
 
+    /// The HTTP status of [`ApiError::code`].
     pub fn status(&self) -> StatusCode {
-        self.status
+        match &*self.code() {
+            code if code.starts_with("policy.") => StatusCode::FORBIDDEN,
+            "self_follow" | "self_relation" | "compile_too_slow" | "invalid_component" | "wrong_world"
+            | "conformance_failed" => StatusCode::UNPROCESSABLE_ENTITY,
+            "missing_token" | "invalid_token" | "invalid_admin_token" => StatusCode::UNAUTHORIZED,
+            "forbidden" | "admin_disabled" | "blocked" | "account_suspended" => StatusCode::FORBIDDEN,
+            "not_found" | "plugin_not_found" | "key_not_found" | "jwt_key_not_found" => StatusCode::NOT_FOUND,
+            "method_not_allowed" => StatusCode::METHOD_NOT_ALLOWED,
+            "account_deleted" => StatusCode::GONE,
+            "payload_too_large" => StatusCode::PAYLOAD_TOO_LARGE,
+            "write_contended"
+            | "job_running"
+            | "account_state"
+            | "import_running"
+            | "import_stalled"
+            | "needs_history"
+            | "too_many_projectors"
+            | "key_exists"
+            | "too_many_jwt_keys" => StatusCode::CONFLICT,
+            "rate_limited" | "too_many_jobs" => StatusCode::TOO_MANY_REQUESTS,
+            "rate_limiter_unavailable"
+            | "relation_policy_unavailable"
+            | "not_ready"
+            | "projection_building"
+            | "lag_unavailable"
+            | "cache_unavailable"
+            | "database_unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+            "internal_error" | "plugin_host_error" | "database_error" => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
+        }
     }
 
-    /// What went wrong, as the caller reads it (and the audit log records it).
-    pub fn detail(&self) -> &str {
-        &self.detail
-    }
-
-    /// 403: the credential is valid but does not reach this (a tenant key on another tenant's routes, or
-    /// on the platform admin's).
-    pub fn forbidden(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "forbidden", detail)
-    }
-
-    pub fn code(&self) -> &str {
-        &self.code
-    }
-}
-
-impl From<WriteError> for ApiError {
-    fn from(error: WriteError) -> Self {
-        match error {
-            WriteError::SelfRelation(Act::Follow | Act::Unfollow) => {
-                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "self_follow", error.to_string())
+    /// What went wrong, as the caller reads it (and the audit log records it): the message, but never a
+    /// database's or a cache's internals.
+    pub fn detail(&self) -> String {
+        match self.database_error() {
+            Some(error) if database_code(error) == "database_unavailable" => {
+                "the database cannot be reached; retry later".to_owned()
             }
-            WriteError::SelfRelation(_) => {
-                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "self_relation", error.to_string())
+            Some(_) => "the database refused the operation; nothing was written".to_owned(),
+            None => match self {
+                Self::Cache(_) => "the cache does not answer; try again".to_owned(),
+                Self::Write(WriteError::PolicyUnavailable) => {
+                    "the relation policy is failing and this tenant fails closed; retry later".to_owned()
+                }
+                Self::Write(WriteError::Refused { reason, .. }) => reason.clone(),
+                // The body's own error (too large, cut off) is the caller's to read.
+                Self::Import(error @ (ImportError::Invalid { .. } | ImportError::Read(_))) => causes(error),
+                _ => self.to_string(),
+            },
+        }
+    }
+
+    /// When to try again (`Retry-After`), where the server knows.
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::RateLimited { retry_after, .. } => *retry_after,
+            Self::ProjectionBuilding { .. } => Some(Duration::from_secs(1)),
+            _ => None,
+        }
+    }
+
+    /// The database failure under this error, if any: logged with its cause, never shown.
+    fn database_error(&self) -> Option<&sqlx::Error> {
+        match self {
+            Self::Database(e)
+            | Self::Write(WriteError::Database(e))
+            | Self::Job(StartError::Database(e))
+            | Self::Import(ImportError::Database(e) | ImportError::Write(WriteError::Database(e)))
+            | Self::Registry(RegistryError::Database(e))
+            | Self::Lag(LagError::Database(e))
+            | Self::TenantKey(TenantKeyError::Database(e))
+            | Self::TenantJwt(TenantJwtError::Database(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Logs what the caller is not told: the server's own failures, with their causes.
+    fn log(&self) {
+        if let Some(error) = self.database_error() {
+            tracing::error!(error = %error, "database request failed");
+            return;
+        }
+        match self {
+            Self::Cache(error) => tracing::error!(error = %causes(error), "the cache failed"),
+            Self::Lag(error) => tracing::warn!(error = %error, "cannot measure the pipeline lag"),
+            Self::Registry(RegistryError::Rejected(host @ PluginError::Host { .. })) => {
+                tracing::error!(error = %causes(host), "plugin host failure during a deploy")
             }
-            WriteError::Blocked => Self::new(StatusCode::FORBIDDEN, "blocked", error.to_string()),
-            WriteError::AccountDeleted => Self::new(StatusCode::GONE, "account_deleted", error.to_string()),
-            WriteError::AccountSuspended => Self::new(StatusCode::FORBIDDEN, "account_suspended", error.to_string()),
-            // The policy's own code, in its namespace: it can never pass for one of the host's.
-            WriteError::Refused { code, reason } => {
-                Self { code: Cow::Owned(format!("policy.{code}")), ..Self::new(StatusCode::FORBIDDEN, "", reason) }
+            Self::TenantKey(error @ TenantKeyError::Randomness(_)) => {
+                tracing::error!(error = %error, "cannot issue a tenant key")
             }
-            WriteError::PolicyUnavailable => Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "relation_policy_unavailable",
-                "the relation policy is failing and this tenant fails closed; retry later",
-            ),
-            WriteError::Contended => Self::new(StatusCode::CONFLICT, "write_contended", error.to_string()),
-            WriteError::Database(e) => Self::database(&e),
+            _ => {}
         }
     }
 }
 
-impl From<crate::accounts::StartError> for ApiError {
-    fn from(error: crate::accounts::StartError) -> Self {
-        use crate::accounts::StartError;
-        match error {
-            StartError::Busy(_) => Self::new(StatusCode::CONFLICT, "job_running", error.to_string()),
-            StartError::TooMany(_) => Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_jobs", error.to_string()),
-            StartError::Refused(why) => Self::new(StatusCode::CONFLICT, "account_state", why),
-            StartError::Database(e) => Self::database(&e),
+/// A refused write's code: the relation rule it broke, or the policy's own code in its namespace (it can
+/// never pass for one of the host's).
+fn write_code(error: &WriteError) -> Cow<'static, str> {
+    Cow::Borrowed(match error {
+        WriteError::SelfRelation(Act::Follow | Act::Unfollow) => "self_follow",
+        WriteError::SelfRelation(_) => "self_relation",
+        WriteError::Blocked => "blocked",
+        WriteError::AccountDeleted => "account_deleted",
+        WriteError::AccountSuspended => "account_suspended",
+        WriteError::Refused { code, .. } => return Cow::Owned(format!("policy.{code}")),
+        WriteError::PolicyUnavailable => "relation_policy_unavailable",
+        WriteError::Contended => "write_contended",
+        WriteError::Database(e) => database_code(e),
+    })
+}
+
+/// A database failure is the server's (500) unless the database cannot be reached (503: retry).
+fn database_code(error: &sqlx::Error) -> &'static str {
+    match error {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => {
+            "database_unavailable"
         }
-    }
-}
-
-impl From<crate::transfer::import::ImportError> for ApiError {
-    fn from(error: crate::transfer::import::ImportError) -> Self {
-        use crate::transfer::import::ImportError;
-        match error {
-            // The body's own error (too large, cut off) is the caller's to read.
-            ImportError::Invalid { .. } | ImportError::Read(_) => {
-                Self::bad_request("invalid_import", crate::ops::observability::causes(&error))
-            }
-            ImportError::Running => Self::new(StatusCode::CONFLICT, "import_running", error.to_string()),
-            ImportError::Lost => Self::new(StatusCode::CONFLICT, "import_stalled", error.to_string()),
-            ImportError::Write(e) => e.into(),
-            ImportError::Database(e) => Self::database(&e),
-        }
-    }
-}
-
-impl From<sqlx::Error> for ApiError {
-    fn from(error: sqlx::Error) -> Self {
-        Self::database(&error)
-    }
-}
-
-impl From<QueryRejection> for ApiError {
-    fn from(rejection: QueryRejection) -> Self {
-        Self::bad_request("invalid_query", rejection.body_text())
-    }
-}
-
-impl From<JsonRejection> for ApiError {
-    fn from(rejection: JsonRejection) -> Self {
-        Self::bad_request("invalid_body", rejection.body_text())
-    }
-}
-
-impl From<crate::cache::CacheError> for ApiError {
-    fn from(error: crate::cache::CacheError) -> Self {
-        tracing::error!(error = %crate::ops::observability::causes(&error), "the cache failed");
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "cache_unavailable", "the cache does not answer; try again")
-    }
-}
-
-impl From<PathRejection> for ApiError {
-    fn from(rejection: PathRejection) -> Self {
-        Self::bad_request("invalid_path", rejection.body_text())
+        _ => "database_error",
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        self.log();
+        let status = self.status();
+        let code = self.code();
         let problem = Problem {
-            problem_type: format!("urn:strand:problem:{}", self.code),
-            title: Cow::Borrowed(self.status.canonical_reason().unwrap_or("Error")),
-            status: self.status.as_u16(),
-            code: self.code,
-            detail: self.detail,
+            problem_type: format!("urn:strand:problem:{code}"),
+            title: Cow::Borrowed(status.canonical_reason().unwrap_or("Error")),
+            status: status.as_u16(),
+            code,
+            detail: self.detail(),
         };
-        let mut response = (self.status, axum::Json(problem)).into_response();
+        let mut response = (status, axum::Json(problem)).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
-        if let Some(wait) = self.retry_after {
+        if let Some(wait) = self.retry_after() {
             let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
             headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
         }
-        if self.status == StatusCode::UNAUTHORIZED {
+        if status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
-    }
-}
-
-impl From<RegistryError> for ApiError {
-    fn from(error: RegistryError) -> Self {
-        let detail = error.to_string();
-        match error {
-            RegistryError::Slot(SlotError::InvalidName(_)) => ApiError::bad_request("invalid_plugin_name", detail),
-            RegistryError::Slot(SlotError::ReservedName(_)) => ApiError::bad_request("reserved_plugin_name", detail),
-            RegistryError::LimitRefused(_) => ApiError::bad_request("limit_too_high", detail),
-            RegistryError::InvalidRollout(_) => ApiError::bad_request("invalid_rollout", detail),
-            RegistryError::InvalidReadable(_) => ApiError::bad_request("invalid_readable", detail),
-            RegistryError::HistoryNotAProjector(_) => ApiError::bad_request("invalid_history", detail),
-            RegistryError::NoSuchVersion { .. }
-            | RegistryError::NotDeployed { .. }
-            | RegistryError::NoRollout { .. } => ApiError::new(StatusCode::NOT_FOUND, "plugin_not_found", detail),
-            RegistryError::Database(e) => ApiError::database(&e),
-            RegistryError::TooManyProjectors { .. } => {
-                ApiError::new(StatusCode::CONFLICT, "too_many_projectors", detail)
-            }
-            RegistryError::CompileTooSlow(_) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "compile_too_slow", detail)
-            }
-            RegistryError::Rejected(PluginError::NotAComponent(_)) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_component", detail)
-            }
-            RegistryError::Rejected(PluginError::WrongWorld { .. }) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "wrong_world", detail)
-            }
-            RegistryError::Rejected(host @ PluginError::Host { .. }) => {
-                tracing::error!(error = %crate::ops::observability::causes(&host), "plugin host failure during a deploy");
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "plugin_host_error", detail)
-            }
-            RegistryError::Rejected(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "conformance_failed", detail),
-        }
-    }
-}
-
-impl From<LagError> for ApiError {
-    fn from(error: LagError) -> Self {
-        match error {
-            LagError::Database(e) => ApiError::database(&e),
-            other => {
-                tracing::warn!(error = %other, "cannot measure the pipeline lag");
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "lag_unavailable", other.to_string())
-            }
-        }
-    }
-}
-
-impl From<TenantKeyError> for ApiError {
-    fn from(error: TenantKeyError) -> Self {
-        let detail = error.to_string();
-        match error {
-            TenantKeyError::InvalidName(_) => ApiError::bad_request("invalid_key_name", detail),
-            TenantKeyError::Exists { .. } => ApiError::new(StatusCode::CONFLICT, "key_exists", detail),
-            TenantKeyError::NotFound { .. } => ApiError::new(StatusCode::NOT_FOUND, "key_not_found", detail),
-            TenantKeyError::Randomness(_) => {
-                tracing::error!(error = %detail, "cannot issue a tenant key");
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", detail)
-            }
-            TenantKeyError::Database(e) => ApiError::database(&e),
-        }
-    }
-}
-
-impl From<TenantJwtError> for ApiError {
-    fn from(error: TenantJwtError) -> Self {
-        let detail = error.to_string();
-        match error {
-            TenantJwtError::InvalidKid(_) => ApiError::bad_request("invalid_kid", detail),
-            TenantJwtError::InvalidKey(_) => ApiError::bad_request("invalid_jwt_key", detail),
-            TenantJwtError::TooMany(_) => ApiError::new(StatusCode::CONFLICT, "too_many_jwt_keys", detail),
-            TenantJwtError::NotFound { .. } => ApiError::new(StatusCode::NOT_FOUND, "jwt_key_not_found", detail),
-            TenantJwtError::Database(e) => ApiError::database(&e),
-        }
     }
 }

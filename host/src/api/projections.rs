@@ -4,7 +4,6 @@
 //! partial answer; undeclared spaces and projectors the tenant does not have are `404 not_found`.
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -69,10 +68,7 @@ pub async fn read(
     ApiPath(path): ApiPath<ProjectionPath>,
     ApiQuery(page): ApiQuery<PageParams>,
 ) -> Result<Json<ProjectionRead>, ApiError> {
-    let not_found = || {
-        let detail = format!("no readable space {:?} of projector {:?} for this tenant", path.space, path.plugin);
-        ApiError::new(StatusCode::NOT_FOUND, "not_found", detail)
-    };
+    let not_found = || ApiError::NoSuchSpace { plugin: path.plugin.clone(), space: path.space.clone() };
     let plugin = state.plugins.active(&caller.tenant, PluginKind::Projector, &path.plugin).ok_or_else(not_found)?;
     let shape = plugin.readable.iter().find(|r| r.space == path.space).ok_or_else(not_found)?.shape;
     let ids = parse_ids(&path.ids)?;
@@ -101,9 +97,7 @@ async fn sorted_set_page(state: &AppState, key: &str, page: &PageParams) -> Resu
     let after = page.cursor.as_deref().filter(|c| !c.is_empty()).map(decode_cursor).transpose()?;
     let cursor_member;
     let from = match (after, request.position) {
-        (Some(_), Position::Offset(_)) => {
-            return Err(ApiError::bad_request("invalid_pagination", "give either cursor or offset, not both"))
-        }
+        (Some(_), Position::Offset(_)) => return Err(ApiError::CursorAndOffset),
         (Some((score, id)), _) => {
             cursor_member = member(id);
             PageStart::After(score, &cursor_member)
@@ -128,8 +122,7 @@ async fn sorted_set_page(state: &AppState, key: &str, page: &PageParams) -> Resu
 
 /// The key's ids: 1 to [`MAX_IDS`] integers.
 fn parse_ids(raw: &str) -> Result<Vec<i64>, ApiError> {
-    let invalid =
-        || ApiError::bad_request("invalid_ids", format!("ids must be 1 to {MAX_IDS} comma-separated integers"));
+    let invalid = || ApiError::InvalidIds { max: MAX_IDS };
     let ids =
         raw.split(',').map(|id| id.trim().parse::<i64>()).collect::<Result<Vec<_>, _>>().map_err(|_| invalid())?;
     if ids.is_empty() || ids.len() > MAX_IDS {
@@ -143,7 +136,7 @@ fn encode_cursor(last: &ScoredMember) -> String {
 }
 
 fn decode_cursor(cursor: &str) -> Result<(f64, i64), ApiError> {
-    let invalid = || ApiError::bad_request("invalid_cursor", "cursor is not one this server issued");
+    let invalid = || ApiError::InvalidCursor;
     let text = URL_SAFE_NO_PAD.decode(cursor).ok().and_then(|b| String::from_utf8(b).ok()).ok_or_else(invalid)?;
     let mut parts = text.split(':');
     match (parts.next(), parts.next(), parts.next(), parts.next()) {
@@ -172,9 +165,7 @@ async fn building(state: &AppState, caller: &Caller, plugin: &str, version: i64)
             "progress unknown (the database did not answer)".to_owned()
         }
     };
-    let detail = format!("projector {plugin:?} version {version} is being built for this tenant: {progress}");
-    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "projection_building", detail)
-        .with_retry_after(std::time::Duration::from_secs(1))
+    ApiError::ProjectionBuilding { plugin: plugin.to_owned(), version, progress }
 }
 
 #[cfg(test)]

@@ -136,15 +136,10 @@ pub async fn mute(
     UserIdPath(target): UserIdPath,
     body: Bytes,
 ) -> Result<Json<RelationWriteResponse>, ApiError> {
-    let request: MuteRequest = if body.is_empty() {
-        MuteRequest::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?
-    };
+    let request: MuteRequest = if body.is_empty() { MuteRequest::default() } else { serde_json::from_slice(&body)? };
     let seconds = request.duration.filter(|&s| s > 0);
     if seconds.is_some_and(|s| s > MAX_MUTE_SECONDS) {
-        let detail = format!("duration is at most {MAX_MUTE_SECONDS} seconds; omit it for a mute without an end");
-        return Err(ApiError::bad_request("invalid_duration", detail));
+        return Err(ApiError::MuteTooLong { max_seconds: MAX_MUTE_SECONDS });
     }
     let expires_at_ms = seconds.map(|s| now_ms() + (s as i64) * 1000);
     let act = Act::Mute { expires_at_ms, notifications: request.notifications.unwrap_or(true) };

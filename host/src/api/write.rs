@@ -2,7 +2,6 @@
 //! write passes it), then commit — a follow under the tenant's relation
 //! policy. Inside a traced request the rate limiter's check and the transaction are spans of its trace.
 
-use axum::http::StatusCode;
 use tracing::Instrument;
 
 use super::auth::Caller;
@@ -60,11 +59,7 @@ pub async fn rate_limit(state: &AppState, caller: &Caller, write: WriteKind, tar
     let checking = telemetry::inner_span(|| tracing::info_span!(target: TARGET, "ratelimit.check", ?write));
     match state.rate_limiting.check(&intent).instrument(checking).await {
         Verdict::Allowed => Ok(()),
-        Verdict::Limited { retry_after, reason } => Err(ApiError::rate_limited(retry_after, reason)),
-        Verdict::Unavailable => Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "rate_limiter_unavailable",
-            "rate limiting is failing and this tenant fails closed; retry later",
-        )),
+        Verdict::Limited { retry_after, reason } => Err(ApiError::RateLimited { retry_after, reason }),
+        Verdict::Unavailable => Err(ApiError::RateLimiterUnavailable),
     }
 }

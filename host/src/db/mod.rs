@@ -41,6 +41,12 @@ pub enum DatabaseError {
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
 
+/// The SQL for a MySQL user lock's name (bound as `?`) scoped to the connection's database: the server's
+/// user locks are server-wide, so two deployments (or tests) on databases of one server would otherwise
+/// share a relay's leadership and wait on each other's migrations. The database's name is hashed to keep
+/// within the server's 64 characters.
+pub const LOCK_OF_THIS_DATABASE: &str = "CONCAT(?, '.', MD5(DATABASE()))";
+
 /// Pools for reading and writing the database of record (the same pool on MySQL).
 #[derive(Debug, Clone)]
 pub struct Database {
@@ -101,17 +107,21 @@ impl Database {
         Ok(database)
     }
 
-    /// Migrates under a server-wide lock on one connection: every process of a deployment migrates at
+    /// Migrates under a lock of this database on one connection: every process of a deployment migrates at
     /// start, and on a fresh database those starting together would otherwise race (seen: a duplicate key
     /// in `_sqlx_migrations`, and the process exits).
     async fn migrate_mysql(&self) -> Result<(), DatabaseError> {
         let mut conn = self.write.acquire().await.map_err(DatabaseError::Connect)?;
-        sqlx::query("SELECT GET_LOCK('strand-migrations', 300)")
+        sqlx::query(&format!("SELECT GET_LOCK({LOCK_OF_THIS_DATABASE}, 300)"))
+            .bind("strand-migrations")
             .execute(&mut *conn)
             .await
             .map_err(DatabaseError::Connect)?;
         let migrated = MYSQL_MIGRATIONS.run(&mut *conn).await;
-        let released = sqlx::query("SELECT RELEASE_LOCK('strand-migrations')").execute(&mut *conn).await;
+        let released = sqlx::query(&format!("SELECT RELEASE_LOCK({LOCK_OF_THIS_DATABASE})"))
+            .bind("strand-migrations")
+            .execute(&mut *conn)
+            .await;
         migrated?;
         released.map_err(DatabaseError::Connect)?;
         Ok(())

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqlx::{Acquire, AnyConnection, Connection};
 
-use crate::db::Database;
+use crate::db::{Database, LOCK_OF_THIS_DATABASE};
 use crate::ops::metrics::RELAY_ACTIVE;
 
 /// How long the leader's lock check may take before the link is taken for lost (a busy server can take
@@ -25,8 +25,10 @@ impl Leadership {
     pub async fn try_acquire(db: &Database, name: &str) -> Result<Option<Self>, sqlx::Error> {
         // A connection of its own, outside the pool: the lock lives exactly as long as it does.
         let mut conn = db.writer().acquire().await?.detach();
-        let got: Option<i64> =
-            sqlx::query_scalar("SELECT GET_LOCK(?, 0)").bind(name).fetch_one(conn.acquire().await?).await?;
+        let got: Option<i64> = sqlx::query_scalar(&format!("SELECT GET_LOCK({LOCK_OF_THIS_DATABASE}, 0)"))
+            .bind(name)
+            .fetch_one(conn.acquire().await?)
+            .await?;
         if got == Some(1) {
             Ok(Some(Self { conn, name: name.to_owned() }))
         } else {
@@ -38,9 +40,8 @@ impl Leadership {
     /// Whether this connection still holds the lock (false after a lost connection or a server restart,
     /// and when the server does not answer within `ATTEMPT`: a silent link is taken for lost).
     pub async fn still_held(&mut self) -> bool {
-        let owner = sqlx::query_scalar::<_, Option<i64>>("SELECT IS_USED_LOCK(?) = CONNECTION_ID()")
-            .bind(&self.name)
-            .fetch_one(&mut self.conn);
+        let sql = format!("SELECT IS_USED_LOCK({LOCK_OF_THIS_DATABASE}) = CONNECTION_ID()");
+        let owner = sqlx::query_scalar::<_, Option<i64>>(&sql).bind(&self.name).fetch_one(&mut self.conn);
         matches!(tokio::time::timeout(ATTEMPT, owner).await, Ok(Ok(Some(1))))
     }
 
@@ -89,5 +90,6 @@ pub enum Lead {
     Taken,
 }
 
-/// The `GET_LOCK` name every relay of a database competes for, whatever its mode.
+/// The `GET_LOCK` name every relay of a database competes for, whatever its mode (scoped to the database
+/// by [`LOCK_OF_THIS_DATABASE`]).
 pub const RELAY_LOCK: &str = "strand-relay";

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strand::bus::{EmbeddedBus, Publisher, Topology};
-use strand::db::Database;
+use strand::db::{Database, LOCK_OF_THIS_DATABASE};
 use strand::graph::{self, UserId};
 use strand::plugins::{PluginRegistry, PluginRuntime};
 use strand::relay::{BinlogPosition, Checkpoint, Leadership, Outlet, PollRelay, RELAY_LOCK};
@@ -12,12 +12,17 @@ use strand_test_support::{wait_until, Backend};
 use tokio::sync::oneshot;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_lock_has_one_holder_and_is_freed_when_its_connection_dies() {
+async fn the_lock_has_one_holder_per_database_and_is_freed_when_its_connection_dies() {
     let database = Backend::MariaDb.fresh_database().await.unwrap();
     let db = Database::open(&database.url, 8).await.unwrap();
     let name = format!("leader-test-{}", std::process::id());
     let first = Leadership::try_acquire(&db, &name).await.unwrap().expect("a free lock");
     assert!(Leadership::try_acquire(&db, &name).await.unwrap().is_none(), "one holder at a time");
+    // Another database of the same server (another deployment, or a cell) has a leader of its own: the
+    // server's user locks are server-wide, the relay's is not.
+    let neighbour = Backend::MariaDb.fresh_database().await.unwrap();
+    let neighbour = Database::open(&neighbour.url, 2).await.unwrap();
+    assert!(Leadership::try_acquire(&neighbour, &name).await.unwrap().is_some(), "a lock per database");
     drop(first); // as a crashed leader's connection closes
     let db2 = db.clone();
     let taken = || {
@@ -89,7 +94,7 @@ async fn a_poll_relay_that_loses_and_retakes_the_lock_forgets_a_binlog_checkpoin
         let _stop_or_drop = stopped.await;
     }));
     let holder = || async {
-        sqlx::query_scalar::<_, Option<i64>>("SELECT IS_USED_LOCK(?)")
+        sqlx::query_scalar::<_, Option<i64>>(&format!("SELECT IS_USED_LOCK({LOCK_OF_THIS_DATABASE})"))
             .bind(RELAY_LOCK)
             .fetch_one(db.reader())
             .await

@@ -132,5 +132,5 @@ pub async fn job(
     Path(path): Path<JobPath>,
 ) -> Result<axum::Json<Job>, ApiError> {
     let tenant = operator.reach(&path.tenant)?;
-    accounts::get(&state.db, &tenant, path.id).await?.map(axum::Json).ok_or_else(ApiError::not_found)
+    accounts::get(&state.db, &tenant, path.id).await?.map(axum::Json).ok_or(ApiError::NoSuchJob)
 }

@@ -54,6 +54,6 @@ pub(super) async fn audited<T>(
         outcome,
         detail,
     };
-    audit::record(&state.db, record).await.map_err(|e| ApiError::database(&e))?;
+    audit::record(&state.db, record).await?;
     result
 }

@@ -45,15 +45,14 @@ pub struct SlotPath {
 }
 
 fn tenant(raw: &str) -> Result<TenantId, ApiError> {
-    raw.parse().map_err(|e: crate::graph::InvalidTenantId| ApiError::bad_request("invalid_tenant", e.to_string()))
+    Ok(raw.parse()?)
 }
 
 impl SlotPath {
     /// The slot, if `operator` reaches its tenant.
     fn slot(&self, operator: &Operator) -> Result<PluginSlot, ApiError> {
         let tenant = operator.reach(&self.tenant)?;
-        let kind = PluginKind::from_str(&self.kind)
-            .map_err(|e| ApiError::bad_request("invalid_plugin_kind", e.to_string()))?;
+        let kind = PluginKind::from_str(&self.kind).map_err(ApiError::InvalidPluginKind)?;
         Ok(PluginSlot::new(tenant, kind, &self.name).map_err(RegistryError::from)?)
     }
 }

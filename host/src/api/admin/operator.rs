@@ -3,7 +3,6 @@
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use axum::http::StatusCode;
 
 use super::*;
 use crate::api::problem::ApiError;
@@ -40,7 +39,7 @@ impl Operator {
     /// looked at (so a key learns nothing of other tenants, not even whether their ids are valid).
     pub(super) fn reach(&self, raw: &str) -> Result<TenantId, ApiError> {
         match self.own_tenant() {
-            Some(own) if own.as_str() != raw => Err(ApiError::forbidden(format!("this key reaches only tenant {own}"))),
+            Some(own) if own.as_str() != raw => Err(ApiError::Forbidden(format!("this key reaches only tenant {own}"))),
             _ => tenant(raw),
         }
     }
@@ -49,7 +48,9 @@ impl Operator {
     pub(in crate::api) fn admin_only(&self) -> Result<(), ApiError> {
         match self {
             Operator::Admin => Ok(()),
-            Operator::TenantKey { .. } => Err(ApiError::forbidden("only the platform admin's token reaches this")),
+            Operator::TenantKey { .. } => {
+                Err(ApiError::Forbidden("only the platform admin's token reaches this".to_owned()))
+            }
         }
     }
 }
@@ -59,14 +60,9 @@ impl FromRequestParts<AppState> for Operator {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let Some(expected) = &state.admin_token else {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "admin_disabled",
-                "the admin API is disabled: set STRAND_ADMIN_TOKEN",
-            ));
+            return Err(ApiError::AdminDisabled);
         };
-        let refused =
-            || ApiError::unauthorized("invalid_admin_token", "send Authorization: Bearer <admin token or tenant key>");
+        let refused = || ApiError::InvalidAdminToken;
         // No credential is never compared to anything: an empty token cannot match (nor be configured).
         let presented = parts
             .headers
@@ -79,9 +75,7 @@ impl FromRequestParts<AppState> for Operator {
             return Ok(Operator::Admin);
         }
         if presented.starts_with(keys::KEY_PREFIX) {
-            if let Some((tenant, name)) =
-                keys::authenticate(&state.db, presented).await.map_err(|e| ApiError::database(&e))?
-            {
+            if let Some((tenant, name)) = keys::authenticate(&state.db, presented).await? {
                 return Ok(Operator::TenantKey { tenant, name });
             }
         }

@@ -51,8 +51,7 @@ pub async fn deploy(
 ) -> Result<axum::Json<DeployResponse>, ApiError> {
     let slot = path.slot(&operator)?;
     let staged = rollout.staged()?;
-    let readable = parse_declarations(rollout.readable.as_deref().unwrap_or(""))
-        .map_err(|e| ApiError::bad_request("invalid_readable", e))?;
+    let readable = parse_declarations(rollout.readable.as_deref().unwrap_or("")).map_err(ApiError::InvalidReadable)?;
     let declared = Declared { readable, history: rollout.history };
     let detail = match staged {
         Some(Staged::Canary(percent)) => format!("canary {percent}%"),
@@ -100,9 +99,7 @@ pub struct RolloutQuery {
 impl RolloutQuery {
     fn staged(&self) -> Result<Option<Staged>, ApiError> {
         match (self.canary, self.shadow) {
-            (Some(_), true) => {
-                Err(ApiError::bad_request("invalid_rollout", "a version is a canary or a shadow, not both"))
-            }
+            (Some(_), true) => Err(ApiError::CanaryAndShadow),
             (Some(percent), false) => Ok(Some(Staged::Canary(percent))),
             (None, true) => Ok(Some(Staged::Shadow)),
             (None, false) => Ok(None),
@@ -203,7 +200,7 @@ async fn check_history_replayable(state: &AppState, slot: &PluginSlot, version: 
         None => Ok(()),
         Some(why) => {
             let refused = PluginProjectionError::NeedsHistory { projector: slot.name.clone(), version, why };
-            Err(ApiError::new(StatusCode::CONFLICT, "needs_history", refused.to_string()))
+            Err(ApiError::NeedsHistory(refused))
         }
     }
 }

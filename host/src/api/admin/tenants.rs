@@ -49,7 +49,7 @@ pub async fn set_settings(
     Json(config): Json<TenantConfig>,
 ) -> Result<axum::Json<TenantConfig>, ApiError> {
     let tenant = operator.reach(&path.tenant)?;
-    let set = state.tenants.set(&tenant, config).await.map_err(|e| ApiError::database(&e));
+    let set = state.tenants.set(&tenant, config).await.map_err(ApiError::from);
     let detail = format!(
         "rate_limit_failure {:?}, allow_pinned_versions {}",
         config.rate_limit_failure, config.allow_pinned_versions

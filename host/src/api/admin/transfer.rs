@@ -62,7 +62,7 @@ pub async fn import_graph(
 ) -> Result<axum::Json<ImportReport>, ApiError> {
     let tenant = operator.reach(&path.tenant)?;
     let format = match params.format.as_deref() {
-        Some(format) => format.parse().map_err(|e| ApiError::bad_request("invalid_import", format!("{e}"))),
+        Some(format) => format.parse().map_err(ApiError::InvalidImportFormat),
         None if headers.get(header::CONTENT_TYPE).is_some_and(|t| t.as_bytes().starts_with(b"text/csv")) => {
             Ok(ImportFormat::Csv)
         }
