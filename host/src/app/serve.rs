@@ -223,7 +223,7 @@ fn supervise_sample<O: Send + Sync + 'static, T: Sampled>(
         async move {
             tokio::select! {
                 () = stop.cancelled() => Ok(()),
-                () = sample(&owner).write(&db) => anyhow::bail!("the {name} writer ended"),
+                () = sample(&owner).write(&db) => Ok(()),
             }
         }
     });
@@ -235,7 +235,7 @@ fn supervise_account_jobs(tasks: &Tasks, db: Database, batch: u32, share: f64) {
     let runner = crate::accounts::JobRunner::new(db, batch, share);
     tasks.spawn("account-jobs", move |stop: CancellationToken| {
         let runner = runner.clone();
-        async move { runner.run(stop).await }
+        async move { Ok(runner.run(stop).await?) }
     });
 }
 

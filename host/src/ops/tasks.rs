@@ -19,6 +19,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::ops::metrics::{TASK_RESTARTS, TASK_UP};
+use crate::ops::observability::causes;
 use crate::util::backoff::Backoff;
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -51,6 +52,9 @@ enum TaskState {
     },
 }
 
+/// Why a supervised task's run failed: any error, whose chain of causes the supervisor logs and reports.
+pub type TaskError = Box<dyn std::error::Error + Send + Sync>;
+
 impl Tasks {
     /// Runs `start(stop)` as the task `name`, again after each unexpected end (see the module's policy).
     /// `stop` is cancelled at shutdown, or when the returned token is (to retire this task alone, e.g. the
@@ -62,7 +66,7 @@ impl Tasks {
         mut start: impl FnMut(CancellationToken) -> F + Send + 'static,
     ) -> CancellationToken
     where
-        F: Future<Output = anyhow::Result<()>> + Send + 'static,
+        F: Future<Output = Result<(), TaskError>> + Send + 'static,
     {
         let (name, inner) = (name.into(), self.inner.clone());
         let own = inner.stop.child_token();
@@ -92,7 +96,7 @@ impl Tasks {
                 let reason = match ended {
                     Ok(Ok(())) => "it returned without being asked to stop".to_owned(),
                     // The whole chain of causes, e.g. the relay's error and the database's beneath it.
-                    Ok(Err(error)) => format!("{error:#}"),
+                    Ok(Err(error)) => causes(&*error),
                     Err(join) => format!("it panicked: {join}"),
                 };
                 if started.elapsed() >= HEALTHY_RUN {
@@ -198,7 +202,7 @@ mod tests {
             let run = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             async move {
                 if run == 0 {
-                    anyhow::bail!("injected");
+                    return Err("injected".into());
                 }
                 stop.cancelled().await;
                 Ok(())

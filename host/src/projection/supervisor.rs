@@ -17,7 +17,7 @@ use super::worker::{Projection, Worker};
 use crate::bus::{KafkaConnection, Publisher, Topology};
 use crate::cache::Cache;
 use crate::db::Database;
-use crate::ops::tasks::Tasks;
+use crate::ops::tasks::{TaskError, Tasks};
 use crate::plugins::PluginRegistry;
 
 /// Builds the workers of one deployment.
@@ -152,7 +152,7 @@ struct NewProjectors {
 
 impl NewProjectors {
     /// Looks for new and removed projectors every `every` until `stop` is cancelled.
-    async fn run(&self, factory: &WorkerFactory, tasks: &Tasks, stop: CancellationToken) -> anyhow::Result<()> {
+    async fn run(&self, factory: &WorkerFactory, tasks: &Tasks, stop: CancellationToken) -> Result<(), TaskError> {
         let mut ticks = tokio::time::interval(self.every);
         loop {
             tokio::select! {

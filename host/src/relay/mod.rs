@@ -19,7 +19,7 @@ pub use binlog::BinlogRelay;
 pub use checkpoint::{BinlogPosition, Checkpoint, Saved};
 pub use leader::{Lead, Leadership, RELAY_LOCK};
 use messages::{publish_spans, to_messages};
-pub use outlet::{Outlet, DEFAULT_ROUTER_BUDGET};
+pub use outlet::{Outlet, TopicRefused, DEFAULT_ROUTER_BUDGET};
 pub use poll::PollRelay;
 
 /// The relay a node runs, in the configured mode.
@@ -66,8 +66,8 @@ pub enum RelayError {
     Kafka(#[from] rdkafka::error::KafkaError),
     #[error("routing failed even with the default router: {0}")]
     Routing(#[from] crate::plugins::PluginError),
-    #[error("parked rows are still refused: {0}")]
-    StillRefused(String),
+    #[error("parked rows are still refused")]
+    StillRefused(#[source] TopicRefused),
     #[error("this relay lost the relay lock; another relay may be active")]
     LostLead,
     #[error("the binlog connection failed: {0}")]

@@ -26,7 +26,7 @@ use crate::bus::{is_refusal, EmbeddedBus, KafkaBus, Message, Publisher, Sending,
 use crate::db::{held, Database};
 use crate::graph::TenantId;
 use crate::ops::metrics::{RELAY_LAG_SECONDS, RELAY_PARKED_ROWS, RELAY_PARKED_ROWS_TOTAL, RELAY_PUBLISHED};
-use crate::ops::observability::seconds_since;
+use crate::ops::observability::{causes, seconds_since};
 use crate::outbox::{OutboxRow, OUTBOX_COLUMNS};
 use crate::plugins::{route_by_default, route_or_default, PluginRegistry};
 use crate::util::backoff::Backoff;
@@ -128,8 +128,8 @@ impl Outlet {
         for batch in &mut batches {
             batch.on_its_way = match std::mem::replace(&mut batch.on_its_way, OnItsWay::Answered) {
                 OnItsWay::Sent(kafka, sending, messages) => {
-                    for (row, reason) in self.acknowledged(&kafka, sending, &messages, &batch.row_of).await? {
-                        batch.to_park.entry(row).or_insert(reason);
+                    for (row, refused) in self.acknowledged(&kafka, sending, &messages, &batch.row_of).await? {
+                        batch.to_park.entry(row).or_insert(causes(&refused));
                     }
                     OnItsWay::Answered
                 }
@@ -189,7 +189,7 @@ impl Outlet {
         sending: Sending,
         messages: &[Message],
         row_of: &[usize],
-    ) -> Result<HashMap<usize, String>, RelayError> {
+    ) -> Result<HashMap<usize, TopicRefused>, RelayError> {
         let mut refused = HashMap::new();
         let events_topic = self.topology.events_topic();
         let outcomes = kafka.acknowledged(sending).await;
@@ -201,8 +201,7 @@ impl Outlet {
             if shared(&index) || !(is_refusal(&error) || broker_works) {
                 return Err(error.into());
             }
-            let reason = format!("the broker refused topic {}: {error}", messages[index].topic);
-            refused.entry(row_of[index]).or_insert(reason);
+            refused.entry(row_of[index]).or_insert(TopicRefused { topic: messages[index].topic.clone(), error });
         }
         Ok(refused)
     }
@@ -393,10 +392,10 @@ impl Outlet {
             Publisher::Embedded(bus) => Some(bus.clone()),
             Publisher::Kafka(kafka) => {
                 let sending = kafka.send(&messages).await?;
-                if let Some((_, reason)) =
+                if let Some((_, refused)) =
                     self.acknowledged(kafka, sending, &messages, &row_of).await?.into_iter().next()
                 {
-                    return Err(RelayError::StillRefused(reason));
+                    return Err(RelayError::StillRefused(refused));
                 }
                 None
             }
@@ -498,3 +497,13 @@ enum OnItsWay {
 /// Dispatched batches the bus has answered for ([`Outlet::acknowledge`]): all that is left is the
 /// database's part ([`Outlet::settle`]).
 pub struct Acknowledged(Vec<Dispatched>);
+
+/// The broker refused a message for one of a tenant's own topics (the shared events topic's refusals fail
+/// the whole batch instead): the row is parked, or kept parked.
+#[derive(Debug, thiserror::Error)]
+#[error("the broker refused topic {topic}")]
+pub struct TopicRefused {
+    topic: String,
+    #[source]
+    error: rdkafka::error::KafkaError,
+}
