@@ -4,6 +4,7 @@
 //! (the second finds it ended, under the same lock).
 
 use crate::db::Database;
+use crate::graph::write::edge::ACTIVE;
 use crate::graph::write::{change, Act, RelationCommand, WriteError};
 use crate::graph::{TenantId, UserId};
 use crate::util::time::now_ms;
@@ -16,10 +17,10 @@ pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 /// Ends up to [`BATCH`] mutes whose time ran out, oldest end first; how many.
 pub async fn end_expired(db: &Database) -> Result<usize, WriteError> {
     let now = now_ms();
-    let expired: Vec<(String, i64, i64)> = sqlx::query_as(
-        "SELECT tenant_id, from_user_id, to_user_id FROM mutes WHERE rel_status = 1 AND expires_at <= ? \
+    let expired: Vec<(String, i64, i64)> = sqlx::query_as(&format!(
+        "SELECT tenant_id, from_user_id, to_user_id FROM mutes WHERE rel_status = {ACTIVE} AND expires_at <= ? \
          ORDER BY expires_at LIMIT ?",
-    )
+    ))
     .bind(now)
     .bind(BATCH)
     .fetch_all(db.reader())

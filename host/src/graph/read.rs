@@ -11,9 +11,10 @@ use std::collections::HashMap;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::write::edge::{ACTIVE, REQUESTED};
+use super::write::edge::{table, RelStatus, ACTIVE, NONE, REQUESTED};
 use super::{TenantId, UserId};
 use crate::db::Database;
+use crate::outbox::Relation;
 use crate::util::time::now_ms;
 
 /// One side of the graph around a user.
@@ -50,22 +51,22 @@ pub enum Listing {
 
 impl Listing {
     /// (table, column of the list's owner, column of the listed users, status, extra condition, the mute's end).
-    fn source(self) -> (&'static str, &'static str, &'static str, i64, &'static str, &'static str) {
+    fn source(self) -> (&'static str, &'static str, &'static str, RelStatus, &'static str, &'static str) {
         match self {
             Listing::Follows(direction) => {
                 let (owner, listed) = direction.columns();
-                ("following", owner, listed, ACTIVE, "", "NULL")
+                ("following", owner, listed, RelStatus::Active, "", "NULL")
             }
             Listing::Requests(direction) => {
                 let (owner, listed) = direction.columns();
-                ("following", owner, listed, REQUESTED, "", "NULL")
+                ("following", owner, listed, RelStatus::Requested, "", "NULL")
             }
-            Listing::Blocks => ("blocks", "from_user_id", "to_user_id", ACTIVE, "", "NULL"),
+            Listing::Blocks => ("blocks", "from_user_id", "to_user_id", RelStatus::Active, "", "NULL"),
             Listing::Mutes => (
                 "mutes",
                 "from_user_id",
                 "to_user_id",
-                ACTIVE,
+                RelStatus::Active,
                 " AND (expires_at IS NULL OR expires_at > ?)",
                 "expires_at",
             ),
@@ -269,10 +270,10 @@ pub async fn relationships(
     for edge in edges_between(db, tenant, me, others).await? {
         let Some(r) = found.get_mut(&edge.partner) else { continue };
         match (edge.source, edge.status) {
-            (EdgeSource::Following, ACTIVE) => r.following = true,
-            (EdgeSource::Following, REQUESTED) => r.requested = true,
-            (EdgeSource::FollowedBy, ACTIVE) => r.followed_by = true,
-            (EdgeSource::FollowedBy, REQUESTED) => r.requested_by = true,
+            (EdgeSource::Following, RelStatus::Active) => r.following = true,
+            (EdgeSource::Following, RelStatus::Requested) => r.requested = true,
+            (EdgeSource::FollowedBy, RelStatus::Active) => r.followed_by = true,
+            (EdgeSource::FollowedBy, RelStatus::Requested) => r.requested_by = true,
             (EdgeSource::Blocking, _) => r.blocking = true,
             (EdgeSource::BlockedBy, _) => r.blocked_by = true,
             (EdgeSource::Muting, _) => {
@@ -330,11 +331,11 @@ impl EdgeSource {
     ];
 
     /// (table, column holding `me`, column holding the candidate, condition on the row beyond its pair).
-    fn query(self) -> (&'static str, &'static str, &'static str, &'static str) {
-        let held = "rel_status = 1";
+    fn query(self) -> (&'static str, &'static str, &'static str, String) {
+        let (held, follow_or_request) = (format!("rel_status = {ACTIVE}"), format!("rel_status <> {NONE}"));
         match self {
-            EdgeSource::Following => ("following", "from_user_id", "to_user_id", "rel_status > 0"),
-            EdgeSource::FollowedBy => ("following", "to_user_id", "from_user_id", "rel_status > 0"),
+            EdgeSource::Following => ("following", "from_user_id", "to_user_id", follow_or_request),
+            EdgeSource::FollowedBy => ("following", "to_user_id", "from_user_id", follow_or_request),
             EdgeSource::Blocking => ("blocks", "from_user_id", "to_user_id", held),
             EdgeSource::BlockedBy => ("blocks", "to_user_id", "from_user_id", held),
             EdgeSource::Muting => ("mutes", "from_user_id", "to_user_id", held),
@@ -346,7 +347,7 @@ impl EdgeSource {
 struct FoundEdge {
     source: EdgeSource,
     partner: i64,
-    status: i64,
+    status: RelStatus,
     expires_at_ms: Option<i64>,
     notifications: bool,
 }
@@ -404,7 +405,7 @@ async fn edges_between(
             Ok(FoundEdge {
                 source: source.ok_or_else(|| sqlx::Error::Protocol("an edge of no known source".into()))?,
                 partner: row.try_get(1)?,
-                status: row.try_get(2)?,
+                status: RelStatus::from_stored(row.try_get(2)?)?,
                 expires_at_ms: row.try_get(3)?,
                 notifications: row.try_get::<i64, _>(4)? == 1,
             })
@@ -415,4 +416,55 @@ async fn edges_between(
 /// `?, ?, …` for an `IN (…)` list of `n` bound values: every SQL value is a parameter.
 fn placeholders(n: usize) -> String {
     vec!["?"; n].join(", ")
+}
+
+/// One edge of a tenant that holds, as an export writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldEdge {
+    pub from: i64,
+    pub to: i64,
+    pub at_ms: i64,
+    /// A mute's end, epoch ms (none: for good).
+    pub expires_at_ms: Option<i64>,
+    /// A pending follow request rather than a follow.
+    pub requested: bool,
+}
+
+/// Up to `limit` of `tenant`'s edges of `relation` that hold (follows and pending requests, blocks,
+/// unexpired mutes) after the pair `after`, in primary-key order: one page of an export, whatever the
+/// graph's size.
+pub async fn held_edges_after(
+    db: &Database,
+    tenant: &TenantId,
+    relation: Relation,
+    after: (i64, i64),
+    limit: u32,
+) -> Result<Vec<HeldEdge>, sqlx::Error> {
+    let (held, expires) = match relation {
+        Relation::Mute => (format!("rel_status = {ACTIVE} AND (expires_at IS NULL OR expires_at > ?)"), "expires_at"),
+        Relation::Follow => (format!("rel_status IN ({ACTIVE}, {REQUESTED})"), "NULL"),
+        Relation::Block => (format!("rel_status = {ACTIVE}"), "NULL"),
+    };
+    let sql = format!(
+        "SELECT from_user_id, to_user_id, rel_status, created_at, {expires} FROM {} WHERE tenant_id = ? AND {held} \
+         AND (from_user_id > ? OR (from_user_id = ? AND to_user_id > ?)) ORDER BY from_user_id, to_user_id LIMIT ?",
+        table(relation)
+    );
+    let mut query = sqlx::query(&sql).bind(tenant.as_str());
+    if relation == Relation::Mute {
+        query = query.bind(now_ms());
+    }
+    let (from, to) = after;
+    let rows = query.bind(from).bind(from).bind(to).bind(i64::from(limit)).fetch_all(db.reader()).await?;
+    rows.iter()
+        .map(|row| {
+            Ok(HeldEdge {
+                from: row.try_get(0)?,
+                to: row.try_get(1)?,
+                requested: RelStatus::from_stored(row.try_get(2)?)? == RelStatus::Requested,
+                at_ms: row.try_get(3)?,
+                expires_at_ms: row.try_get(4)?,
+            })
+        })
+        .collect()
 }

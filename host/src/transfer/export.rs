@@ -5,10 +5,10 @@
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
 use serde::Serialize;
-use sqlx::Row;
 
 use crate::db::Database;
-use crate::graph::{list, Listing, PageRequest, Position, TenantId, UserId};
+use crate::graph::{held_edges_after, list, Listing, PageRequest, Position, TenantId, UserId};
+use crate::outbox::Relation;
 use crate::util::time::rfc3339_millis;
 
 /// Entries read per page.
@@ -117,50 +117,32 @@ fn follow() -> String {
 /// Every edge of `tenant` that holds — follows, pending requests, blocks, unexpired mutes — as NDJSON, in
 /// primary-key order, page by page.
 pub fn tenant_edges(db: Database, tenant: TenantId) -> impl Stream<Item = Result<Bytes, sqlx::Error>> + Send {
-    let tables = ["following", "blocks", "mutes"];
+    let relations = [Relation::Follow, Relation::Block, Relation::Mute];
     stream::try_unfold(Some((0usize, 0i64, 0i64)), move |state| {
         let (db, tenant) = (db.clone(), tenant.clone());
         async move {
-            let Some((table_index, from, to)) = state else { return Ok(None) };
-            let table = tables[table_index];
-            let (held, expires) = if table == "mutes" {
-                ("rel_status = 1 AND (expires_at IS NULL OR expires_at > ?)", "expires_at")
-            } else {
-                ("rel_status IN (1, 2)", "NULL")
-            };
-            let sql = format!(
-                "SELECT from_user_id, to_user_id, rel_status, created_at, {expires} FROM {table} WHERE tenant_id = ? AND {held} \
-                 AND (from_user_id > ? OR (from_user_id = ? AND to_user_id > ?)) ORDER BY from_user_id, to_user_id LIMIT ?"
-            );
-            let mut query = sqlx::query(&sql).bind(tenant.as_str());
-            if table == "mutes" {
-                query = query.bind(crate::util::time::now_ms());
-            }
-            let rows = query.bind(from).bind(from).bind(to).bind(i64::from(PAGE)).fetch_all(db.reader()).await?;
+            let Some((index, from, to)) = state else { return Ok(None) };
+            let relation = relations[index];
+            let rows = held_edges_after(&db, &tenant, relation, (from, to), PAGE).await?;
             let mut out = String::new();
             let mut last = (from, to);
-            for row in &rows {
+            for edge in &rows {
                 let line = EdgeLine {
-                    relation: match table {
-                        "following" => "follow",
-                        "blocks" => "block",
-                        _ => "mute",
-                    }
-                    .to_owned(),
-                    from: row.try_get(0)?,
-                    to: row.try_get(1)?,
-                    at_ms: Some(row.try_get(3)?),
-                    expires_at_ms: row.try_get(4)?,
-                    requested: row.try_get::<i64, _>(2)? == 2,
+                    relation: relation.as_str().to_owned(),
+                    from: edge.from,
+                    to: edge.to,
+                    at_ms: Some(edge.at_ms),
+                    expires_at_ms: edge.expires_at_ms,
+                    requested: edge.requested,
                 };
                 last = (line.from, line.to);
                 out.push_str(&serde_json::to_string(&line).map_err(|e| sqlx::Error::Decode(e.into()))?);
                 out.push('\n');
             }
             let next = if rows.len() as u32 == PAGE {
-                Some((table_index, last.0, last.1))
-            } else if table_index + 1 < tables.len() {
-                Some((table_index + 1, 0, 0))
+                Some((index, last.0, last.1))
+            } else if index + 1 < relations.len() {
+                Some((index + 1, 0, 0))
             } else {
                 None
             };

@@ -10,7 +10,7 @@ use sqlx::{Any, Executor, Row, Transaction};
 
 use super::counts::CountChanges;
 use super::decide::{follow_by_host, PairState};
-use super::edge::{table, ACTIVE, NONE, REQUESTED};
+use super::edge::{table, RelStatus, ACTIVE, NONE, REQUESTED};
 use crate::db::{Database, DatabaseKind};
 use crate::graph::{AccountState, TenantId, UserId};
 use crate::outbox::{self, ChangeEvent, EventType, Relation};
@@ -148,18 +148,22 @@ pub async fn follows(
         if inactive.contains(&counterpart) {
             continue;
         }
-        let (status, version, created_at, hidden): (i64, i64, i64, i64) =
-            (row.try_get(1)?, row.try_get(2)?, row.try_get(3)?, row.try_get(4)?);
+        let (status, version, created_at, hidden) = (
+            RelStatus::from_stored(row.try_get(1)?)?,
+            row.try_get::<i64, _>(2)?,
+            row.try_get::<i64, _>(3)?,
+            RelStatus::from_stored(row.try_get(4)?)?,
+        );
         let (new_status, new_hidden) = match action {
-            FollowAction::End => (NONE, NONE),
-            FollowAction::Hide => (NONE, status),
-            FollowAction::Restore => (hidden, NONE),
+            FollowAction::End => (RelStatus::None, RelStatus::None),
+            FollowAction::Hide => (RelStatus::None, status),
+            FollowAction::Restore => (hidden, RelStatus::None),
         };
-        let was = if action == FollowAction::Restore { NONE } else { status };
+        let was = if action == FollowAction::Restore { RelStatus::None } else { status };
         let event_type = match (was, new_status, side) {
-            (_, ACTIVE, _) => EventType::Follow,
-            (_, REQUESTED, _) => EventType::FollowRequested,
-            (ACTIVE, _, _) => EventType::Unfollow,
+            (_, RelStatus::Active, _) => EventType::Follow,
+            (_, RelStatus::Requested, _) => EventType::FollowRequested,
+            (RelStatus::Active, _, _) => EventType::Unfollow,
             // A request to the account ends as its target's answer, one of its own as withdrawn.
             (_, _, Side::Incoming) => EventType::FollowRequestRejected,
             (_, _, Side::Outgoing) => EventType::FollowRequestWithdrawn,
@@ -374,7 +378,7 @@ pub async fn move_follows(
     let counterparts: Vec<i64> = old.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
     let list = ids(&counterparts);
     let dest = destination.get();
-    // The new edges' rows, created (at NONE, version 0) when missing so they are locked like a follow's.
+    // The new edges' rows, created (at RelStatus::None, version 0) when missing so they are locked like a follow's.
     if kind.has_row_locks() {
         let rows: Vec<String> = counterparts
             .iter()
@@ -436,15 +440,15 @@ pub async fn move_follows(
         // Refused (a block, an inactive end, the destination itself): no new edge; the old one still ends.
         let decided = follow_by_host(scope.tenant, (user(from)?, user(to)?), pair, states, target_private);
         if let Ok(Some(status)) = decided {
-            let event_type = if status == ACTIVE { EventType::Follow } else { EventType::FollowRequested };
+            let event_type = if status == RelStatus::Active { EventType::Follow } else { EventType::FollowRequested };
             written.push(format!("('{tenant}', {from}, {to}, {status}, {}, {at}, {at}, 0)", new.version + 1));
             counts.edge(from, to, new.status, status);
-            let back = reverse.status == ACTIVE;
+            let back = reverse.status == RelStatus::Active;
             events.push(ChangeEvent::new(tenant, event_type, from, to, new.version + 1, at, back, account_id));
         }
         let (old_from, old_to) = side.edge(account_id, counterpart);
         written.push(format!("('{tenant}', {old_from}, {old_to}, {NONE}, {}, {at}, {at}, 0)", version + 1));
-        counts.edge(old_from, old_to, ACTIVE, NONE);
+        counts.edge(old_from, old_to, RelStatus::Active, RelStatus::None);
         let back = old_followed_back.contains(&counterpart);
         events.push(ChangeEvent::new(tenant, EventType::Unfollow, old_from, old_to, version + 1, at, back, account_id));
     }
@@ -455,7 +459,7 @@ pub async fn move_follows(
 /// A follow row of a pair as a move reads it.
 #[derive(Debug, Clone, Copy, Default)]
 struct PairRow {
-    status: i64,
+    status: RelStatus,
     version: i64,
     blocked: bool,
 }
@@ -464,8 +468,11 @@ struct PairRow {
 fn pair_rows(rows: Vec<sqlx::any::AnyRow>) -> Result<std::collections::HashMap<i64, PairRow>, sqlx::Error> {
     rows.iter()
         .map(|row| {
-            let pair =
-                PairRow { status: row.try_get(1)?, version: row.try_get(2)?, blocked: row.try_get::<i64, _>(3)? == 1 };
+            let pair = PairRow {
+                status: RelStatus::from_stored(row.try_get(1)?)?,
+                version: row.try_get(2)?,
+                blocked: row.try_get::<i64, _>(3)? == 1,
+            };
             Ok((row.try_get::<i64, _>(0)?, pair))
         })
         .collect()

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::edge::ACTIVE;
+use super::edge::RelStatus;
 use crate::db::DatabaseKind;
 use crate::graph::{TenantId, UserId};
 
@@ -23,8 +23,8 @@ pub struct CountChanges(BTreeMap<i64, FollowCounts>);
 impl CountChanges {
     /// The follow edge `from → to` went from status `was` to `now`: a follow that begins or ends moves
     /// `from`'s followings and `to`'s followers; a request or an ending of one moves nothing.
-    pub fn edge(&mut self, from: i64, to: i64, was: i64, now: i64) {
-        let step = match (was == ACTIVE, now == ACTIVE) {
+    pub fn edge(&mut self, from: i64, to: i64, was: RelStatus, now: RelStatus) {
+        let step = match (was == RelStatus::Active, now == RelStatus::Active) {
             (false, true) => 1,
             (true, false) => -1,
             _ => return,
@@ -88,16 +88,15 @@ pub fn read(kind: DatabaseKind, tenant: &TenantId, label: usize, users: [UserId;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::write::edge::{NONE, REQUESTED};
 
     #[test]
     fn only_follows_that_begin_or_end_count() {
         let mut changes = CountChanges::default();
-        changes.edge(1, 2, NONE, ACTIVE);
-        changes.edge(1, 3, REQUESTED, NONE);
-        changes.edge(3, 2, NONE, REQUESTED);
-        changes.edge(4, 2, ACTIVE, NONE);
-        changes.edge(5, 6, ACTIVE, ACTIVE);
+        changes.edge(1, 2, RelStatus::None, RelStatus::Active);
+        changes.edge(1, 3, RelStatus::Requested, RelStatus::None);
+        changes.edge(3, 2, RelStatus::None, RelStatus::Requested);
+        changes.edge(4, 2, RelStatus::Active, RelStatus::None);
+        changes.edge(5, 6, RelStatus::Active, RelStatus::Active);
         let tenant: TenantId = "acme".parse().unwrap();
         let sql = changes.statement(DatabaseKind::Sqlite, &tenant);
         assert!(sql.contains("VALUES ('acme', 1, 1, 0), ('acme', 4, -1, 0) ON CONFLICT"), "{sql}");

@@ -7,12 +7,12 @@
 
 use super::command::{Act, Admit, FollowContext, RelationChange, RelationCommand, WriteError};
 use super::counts::FollowCounts;
-use super::edge::{Edge, EdgeRow, ACTIVE, NONE, REQUESTED};
+use super::edge::{Edge, EdgeRow, RelStatus};
 use crate::graph::{AccountState, TenantId, UserId};
 use crate::outbox::{ChangeEvent, EventType};
 use crate::util::time::rfc3339_millis;
 
-/// The edges a command read (missing rows read as `NONE` at version 0) and what else its rules need.
+/// The edges a command read (missing rows read as `RelStatus::None` at version 0) and what else its rules need.
 #[derive(Debug, Clone, Default)]
 pub struct Found {
     pub edges: Vec<(Edge, EdgeRow)>,
@@ -57,7 +57,7 @@ pub struct Decision {
 /// and block flag (whether its follower blocks its target), and the reverse edge's block flag.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PairState {
-    pub status: i64,
+    pub status: RelStatus,
     pub version: i64,
     pub blocked: bool,
     pub blocked_back: bool,
@@ -73,13 +73,13 @@ pub fn follow_by_host(
     pair: PairState,
     states: [AccountState; 2],
     approval: bool,
-) -> Result<Option<i64>, WriteError> {
+) -> Result<Option<RelStatus>, WriteError> {
     let command = RelationCommand::follow(tenant, from, to);
     let row = |status, version, blocked| EdgeRow { status, version, blocked, ..EdgeRow::default() };
     let found = Found {
         edges: vec![
             (Edge::follow(from, to), row(pair.status, pair.version, pair.blocked)),
-            (Edge::follow(to, from), row(NONE, 0, pair.blocked_back)),
+            (Edge::follow(to, from), row(RelStatus::None, 0, pair.blocked_back)),
         ],
         subject_private: approval,
         actor_state: states[0],
@@ -97,7 +97,7 @@ pub fn needs_admission(command: &RelationCommand<'_>, found: &Found) -> bool {
     command.act == Act::Follow
         && account_refusal(command, found).is_none()
         && !blocked(command, found)
-        && found.row(Edge::follow(a, s)).status != ACTIVE
+        && found.row(Edge::follow(a, s)).status != RelStatus::Active
 }
 
 /// What a follow's relation policy is given, from what the follow `found`.
@@ -106,7 +106,7 @@ pub fn follow_context(command: &RelationCommand<'_>, found: &Found) -> FollowCon
     FollowContext {
         follower,
         target,
-        followed_back: found.row(Edge::follow(target, follower)).status == ACTIVE,
+        followed_back: found.row(Edge::follow(target, follower)).status == RelStatus::Active,
         target_private: found.subject_private,
         follower_followings: found.actor_counts.followings,
         follower_followers: found.actor_counts.followers,
@@ -153,48 +153,52 @@ pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, 
         Act::Block => &[outgoing, incoming],
         _ => &[],
     };
-    let unhidden = ended.iter().copied().filter(|edge| found.row(*edge).hidden != NONE).collect();
+    let unhidden = ended.iter().copied().filter(|edge| found.row(*edge).hidden != RelStatus::None).collect();
     match command.act {
         Act::Follow => {
             if blocked(command, found) {
                 return Err(WriteError::Blocked);
             }
             match (found.row(outgoing).status, &found.admission) {
-                (ACTIVE, _) => {}
+                (RelStatus::Active, _) => {}
                 (_, Admit::Refuse { code, reason }) => {
                     return Err(WriteError::Refused { code: code.clone(), reason: reason.clone() })
                 }
                 // A request stays pending while approval is required; once the account no longer requires it
                 // (it turned public meanwhile), asking again is the follow.
-                (REQUESTED, Admit::RequireApproval) => {}
-                (_, Admit::RequireApproval) => plan.set(outgoing, REQUESTED, EventType::FollowRequested),
-                (_, Admit::Allow) => plan.set(outgoing, ACTIVE, EventType::Follow),
+                (RelStatus::Requested, Admit::RequireApproval) => {}
+                (_, Admit::RequireApproval) => plan.set(outgoing, RelStatus::Requested, EventType::FollowRequested),
+                (_, Admit::Allow) => plan.set(outgoing, RelStatus::Active, EventType::Follow),
             }
         }
         Act::Unfollow => match found.row(outgoing).status {
-            ACTIVE => plan.set(outgoing, NONE, EventType::Unfollow),
-            REQUESTED => plan.set(outgoing, NONE, EventType::FollowRequestWithdrawn),
+            RelStatus::Active => plan.set(outgoing, RelStatus::None, EventType::Unfollow),
+            RelStatus::Requested => plan.set(outgoing, RelStatus::None, EventType::FollowRequestWithdrawn),
             _ => {}
         },
-        Act::Authorize if found.row(incoming).status == REQUESTED => plan.set(incoming, ACTIVE, EventType::Follow),
-        Act::Reject if found.row(incoming).status == REQUESTED => {
-            plan.set(incoming, NONE, EventType::FollowRequestRejected)
+        Act::Authorize if found.row(incoming).status == RelStatus::Requested => {
+            plan.set(incoming, RelStatus::Active, EventType::Follow)
         }
-        Act::RemoveFollower if found.row(incoming).status == ACTIVE => plan.set(incoming, NONE, EventType::Unfollow),
+        Act::Reject if found.row(incoming).status == RelStatus::Requested => {
+            plan.set(incoming, RelStatus::None, EventType::FollowRequestRejected)
+        }
+        Act::RemoveFollower if found.row(incoming).status == RelStatus::Active => {
+            plan.set(incoming, RelStatus::None, EventType::Unfollow)
+        }
         Act::Authorize | Act::Reject | Act::RemoveFollower => {}
         Act::Block => {
             match found.row(outgoing).status {
-                ACTIVE => plan.set(outgoing, NONE, EventType::Unfollow),
-                REQUESTED => plan.set(outgoing, NONE, EventType::FollowRequestWithdrawn),
+                RelStatus::Active => plan.set(outgoing, RelStatus::None, EventType::Unfollow),
+                RelStatus::Requested => plan.set(outgoing, RelStatus::None, EventType::FollowRequestWithdrawn),
                 _ => {}
             }
             match found.row(incoming).status {
-                ACTIVE => plan.set(incoming, NONE, EventType::Unfollow),
-                REQUESTED => plan.set(incoming, NONE, EventType::FollowRequestRejected),
+                RelStatus::Active => plan.set(incoming, RelStatus::None, EventType::Unfollow),
+                RelStatus::Requested => plan.set(incoming, RelStatus::None, EventType::FollowRequestRejected),
                 _ => {}
             }
-            if found.row(Edge::block(a, s)).status != ACTIVE {
-                plan.set(Edge::block(a, s), ACTIVE, EventType::Block);
+            if found.row(Edge::block(a, s)).status != RelStatus::Active {
+                plan.set(Edge::block(a, s), RelStatus::Active, EventType::Block);
             }
             // Set whenever it is not (also under a block that was already there): a flag a node older than
             // the flag left unset heals with the next block.
@@ -203,8 +207,8 @@ pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, 
             }
         }
         Act::Unblock => {
-            if found.row(Edge::block(a, s)).status == ACTIVE {
-                plan.set(Edge::block(a, s), NONE, EventType::Unblock);
+            if found.row(Edge::block(a, s)).status == RelStatus::Active {
+                plan.set(Edge::block(a, s), RelStatus::None, EventType::Unblock);
             }
             if found.row(outgoing).blocked {
                 block_flag = Some((outgoing, false));
@@ -220,22 +224,22 @@ pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, 
                 plan.set_mute(mute, current, expires_at_ms, notifications);
             }
         }
-        Act::Unmute if found.row(Edge::mute(a, s)).status == ACTIVE => {
-            plan.set(Edge::mute(a, s), NONE, EventType::Unmute)
+        Act::Unmute if found.row(Edge::mute(a, s)).status == RelStatus::Active => {
+            plan.set(Edge::mute(a, s), RelStatus::None, EventType::Unmute)
         }
         Act::Unmute => {}
         Act::ExpireMute => {
             let mute = found.row(Edge::mute(a, s));
-            if mute.status == ACTIVE && !mute.holds(command.at_ms) {
-                plan.set(Edge::mute(a, s), NONE, EventType::Unmute)
+            if mute.status == RelStatus::Active && !mute.holds(command.at_ms) {
+                plan.set(Edge::mute(a, s), RelStatus::None, EventType::Unmute)
             }
         }
     }
     let after = plan.current(outgoing);
     let outcome = RelationChange {
         changed: !plan.changes.is_empty(),
-        following: after.status == ACTIVE,
-        requested: after.status == REQUESTED,
+        following: after.status == RelStatus::Active,
+        requested: after.status == RelStatus::Requested,
         version: after.version,
     };
     Ok(Decision { changes: plan.changes, outcome, block_flag, unhidden })
@@ -255,9 +259,9 @@ impl Plan<'_, '_> {
     }
 
     /// `edge` moves to `status` (a new follow or request begins now; an ending keeps its start).
-    fn set(&mut self, edge: Edge, status: i64, event_type: EventType) {
+    fn set(&mut self, edge: Edge, status: RelStatus, event_type: EventType) {
         let current = self.current(edge);
-        let created_at = if status == NONE { current.created_at } else { self.command.at_ms };
+        let created_at = if status == RelStatus::None { current.created_at } else { self.command.at_ms };
         let row = EdgeRow { status, version: current.version + 1, created_at, ..EdgeRow::default() };
         self.push(edge, row, event_type);
     }
@@ -266,7 +270,7 @@ impl Plan<'_, '_> {
         let at = self.command.at_ms;
         let created_at = if current.holds(at) { current.created_at } else { at };
         let row = EdgeRow {
-            status: ACTIVE,
+            status: RelStatus::Active,
             version: current.version + 1,
             created_at,
             expires_at,
@@ -280,7 +284,7 @@ impl Plan<'_, '_> {
         let tenant = self.command.tenant.as_str();
         let (from, to) = (edge.from.get(), edge.to.get());
         let followed_back = edge.relation == crate::outbox::Relation::Follow
-            && self.current(Edge::follow(edge.to, edge.from)).status == ACTIVE;
+            && self.current(Edge::follow(edge.to, edge.from)).status == RelStatus::Active;
         let at = self.command.at_ms;
         let mut event =
             ChangeEvent::new(tenant, event_type, from, to, row.version, at, followed_back, self.command.actor.get());
@@ -305,7 +309,7 @@ mod tests {
         RelationCommand { tenant, actor: user(1), subject: user(2), act, at_ms: 1_000 }
     }
 
-    fn row(status: i64, version: i64) -> EdgeRow {
+    fn row(status: RelStatus, version: i64) -> EdgeRow {
         EdgeRow { status, version, created_at: 10, ..EdgeRow::default() }
     }
 
@@ -321,7 +325,7 @@ mod tests {
         assert_eq!(events(&decided), [(EventType::FollowRequested, 1, 2, 1)]);
         assert_eq!(decided.outcome, RelationChange { changed: true, following: false, requested: true, version: 1 });
         let pending = Found {
-            edges: vec![(Edge::follow(user(1), user(2)), row(REQUESTED, 1))],
+            edges: vec![(Edge::follow(user(1), user(2)), row(RelStatus::Requested, 1))],
             admission: Admit::RequireApproval,
             ..Found::default()
         };
@@ -339,14 +343,14 @@ mod tests {
     fn a_block_either_way_refuses_a_follow_and_a_block_ends_everything_between_the_two() {
         let tenant: TenantId = "acme".parse().unwrap();
         for blocker in [Edge::follow(user(1), user(2)), Edge::follow(user(2), user(1))] {
-            let flagged = EdgeRow { blocked: true, ..row(NONE, 0) };
+            let flagged = EdgeRow { blocked: true, ..row(RelStatus::None, 0) };
             let found = Found { edges: vec![(blocker, flagged)], ..Found::default() };
             assert!(matches!(decide(&command(&tenant, Act::Follow), &found), Err(WriteError::Blocked)));
         }
         let found = Found {
             edges: vec![
-                (Edge::follow(user(1), user(2)), row(ACTIVE, 3)),
-                (Edge::follow(user(2), user(1)), row(REQUESTED, 5)),
+                (Edge::follow(user(1), user(2)), row(RelStatus::Active, 3)),
+                (Edge::follow(user(2), user(1)), row(RelStatus::Requested, 5)),
             ],
             ..Found::default()
         };
@@ -359,9 +363,12 @@ mod tests {
         assert_eq!(decided.block_flag, Some((Edge::follow(user(1), user(2)), true)));
         assert_eq!(decided.changes[2].event.event_id, "acme:block:1:2:1");
         // Blocking again changes nothing; unblocking restores nothing.
-        let flagged = EdgeRow { blocked: true, ..row(NONE, 0) };
+        let flagged = EdgeRow { blocked: true, ..row(RelStatus::None, 0) };
         let blocked = Found {
-            edges: vec![(Edge::block(user(1), user(2)), row(ACTIVE, 1)), (Edge::follow(user(1), user(2)), flagged)],
+            edges: vec![
+                (Edge::block(user(1), user(2)), row(RelStatus::Active, 1)),
+                (Edge::follow(user(1), user(2)), flagged),
+            ],
             ..Found::default()
         };
         let again = decide(&command(&tenant, Act::Block), &blocked).unwrap();
@@ -375,11 +382,14 @@ mod tests {
     fn a_flag_left_stale_by_an_older_node_heals_with_the_next_block_or_unblock() {
         let tenant: TenantId = "acme".parse().unwrap();
         let (outgoing, block) = (Edge::follow(user(1), user(2)), Edge::block(user(1), user(2)));
-        let unflagged = Found { edges: vec![(block, row(ACTIVE, 1))], ..Found::default() };
+        let unflagged = Found { edges: vec![(block, row(RelStatus::Active, 1))], ..Found::default() };
         let blocked = decide(&command(&tenant, Act::Block), &unflagged).unwrap();
         assert_eq!((blocked.changes.len(), blocked.block_flag), (0, Some((outgoing, true))));
         let stale = Found {
-            edges: vec![(block, row(NONE, 2)), (outgoing, EdgeRow { blocked: true, ..row(NONE, 0) })],
+            edges: vec![
+                (block, row(RelStatus::None, 2)),
+                (outgoing, EdgeRow { blocked: true, ..row(RelStatus::None, 0) }),
+            ],
             ..Found::default()
         };
         let unblocked = decide(&command(&tenant, Act::Unblock), &stale).unwrap();
@@ -389,7 +399,8 @@ mod tests {
     #[test]
     fn the_target_acts_on_the_incoming_edge_and_the_event_names_it() {
         let tenant: TenantId = "acme".parse().unwrap();
-        let requested = Found { edges: vec![(Edge::follow(user(2), user(1)), row(REQUESTED, 1))], ..Found::default() };
+        let requested =
+            Found { edges: vec![(Edge::follow(user(2), user(1)), row(RelStatus::Requested, 1))], ..Found::default() };
         let authorized = decide(&command(&tenant, Act::Authorize), &requested).unwrap();
         assert_eq!(events(&authorized), [(EventType::Follow, 2, 1, 2)]);
         assert_eq!(authorized.changes[0].event.actor, Some(1));
@@ -401,8 +412,8 @@ mod tests {
         assert!(decide(&command(&tenant, Act::RemoveFollower), &requested).unwrap().changes.is_empty());
         let follower = Found {
             edges: vec![
-                (Edge::follow(user(2), user(1)), row(ACTIVE, 4)),
-                (Edge::follow(user(1), user(2)), row(ACTIVE, 1)),
+                (Edge::follow(user(2), user(1)), row(RelStatus::Active, 4)),
+                (Edge::follow(user(1), user(2)), row(RelStatus::Active, 1)),
             ],
             ..Found::default()
         };
@@ -424,7 +435,7 @@ mod tests {
         assert!(decide(&mute(Some(5_000), true), &held).unwrap().changes.is_empty());
         assert_eq!(decide(&mute(None, true), &held).unwrap().changes[0].row.created_at, 1_000);
         let expired = Found {
-            edges: vec![(Edge::mute(user(1), user(2)), EdgeRow { expires_at: Some(500), ..row(ACTIVE, 1) })],
+            edges: vec![(Edge::mute(user(1), user(2)), EdgeRow { expires_at: Some(500), ..row(RelStatus::Active, 1) })],
             ..Found::default()
         };
         assert_eq!(decide(&mute(Some(500), false), &expired).unwrap().changes.len(), 1);
@@ -439,7 +450,7 @@ mod tests {
         let tenant: TenantId = "acme".parse().unwrap();
         let expire = command(&tenant, Act::ExpireMute);
         let mute_until = |end| Found {
-            edges: vec![(Edge::mute(user(1), user(2)), EdgeRow { expires_at: end, ..row(ACTIVE, 3) })],
+            edges: vec![(Edge::mute(user(1), user(2)), EdgeRow { expires_at: end, ..row(RelStatus::Active, 3) })],
             ..Found::default()
         };
         assert_eq!(events(&decide(&expire, &mute_until(Some(900))).unwrap()), [(EventType::Unmute, 1, 2, 4)]);

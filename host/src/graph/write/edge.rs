@@ -9,12 +9,49 @@ use crate::db::DatabaseKind;
 use crate::graph::{TenantId, UserId};
 use crate::outbox::Relation;
 
-/// `rel_status` of an edge that does not hold (also a pair never related).
-pub const NONE: i64 = 0;
-/// `rel_status` of an edge that holds: a follow, a block, a mute.
-pub const ACTIVE: i64 = 1;
-/// `rel_status` of a pending follow request (`following` only).
-pub const REQUESTED: i64 = 2;
+/// An edge's `rel_status`: stored as an integer (0, 1, 2) in every edge table, shown in SQL as that integer
+/// (its `Display`), so statements and the rules compare the same three states by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RelStatus {
+    /// The edge does not hold (also a pair never related).
+    #[default]
+    None,
+    /// The edge holds: a follow, a block, a mute.
+    Active,
+    /// A pending follow request (`following` only).
+    Requested,
+}
+
+/// The states under plain names, for SQL written with `format!` (which captures plain names only, e.g.
+/// `rel_status = {ACTIVE}`).
+pub const NONE: RelStatus = RelStatus::None;
+pub const ACTIVE: RelStatus = RelStatus::Active;
+pub const REQUESTED: RelStatus = RelStatus::Requested;
+
+impl RelStatus {
+    /// The column's value.
+    pub const fn stored(self) -> i64 {
+        match self {
+            Self::None => 0,
+            Self::Active => 1,
+            Self::Requested => 2,
+        }
+    }
+
+    /// The state a column holds; another value is a row this code did not write (a decode error).
+    pub fn from_stored(value: i64) -> Result<Self, sqlx::Error> {
+        [Self::None, Self::Active, Self::Requested]
+            .into_iter()
+            .find(|status| status.stored() == value)
+            .ok_or_else(|| sqlx::Error::Decode(format!("rel_status {value} is none of 0, 1, 2").into()))
+    }
+}
+
+impl std::fmt::Display for RelStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.stored())
+    }
+}
 
 /// One directed edge: `from` follows, blocks or mutes `to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,10 +90,10 @@ pub fn table(relation: Relation) -> &'static str {
     }
 }
 
-/// An edge's row as the transaction found it (`NONE` at version 0 when there is no row).
+/// An edge's row as the transaction found it (`RelStatus::None` at version 0 when there is no row).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EdgeRow {
-    pub status: i64,
+    pub status: RelStatus,
     pub version: i64,
     /// When it last began (a follow's time orders lists; a request's, the requests).
     pub created_at: i64,
@@ -68,22 +105,22 @@ pub struct EdgeRow {
     /// beside the follow's own state (no version, no event: the block's own edge has those), so a follow
     /// learns of a block either way from the two follow rows it reads anyway.
     pub blocked: bool,
-    /// A follow edge's `hidden`: what a suspension of either user ended (`ACTIVE` a follow, `REQUESTED` a
-    /// request; `NONE` nothing), which a restore brings back unless an ending act cleared it meanwhile.
-    pub hidden: i64,
+    /// A follow edge's `hidden`: what a suspension of either user ended (`RelStatus::Active` a follow, `RelStatus::Requested` a
+    /// request; `RelStatus::None` nothing), which a restore brings back unless an ending act cleared it meanwhile.
+    pub hidden: RelStatus,
 }
 
 impl EdgeRow {
     /// Whether the edge holds at `now_ms` (a mute past its end does not).
     pub fn holds(&self, now_ms: i64) -> bool {
-        self.status == ACTIVE && self.expires_at.is_none_or(|end| end > now_ms)
+        self.status == RelStatus::Active && self.expires_at.is_none_or(|end| end > now_ms)
     }
 }
 
 /// How a read takes the edge's row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lock {
-    /// Exclusive, creating the row first (at `NONE`, version 0) when missing: concurrent writers of the edge
+    /// Exclusive, creating the row first (at `RelStatus::None`, version 0) when missing: concurrent writers of the edge
     /// then queue on its lock instead of deadlocking on a shared-to-exclusive upgrade of a gap lock.
     Create,
     /// Exclusive: the transaction may change it if it exists.
@@ -92,7 +129,7 @@ pub enum Lock {
     Shared,
 }
 
-/// The statement creating `edge`'s row (at `NONE`, version 0) when a read takes it with [`Lock::Create`]
+/// The statement creating `edge`'s row (at `RelStatus::None`, version 0) when a read takes it with [`Lock::Create`]
 /// and it is missing; `None` for other reads, and on SQLite (its one writer needs no row to lock).
 pub fn create(kind: DatabaseKind, tenant: &TenantId, edge: Edge, lock: Lock) -> Option<String> {
     (lock == Lock::Create && kind.has_row_locks())
@@ -135,7 +172,7 @@ pub fn clear_hidden(tenant: &TenantId, edge: Edge) -> String {
 }
 
 /// The statement setting the follow edge `edge`'s `blocked` flag, creating its row (never followed: at
-/// `NONE`, version 0) when missing — under the lock the block's transaction holds on it.
+/// `RelStatus::None`, version 0) when missing — under the lock the block's transaction holds on it.
 pub fn set_blocked(kind: DatabaseKind, tenant: &TenantId, edge: Edge, blocked: bool, now_ms: i64) -> String {
     let blocked = i64::from(blocked);
     format!(

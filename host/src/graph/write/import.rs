@@ -15,7 +15,7 @@ use sqlx::{Any, Executor, Row, Transaction};
 use super::command::WriteError;
 use super::counts::CountChanges;
 use super::decide::{follow_by_host, PairState};
-use super::edge::{ACTIVE, NONE, REQUESTED};
+use super::edge::RelStatus;
 use crate::db::DatabaseKind;
 use crate::graph::{AccountState, TenantId, UserId};
 
@@ -51,7 +51,7 @@ pub enum Outcome {
 pub struct WrittenFollow {
     pub from: i64,
     pub to: i64,
-    pub status: i64,
+    pub status: RelStatus,
     pub version: i64,
     pub created_at: i64,
 }
@@ -59,7 +59,7 @@ pub struct WrittenFollow {
 /// A pair's row as the batch read it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct PairRow {
-    status: i64,
+    status: RelStatus,
     version: i64,
     blocked: bool,
 }
@@ -86,7 +86,7 @@ fn decide(
     let state = PairState { status: pair.status, version: pair.version, blocked: pair.blocked, blocked_back };
     let approval = follow.requested || accounts[1].private;
     match follow_by_host(tenant, (follow.from, follow.to), state, [accounts[0].state, accounts[1].state], approval) {
-        Ok(Some(ACTIVE)) => Outcome::Followed,
+        Ok(Some(RelStatus::Active)) => Outcome::Followed,
         Ok(Some(_)) => Outcome::Requested,
         Ok(None) => Outcome::Kept,
         Err(WriteError::Blocked) => Outcome::Blocked,
@@ -122,7 +122,7 @@ pub async fn follows(
         let blocked_back = pairs.get(&(to, from)).is_some_and(|row| row.blocked);
         let outcome = decide(tenant, follow, pair, blocked_back, [account(from), account(to)]);
         if let Outcome::Followed | Outcome::Requested = outcome {
-            let status = if outcome == Outcome::Followed { ACTIVE } else { REQUESTED };
+            let status = if outcome == Outcome::Followed { RelStatus::Active } else { RelStatus::Requested };
             let version = pair.map_or(0, |row| row.version) + 1;
             let row = WrittenFollow { from, to, status, version, created_at: follow.at_ms };
             match written_at.get(&(from, to)) {
@@ -132,7 +132,7 @@ pub async fn follows(
                     written.push(row);
                 }
             }
-            counts.edge(from, to, pair.map_or(NONE, |row| row.status), status);
+            counts.edge(from, to, pair.map_or(RelStatus::None, |row| row.status), status);
             let blocked = pair.is_some_and(|row| row.blocked);
             pairs.insert((from, to), PairRow { status, version, blocked });
         }
@@ -199,8 +199,11 @@ async fn read_pairs(
     let reverse = ("to_user_id", "from_user_id");
     for sql in [select(forward, false), select(reverse, true)] {
         for row in tx.fetch_all(sql.as_str()).await? {
-            let pair =
-                PairRow { status: row.try_get(2)?, version: row.try_get(3)?, blocked: row.try_get::<i64, _>(4)? != 0 };
+            let pair = PairRow {
+                status: RelStatus::from_stored(row.try_get(2)?)?,
+                version: row.try_get(3)?,
+                blocked: row.try_get::<i64, _>(4)? != 0,
+            };
             pairs.insert((row.try_get(0)?, row.try_get(1)?), pair);
         }
     }
@@ -263,19 +266,19 @@ mod tests {
 
     #[test]
     fn an_edge_that_holds_is_kept_and_an_ended_one_begins_again() {
-        let following = PairRow { status: ACTIVE, version: 3, blocked: false };
+        let following = PairRow { status: RelStatus::Active, version: 3, blocked: false };
         assert_eq!(decide(&acme(), &follow(false), Some(following), false, PUBLIC), Outcome::Kept);
-        let pending = PairRow { status: REQUESTED, version: 3, blocked: false };
+        let pending = PairRow { status: RelStatus::Requested, version: 3, blocked: false };
         assert_eq!(decide(&acme(), &follow(true), Some(pending), false, PUBLIC), Outcome::Kept);
         // As a single follow: a request the (now public) target no longer has to approve is the follow.
         assert_eq!(decide(&acme(), &follow(false), Some(pending), false, PUBLIC), Outcome::Followed);
-        let ended = PairRow { status: NONE, version: 4, blocked: false };
+        let ended = PairRow { status: RelStatus::None, version: 4, blocked: false };
         assert_eq!(decide(&acme(), &follow(false), Some(ended), false, PUBLIC), Outcome::Followed);
     }
 
     #[test]
     fn blocks_either_way_and_inactive_accounts_refuse() {
-        let blocking = PairRow { status: NONE, version: 0, blocked: true };
+        let blocking = PairRow { status: RelStatus::None, version: 0, blocked: true };
         assert_eq!(decide(&acme(), &follow(false), Some(blocking), false, PUBLIC), Outcome::Blocked);
         assert_eq!(decide(&acme(), &follow(false), None, true, PUBLIC), Outcome::Blocked);
         let suspended = [Account::default(), Account { private: false, state: AccountState::Suspended }];

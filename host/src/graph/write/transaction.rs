@@ -21,7 +21,7 @@ use sqlx::{Any, Executor, Row};
 use super::command::{Act, Admit, FollowContext, FollowPolicy, RelationChange, RelationCommand, WriteError};
 use super::counts::{self, CountChanges, FollowCounts};
 use super::decide::{decide, follow_context, needs_admission, Found};
-use super::edge::{self, EdgeRow};
+use super::edge::{self, EdgeRow, RelStatus};
 use crate::db::{held, Database, DatabaseKind};
 use crate::graph::AccountState;
 use crate::outbox;
@@ -162,13 +162,13 @@ fn found(command: &RelationCommand<'_>, rows: &[sqlx::any::AnyRow]) -> Result<Fo
             }
         } else if let Some((edge, _)) = reads.get(label) {
             let row = EdgeRow {
-                status: row.try_get(1)?,
+                status: RelStatus::from_stored(row.try_get(1)?)?,
                 version: row.try_get(2)?,
                 created_at: row.try_get(3)?,
                 expires_at: row.try_get(4)?,
                 notifications: row.try_get::<i64, _>(5)? == 1,
                 blocked: row.try_get::<i64, _>(6)? == 1,
-                hidden: row.try_get(7)?,
+                hidden: RelStatus::from_stored(row.try_get(7)?)?,
             };
             found.edges.push((*edge, row));
         }
