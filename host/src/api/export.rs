@@ -14,6 +14,13 @@ use super::problem::{ApiError, Problem};
 use super::AppState;
 use crate::graph::{Direction, Listing};
 use crate::transfer::export::{user_list, Format};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// A user's own export.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(export_list))
+}
 
 #[derive(Deserialize)]
 pub struct ListPath {

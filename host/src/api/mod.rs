@@ -32,7 +32,6 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::RefOr;
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use crate::cache::Cache;
 use crate::db::Database;
@@ -96,65 +95,18 @@ impl Modify for BearerAuth {
 /// The whole HTTP surface, with `/openapi.json` describing it.
 pub fn router(state: AppState) -> Router {
     let api = OpenApiRouter::new()
-        .routes(routes!(v1::follow, v1::unfollow))
-        .routes(routes!(v1::relationships))
-        .routes(routes!(v1::following))
-        .routes(routes!(v1::followers))
-        .routes(routes!(v1::user_counts))
-        .routes(routes!(v1::batch_counts))
-        .routes(routes!(relations::block, relations::unblock))
-        .routes(routes!(relations::blocks))
-        .routes(routes!(relations::mute, relations::unmute))
-        .routes(routes!(relations::mutes))
-        .routes(routes!(relations::follow_requests))
-        .routes(routes!(relations::outgoing_follow_requests))
-        .routes(routes!(relations::authorize))
-        .routes(routes!(relations::reject))
-        .routes(routes!(relations::remove_follower))
-        .routes(routes!(relations::settings, relations::set_settings))
-        .routes(routes!(relations::known_followers))
-        .routes(routes!(export::export_list))
-        .routes(routes!(projections::read))
-        .routes(routes!(seed::follow))
-        .routes(routes!(seed::unfollow))
-        .routes(routes!(seed::status))
-        .routes(routes!(seed::following))
-        .routes(routes!(seed::followers))
-        .routes(routes!(seed::counter))
+        .merge(v1::routes())
+        .merge(relations::routes())
+        .merge(export::routes())
+        .merge(projections::routes())
+        .merge(seed::routes())
         .layer(middleware::from_fn_with_state(state.max_body_bytes, refuse_declared_over))
         .layer(DefaultBodyLimit::max(state.max_body_bytes));
-    let admin = OpenApiRouter::new()
-        .routes(routes!(admin::deploy, admin::remove))
-        .routes(routes!(admin::rollback))
-        .routes(routes!(admin::promote))
-        .routes(routes!(admin::abort))
-        .routes(routes!(admin::diff))
-        .routes(routes!(admin::plugin_logs))
-        .routes(routes!(admin::list))
-        .routes(routes!(admin::projections))
-        .routes(routes!(admin::settings, admin::set_settings))
-        .routes(routes!(admin::tenants))
-        .routes(routes!(admin::lag))
-        .routes(routes!(admin::create_key, admin::keys))
-        .routes(routes!(admin::revoke_key))
-        .routes(routes!(admin::audit_log))
-        .routes(routes!(admin::whoami))
-        .routes(routes!(admin::set_jwt_key, admin::remove_jwt_key))
-        .routes(routes!(admin::jwt_keys))
-        .routes(routes!(admin::parked))
-        .routes(routes!(admin::start_job))
-        .routes(routes!(admin::account))
-        .routes(routes!(admin::jobs))
-        .routes(routes!(admin::job))
-        .routes(routes!(admin::export_tenant))
+    let admin = admin::routes()
         .layer(middleware::from_fn_with_state(state.max_plugin_bytes, refuse_declared_over))
         .layer(DefaultBodyLimit::max(state.max_plugin_bytes));
-    // A graph's size has no bound: it is read line by line as it arrives, never whole.
-    let import = OpenApiRouter::new().routes(routes!(admin::import_graph));
-    let operations = OpenApiRouter::new()
-        .routes(routes!(operations::healthz))
-        .routes(routes!(operations::readyz))
-        .routes(routes!(operations::admin_metrics));
+    let import = admin::import_routes();
+    let operations = operations::routes();
     let (router, mut openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(api)
         .merge(admin)

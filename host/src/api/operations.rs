@@ -12,6 +12,13 @@ use utoipa::ToSchema;
 
 use super::{ApiError, AppState};
 use crate::ops::observability;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Probes and metrics.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(healthz)).routes(routes!(readyz)).routes(routes!(admin_metrics))
+}
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Liveness {

@@ -19,6 +19,13 @@ use crate::cache::{member, PageStart, Space};
 use crate::graph::Position;
 use crate::plugins::{PluginKind, Shape};
 use crate::projection::progress;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// A projector's declared spaces.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(read))
+}
 
 /// Most ids in one key (as the plugin contract allows).
 const MAX_IDS: usize = 8;

@@ -17,6 +17,24 @@ use super::AppState;
 use crate::graph::{self, Act, Direction, Listing, Page, Settings, UserId};
 use crate::plugins::WriteKind;
 use crate::util::time::{now_ms, rfc3339_millis};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Blocks, mutes, follow requests, removing a follower, settings and known followers.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(block, unblock))
+        .routes(routes!(blocks))
+        .routes(routes!(mute, unmute))
+        .routes(routes!(mutes))
+        .routes(routes!(follow_requests))
+        .routes(routes!(outgoing_follow_requests))
+        .routes(routes!(authorize))
+        .routes(routes!(reject))
+        .routes(routes!(remove_follower))
+        .routes(routes!(settings, set_settings))
+        .routes(routes!(known_followers))
+}
 
 /// The longest a mute may last before it must be given without an end (about ten years).
 const MAX_MUTE_SECONDS: u64 = 315_360_000;

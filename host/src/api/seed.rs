@@ -14,6 +14,19 @@ use super::problem::{ApiError, Problem};
 use super::write::write_relation;
 use super::AppState;
 use crate::graph::{self, Act, Direction};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The seed systems' routes, kept for their clients.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(follow))
+        .routes(routes!(unfollow))
+        .routes(routes!(status))
+        .routes(routes!(following))
+        .routes(routes!(followers))
+        .routes(routes!(counter))
+}
 
 /// Response header carrying the cursor of the next page, since the seed's lists are bare arrays.
 pub const NEXT_CURSOR_HEADER: &str = "x-next-cursor";

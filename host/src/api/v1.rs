@@ -12,6 +12,19 @@ use super::write::write_relation;
 use super::AppState;
 use crate::graph::{self, Act, Direction, Page};
 use crate::util::time::rfc3339_millis;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The follow API (`/v1/me/following`, relationships, lists, counts).
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(follow, unfollow))
+        .routes(routes!(relationships))
+        .routes(routes!(following))
+        .routes(routes!(followers))
+        .routes(routes!(user_counts))
+        .routes(routes!(batch_counts))
+}
 
 /// Outcome of a follow or unfollow.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

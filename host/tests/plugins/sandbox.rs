@@ -44,10 +44,11 @@ async fn hostile_plugins_are_stopped_and_the_tenants_failure_mode_applies() {
 async fn the_runtime_says_why_a_call_was_stopped() {
     let deadline = Duration::from_millis(50);
     let on_the_clock = PluginRuntime::new(PluginLimits { deadline, memory_bytes: 16 << 20, fuel: None }, None).unwrap();
-    let metered = PluginRuntime::new(PluginLimits { fuel: Some(5_000_000), ..on_the_clock.limits() }, None).unwrap();
-    // The other stops must not race the clock: a debug build on a loaded machine can take 50 ms to get there.
+    // The other stops must not race the clock: a debug build on a loaded machine can take 50 ms to get there
+    // (burning 5 M of fuel included).
     let roomy =
         PluginRuntime::new(PluginLimits { deadline: Duration::from_secs(10), ..on_the_clock.limits() }, None).unwrap();
+    let metered = PluginRuntime::new(PluginLimits { fuel: Some(5_000_000), ..roomy.limits() }, None).unwrap();
     let wasm = test_plugin("hostile-limiter");
     let request = |target| WriteRequest { tenant: "acme".into(), user: 1, write: WriteKind::Follow, target, now_ms: 0 };
     let call = async |runtime: &PluginRuntime, target| {

@@ -13,6 +13,13 @@ use crate::api::problem::{ApiError, Problem};
 use crate::api::AppState;
 use crate::graph::{account_state, AccountState};
 use crate::tenancy::audit::AuditAction;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Account jobs and an account's state.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(start_job)).routes(routes!(account)).routes(routes!(jobs)).routes(routes!(job))
+}
 
 #[derive(Deserialize)]
 pub struct AccountPath {

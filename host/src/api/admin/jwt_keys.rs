@@ -11,6 +11,13 @@ use crate::api::problem::{ApiError, Problem};
 use crate::api::AppState;
 use crate::tenancy::audit::AuditAction;
 use crate::tenancy::jwt_keys::{JwtKeyInfo, JwtKeySpec};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Tenants' JWT keys.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(set_jwt_key, remove_jwt_key)).routes(routes!(jwt_keys))
+}
 
 #[derive(Deserialize)]
 pub struct JwtKeyPath {

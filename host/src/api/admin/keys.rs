@@ -11,6 +11,13 @@ use crate::api::problem::{ApiError, Problem};
 use crate::api::AppState;
 use crate::tenancy::audit::AuditAction;
 use crate::tenancy::keys::{self, IssuedKey, TenantKey};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Tenant keys.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_key, keys)).routes(routes!(revoke_key))
+}
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct KeyRequest {

@@ -22,15 +22,31 @@ pub use plugins::*;
 pub use tenants::*;
 pub use transfer::*;
 
+pub use transfer::import_routes;
+
 use std::str::FromStr;
 
 use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
 
 use self::audited::{audited, Change};
 
 use super::problem::ApiError;
+use super::AppState;
 use crate::graph::TenantId;
 use crate::plugins::{PluginKind, PluginSlot, RegistryError};
+
+/// Every admin resource's routes but the import's ([`import_routes`]).
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .merge(plugins::routes())
+        .merge(tenants::routes())
+        .merge(pipeline::routes())
+        .merge(keys::routes())
+        .merge(jwt_keys::routes())
+        .merge(accounts::routes())
+        .merge(transfer::routes())
+}
 
 #[derive(Deserialize)]
 pub struct TenantPath {

@@ -8,6 +8,13 @@ use crate::api::problem::{ApiError, Problem};
 use crate::api::AppState;
 use crate::bus::Topology;
 use crate::ops::lag::{ParkedRows, PipelineLag};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The pipeline's lag and parked work.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(lag)).routes(routes!(parked))
+}
 
 /// How far behind the relay (outbox) and each projection (events not yet committed) are.
 #[utoipa::path(get, path = "/admin/v1/lag", tag = "admin",

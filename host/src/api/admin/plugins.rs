@@ -22,6 +22,21 @@ use crate::projection::spaces::{self, SpaceDiff};
 use crate::projection::{cannot_replay, PluginProjectionError};
 use crate::tenancy::audit::AuditAction;
 use crate::util::hashing::hex_sha256;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Tenants' plugins: deploy, roll out, roll back, remove, logs.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(deploy, remove))
+        .routes(routes!(rollback))
+        .routes(routes!(promote))
+        .routes(routes!(abort))
+        .routes(routes!(diff))
+        .routes(routes!(plugin_logs))
+        .routes(routes!(list))
+        .routes(routes!(projections))
+}
 
 /// A new version, and what its conformance run cost.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

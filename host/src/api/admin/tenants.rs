@@ -11,6 +11,17 @@ use crate::api::AppState;
 use crate::graph::TenantId;
 use crate::tenancy::audit::{self, AuditAction, AuditPage, AuditQuery};
 use crate::tenancy::settings::TenantConfig;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Tenants, their settings, the audit log, and who the caller is.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(settings, set_settings))
+        .routes(routes!(tenants))
+        .routes(routes!(audit_log))
+        .routes(routes!(whoami))
+}
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TenantList {

@@ -15,6 +15,19 @@ use crate::tenancy::audit::{self, AuditAction, AuditOutcome, AuditRecord};
 use crate::transfer::export::tenant_edges;
 use crate::transfer::import::{import, ImportError, ImportFormat, ImportReport};
 use crate::transfer::marks;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// A tenant's export (its import has routes of its own: no body limit).
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(export_tenant))
+}
+
+/// A tenant's import: a graph's size has no bound, so it is read line by line as it arrives, never whole
+/// (no body limit).
+pub fn import_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(import_graph))
+}
 
 /// Every edge of the tenant that holds (follows, pending requests, blocks, unexpired mutes) as NDJSON, one
 /// `{"relation", "from", "to", "at_ms"[, "requested", "expires_at_ms"]}` per line: what `strand import`
