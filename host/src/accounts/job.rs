@@ -134,10 +134,11 @@ async fn record(
     // The tenant's running jobs locked first (as a runner locks its job before the accounts its batch reads):
     // concurrent starts in one tenant count each other, and wait rather than deadlock.
     let tenant_running: i64 = sqlx::query_scalar(&format!(
-        "SELECT COUNT(*) FROM account_jobs WHERE tenant_id = ? AND state = 'running'{}",
+        "SELECT COUNT(*) FROM account_jobs WHERE tenant_id = ? AND state = ?{}",
         db.kind().row_lock(false)
     ))
     .bind(tenant.as_str())
+    .bind(JobState::Running.as_str())
     .fetch_one(&mut *tx)
     .await?;
     if tenant_running >= i64::from(per_tenant) {
@@ -158,10 +159,11 @@ async fn record(
     let accounts = [Some(request.user), request.to].into_iter().flatten().map(|u| u.get().to_string());
     let accounts = accounts.collect::<Vec<_>>().join(", ");
     let running: Option<i64> = sqlx::query_scalar(&format!(
-        "SELECT id FROM account_jobs WHERE tenant_id = ? AND state = 'running' AND (user_id IN ({accounts}) OR \
+        "SELECT id FROM account_jobs WHERE tenant_id = ? AND state = ? AND (user_id IN ({accounts}) OR \
          target_user_id IN ({accounts})) LIMIT 1"
     ))
     .bind(tenant.as_str())
+    .bind(JobState::Running.as_str())
     .fetch_optional(&mut *tx)
     .await?;
     if let Some(id) = running {
@@ -201,26 +203,27 @@ async fn record(
     sqlx::query(
         "INSERT INTO account_jobs (tenant_id, user_id, kind, target_user_id, with_followings, state, phase, done, \
          total, requested_by, error, lease_owner, lease_until, created_at, updated_at) \
-         VALUES (?, ?, ?, ?, ?, 'running', 0, 0, ?, ?, NULL, NULL, 0, ?, ?)",
+         VALUES (?, ?, ?, ?, ?, ?, 0, 0, ?, ?, NULL, NULL, 0, ?, ?)",
     )
     .bind(tenant.as_str())
     .bind(request.user.get())
     .bind(request.kind.as_str())
     .bind(request.to.map(UserId::get))
     .bind(i64::from(request.with_followings))
+    .bind(JobState::Running.as_str())
     .bind(total)
     .bind(requested_by)
     .bind(now)
     .bind(now)
     .execute(&mut *tx)
     .await?;
-    let id: i64 = sqlx::query_scalar(
-        "SELECT MAX(id) FROM account_jobs WHERE tenant_id = ? AND user_id = ? AND state = 'running'",
-    )
-    .bind(tenant.as_str())
-    .bind(request.user.get())
-    .fetch_one(&mut *tx)
-    .await?;
+    let id: i64 =
+        sqlx::query_scalar("SELECT MAX(id) FROM account_jobs WHERE tenant_id = ? AND user_id = ? AND state = ?")
+            .bind(tenant.as_str())
+            .bind(request.user.get())
+            .bind(JobState::Running.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
     tx.commit().await?;
     Ok(id)
 }

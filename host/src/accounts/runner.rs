@@ -8,6 +8,7 @@ use std::time::Duration;
 use sqlx::{Any, Row, Transaction};
 use tokio_util::sync::CancellationToken;
 
+use super::job::JobState;
 use super::steps::JobKind;
 use super::steps::{self, Step};
 use crate::db::{held, Database};
@@ -85,8 +86,9 @@ impl JobRunner {
     async fn claim(&self) -> Result<Option<Claimed>, sqlx::Error> {
         let now = now_ms();
         let Some(id) = sqlx::query_scalar::<_, i64>(
-            "SELECT id FROM account_jobs WHERE state = 'running' AND lease_until < ? ORDER BY updated_at, id LIMIT 1",
+            "SELECT id FROM account_jobs WHERE state = ? AND lease_until < ? ORDER BY updated_at, id LIMIT 1",
         )
+        .bind(JobState::Running.as_str())
         .bind(now)
         .fetch_optional(self.db.reader())
         .await?
@@ -94,11 +96,12 @@ impl JobRunner {
             return Ok(None);
         };
         let taken = sqlx::query(
-            "UPDATE account_jobs SET lease_owner = ?, lease_until = ? WHERE id = ? AND state = 'running' AND lease_until < ?",
+            "UPDATE account_jobs SET lease_owner = ?, lease_until = ? WHERE id = ? AND state = ? AND lease_until < ?",
         )
         .bind(&self.owner)
         .bind(now + LEASE.as_millis() as i64)
         .bind(id)
+        .bind(JobState::Running.as_str())
         .bind(now)
         .execute(self.db.writer())
         .await?;
@@ -174,12 +177,15 @@ impl JobRunner {
                 }
             }
         }
-        sqlx::query("UPDATE account_jobs SET state = 'done', lease_owner = NULL, updated_at = ? WHERE id = ? AND lease_owner = ?")
-            .bind(now_ms())
-            .bind(job.id)
-            .bind(&self.owner)
-            .execute(self.db.writer())
-            .await?;
+        sqlx::query(
+            "UPDATE account_jobs SET state = ?, lease_owner = NULL, updated_at = ? WHERE id = ? AND lease_owner = ?",
+        )
+        .bind(JobState::Done.as_str())
+        .bind(now_ms())
+        .bind(job.id)
+        .bind(&self.owner)
+        .execute(self.db.writer())
+        .await?;
         tracing::info!(job = job.id, tenant = %job.tenant, user = %job.user, kind = %job.kind, "account job done");
         Ok(())
     }
@@ -243,14 +249,13 @@ impl JobRunner {
         tracing::error!(job = job.id, tenant = %job.tenant, user = %job.user, kind = %job.kind, error = %message, "account job failed");
         metrics::counter!(ACCOUNT_JOBS_FAILED.name, "kind" => job.kind.as_str()).increment(1);
         let kept: String = message.chars().take(1000).collect();
-        sqlx::query(
-            "UPDATE account_jobs SET state = 'failed', error = ?, lease_owner = NULL, updated_at = ? WHERE id = ?",
-        )
-        .bind(kept)
-        .bind(now_ms())
-        .bind(job.id)
-        .execute(self.db.writer())
-        .await?;
+        sqlx::query("UPDATE account_jobs SET state = ?, error = ?, lease_owner = NULL, updated_at = ? WHERE id = ?")
+            .bind(JobState::Failed.as_str())
+            .bind(kept)
+            .bind(now_ms())
+            .bind(job.id)
+            .execute(self.db.writer())
+            .await?;
         Ok(())
     }
 }

@@ -14,6 +14,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::accounts::JobState;
 use crate::db::Database;
 use crate::plugins::{PluginRegistry, BUNDLED};
 use crate::util::hashing::hex_sha256;
@@ -58,7 +59,8 @@ impl Retention {
             .rows_affected();
         pruned.bus_messages = self.prune_bus(db).await?;
         let jobs_before = now_ms() - self.account_jobs.as_millis() as i64;
-        pruned.account_jobs = sqlx::query("DELETE FROM account_jobs WHERE state <> 'running' AND updated_at < ?")
+        pruned.account_jobs = sqlx::query("DELETE FROM account_jobs WHERE state <> ? AND updated_at < ?")
+            .bind(JobState::Running.as_str())
             .bind(jobs_before)
             .execute(db.writer())
             .await?

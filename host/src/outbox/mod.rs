@@ -89,20 +89,27 @@ pub struct ChangeEvent {
     pub notifications: Option<bool>,
 }
 
+/// What a [`ChangeEvent`] tells, by name: eight facts of one edge's change, two of them ids that a
+/// positional call could swap unseen.
+#[derive(Debug, Clone, Copy)]
+pub struct Changed<'a> {
+    pub tenant: &'a str,
+    pub event_type: EventType,
+    pub from: i64,
+    pub to: i64,
+    /// The edge's version after the change.
+    pub version: i64,
+    pub at_ms: i64,
+    /// Whether `to` follows `from` (a follow's or an unfollow's "mutual").
+    pub followed_back: bool,
+    /// Who made the change: `from`, `to` (removing a follower, answering a request) or an account job's account.
+    pub actor: i64,
+}
+
 impl ChangeEvent {
-    /// The change of `from → to` to `version` (of the edge `event_type` changes) at `at_ms`, by `actor`;
-    /// named by its [`EventId`]. A mute's end and flag are set by the caller.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        tenant: &str,
-        event_type: EventType,
-        from: i64,
-        to: i64,
-        version: i64,
-        at_ms: i64,
-        followed_back: bool,
-        actor: i64,
-    ) -> Self {
+    /// The event of `changed`, named by its [`EventId`]. A mute's end and flag are set by the caller.
+    pub fn new(changed: Changed<'_>) -> Self {
+        let Changed { tenant, event_type, from, to, version, at_ms, followed_back, actor } = changed;
         let mut event = ChangeEvent {
             event_id: String::new(),
             event_type,

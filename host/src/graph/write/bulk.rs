@@ -13,7 +13,7 @@ use super::decide::{follow_by_host, PairState};
 use super::edge::{table, RelStatus, ACTIVE, NONE, REQUESTED};
 use crate::db::{Database, DatabaseKind};
 use crate::graph::{AccountState, TenantId, UserId};
-use crate::outbox::{self, ChangeEvent, EventType, Relation};
+use crate::outbox::{self, ChangeEvent, Changed, EventType, Relation};
 
 /// Which of the account's edges: those pointing at it (its followers, who block or mute it) or its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,7 +176,18 @@ pub async fn follows(
             scope.at_ms
         ));
         let back = followed_back.contains(&counterpart);
-        events.push(ChangeEvent::new(tenant, event_type, from, to, version + 1, scope.at_ms, back, account));
+        let version = version + 1;
+        let at_ms = scope.at_ms;
+        events.push(ChangeEvent::new(Changed {
+            tenant,
+            event_type,
+            from,
+            to,
+            version,
+            at_ms,
+            followed_back: back,
+            actor: account,
+        }));
     }
     if !written.is_empty() {
         write_follows(tx, scope, &written, &events, &counts).await?;
@@ -293,7 +304,17 @@ pub async fn end_held(
             version + 1,
             scope.at_ms
         ));
-        events.push(ChangeEvent::new(tenant, event_type, from, to, version + 1, scope.at_ms, false, account));
+        let (version, at_ms) = (version + 1, scope.at_ms);
+        events.push(ChangeEvent::new(Changed {
+            tenant,
+            event_type,
+            from,
+            to,
+            version,
+            at_ms,
+            followed_back: false,
+            actor: account,
+        }));
     }
     statements.push_str(&outbox::insert(scope.kind, &events.iter().collect::<Vec<_>>(), scope.at_ms));
     tx.execute(statements.as_str()).await?;
@@ -444,13 +465,25 @@ pub async fn move_follows(
             written.push(format!("('{tenant}', {from}, {to}, {status}, {}, {at}, {at}, 0)", new.version + 1));
             counts.edge(from, to, new.status, status);
             let back = reverse.status == RelStatus::Active;
-            events.push(ChangeEvent::new(tenant, event_type, from, to, new.version + 1, at, back, account_id));
+            let version = new.version + 1;
+            let changed =
+                Changed { tenant, event_type, from, to, version, at_ms: at, followed_back: back, actor: account_id };
+            events.push(ChangeEvent::new(changed));
         }
         let (old_from, old_to) = side.edge(account_id, counterpart);
         written.push(format!("('{tenant}', {old_from}, {old_to}, {NONE}, {}, {at}, {at}, 0)", version + 1));
         counts.edge(old_from, old_to, RelStatus::Active, RelStatus::None);
         let back = old_followed_back.contains(&counterpart);
-        events.push(ChangeEvent::new(tenant, EventType::Unfollow, old_from, old_to, version + 1, at, back, account_id));
+        events.push(ChangeEvent::new(Changed {
+            tenant,
+            event_type: EventType::Unfollow,
+            from: old_from,
+            to: old_to,
+            version: version + 1,
+            at_ms: at,
+            followed_back: back,
+            actor: account_id,
+        }));
     }
     write_follows(tx, scope, &written, &events, &counts).await?;
     Ok(old.len() as u64)

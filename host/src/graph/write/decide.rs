@@ -9,7 +9,7 @@ use super::command::{Act, Admit, FollowContext, RelationChange, RelationCommand,
 use super::counts::FollowCounts;
 use super::edge::{Edge, EdgeRow, RelStatus};
 use crate::graph::{AccountState, TenantId, UserId};
-use crate::outbox::{ChangeEvent, EventType};
+use crate::outbox::{ChangeEvent, Changed, EventType};
 use crate::util::time::rfc3339_millis;
 
 /// The edges a command read (missing rows read as `RelStatus::None` at version 0) and what else its rules need.
@@ -286,8 +286,16 @@ impl Plan<'_, '_> {
         let followed_back = edge.relation == crate::outbox::Relation::Follow
             && self.current(Edge::follow(edge.to, edge.from)).status == RelStatus::Active;
         let at = self.command.at_ms;
-        let mut event =
-            ChangeEvent::new(tenant, event_type, from, to, row.version, at, followed_back, self.command.actor.get());
+        let mut event = ChangeEvent::new(Changed {
+            tenant,
+            event_type,
+            from,
+            to,
+            version: row.version,
+            at_ms: at,
+            followed_back,
+            actor: self.command.actor.get(),
+        });
         if event_type == EventType::Mute {
             event.expires_at = row.expires_at.map(rfc3339_millis);
             event.notifications = Some(row.notifications);
