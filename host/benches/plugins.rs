@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use strand::db::Database;
 use strand::graph::{TenantId, UserId};
 use strand::plugins::{
-    Action, PluginKind, PluginLimits, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent, Singleton, Staged,
-    WriteKind, WriteRequest, BUNDLED,
+    Action, OnePerTenant, PluginKind, PluginLimits, PluginRegistry, PluginRuntime, PluginSlot, RelationEvent,
+    RolloutStage, WriteKind, WriteRequest, BUNDLED,
 };
 use strand::ratelimit::{LocalBuckets, RateLimiting, RedisBuckets, TokenBuckets, WriteIntent};
 use strand::tenancy::settings::TenantSettings;
@@ -140,14 +140,14 @@ async fn main() {
     let limiter = RateLimiting::new(registry.clone(), tenants.clone(), TokenBuckets::Local(LocalBuckets::default()));
     print_decisions("rate-limit decision (embedded, deployed policy)", &limiter, &tenant).await;
     registry
-        .deploy_with(slot, policy, Default::default(), Some(Staged::Canary(10)), Default::default())
+        .deploy_with(slot, policy, Default::default(), Some(RolloutStage::Canary(10)), Default::default())
         .await
         .expect("canary");
     print_decisions("rate-limit decision (embedded, deployed policy + 10% canary)", &limiter, &tenant).await;
     let rounds = 1_000_000;
     let started = Instant::now();
     for user in 0..rounds {
-        black_box(registry.choose(&tenant, Singleton::RateLimiter, &user.to_string(), None));
+        black_box(registry.choose(&tenant, OnePerTenant::RateLimiter, &user.to_string(), None));
     }
     println!("canary choice alone: {:.0} ns", started.elapsed().as_secs_f64() * 1e9 / rounds as f64);
 }

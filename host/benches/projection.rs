@@ -20,7 +20,7 @@ use strand::config::RelayMode;
 use strand::db::Database;
 use strand::graph::{self, TenantId, UserId};
 use strand::outbox::{ChangeEvent, EventType};
-use strand::plugins::{PluginKind, PluginRegistry, PluginRuntime, PluginSlot, Staged, BUNDLED};
+use strand::plugins::{PluginKind, PluginRegistry, PluginRuntime, PluginSlot, RolloutStage, BUNDLED};
 use strand::projection::{spaces, PluginProjection};
 use strand_test_support::{Backend, Redis, RedisCluster, TestServer};
 
@@ -168,7 +168,13 @@ async fn shadow_figures(registry: &Arc<PluginRegistry>, cache: &Cache, db: &Data
         registry.deploy(slot.clone(), counts.clone()).await.expect("deploy");
         if shadowed {
             registry
-                .deploy_with(slot.clone(), counts.clone(), Default::default(), Some(Staged::Shadow), Default::default())
+                .deploy_with(
+                    slot.clone(),
+                    counts.clone(),
+                    Default::default(),
+                    Some(RolloutStage::Shadow),
+                    Default::default(),
+                )
                 .await
                 .expect("shadow");
         }

@@ -18,6 +18,6 @@ pub use read::{
 pub use settings::{settings, update_settings, Settings};
 pub use write::{bulk, import};
 pub use write::{
-    change, change_under, Act, Admit, FollowContext, FollowPolicy, PrivateNeedsApproval, RelationChange,
+    change, change_under, Act, FollowContext, FollowDecision, FollowPolicy, PrivateNeedsApproval, RelationChange,
     RelationCommand, WriteError,
 };

@@ -35,8 +35,8 @@ pub use observed::{count_invalid_output, observed};
 pub use policy::{project_with_retries, route_by_default, route_or_default, ProjectionFailed, RetryPolicy, Routed};
 pub use readable::{parse_declarations, Declared, Readable, Shape, MAX_READABLE};
 pub use registry::{
-    ActivePlugin, Candidate, Chosen, PluginRegistry, PluginVersion, RegistryError, Staged, VersionLimits, VersionState,
-    DEFAULT_COMPILE_BUDGET, DEFAULT_MAX_PROJECTORS,
+    ActivePlugin, Candidate, Chosen, PluginRegistry, PluginVersion, RegistryError, RolloutStage, VersionLimits,
+    VersionState, DEFAULT_COMPILE_BUDGET, DEFAULT_MAX_PROJECTORS,
 };
 pub use rollout::{RolloutRates, Tally};
 pub use runtime::{
@@ -66,18 +66,18 @@ impl PluginKind {
 
 /// The kinds a tenant always has exactly one of: its deployed version, else the bundled one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Singleton {
+pub enum OnePerTenant {
     RateLimiter,
     Router,
     RelationPolicy,
 }
 
-impl Singleton {
+impl OnePerTenant {
     pub fn kind(self) -> PluginKind {
         match self {
-            Singleton::RateLimiter => PluginKind::RateLimiter,
-            Singleton::Router => PluginKind::Router,
-            Singleton::RelationPolicy => PluginKind::RelationPolicy,
+            OnePerTenant::RateLimiter => PluginKind::RateLimiter,
+            OnePerTenant::Router => PluginKind::Router,
+            OnePerTenant::RelationPolicy => PluginKind::RelationPolicy,
         }
     }
 }

@@ -11,7 +11,7 @@ use super::error::PluginError;
 use super::inputs::RelationEvent;
 use super::observed::observed;
 use super::registry::{ActivePlugin, Chosen, PluginRegistry};
-use super::Singleton;
+use super::OnePerTenant;
 use crate::graph::TenantId;
 use crate::ops::metrics::PROJECTOR_RETRIES;
 use crate::outbox::OutboxRow;
@@ -37,7 +37,8 @@ pub async fn route_or_default(
     tenant: &TenantId,
     events: Vec<OutboxRow>,
 ) -> Result<Routed, PluginError> {
-    let chosen: Vec<Chosen> = events.iter().map(|e| registry.choose(tenant, Singleton::Router, &e.key, None)).collect();
+    let chosen: Vec<Chosen> =
+        events.iter().map(|e| registry.choose(tenant, OnePerTenant::Router, &e.key, None)).collect();
     let (by_canary, by_stable): (Vec<usize>, Vec<usize>) = (0..events.len()).partition(|&i| chosen[i].by_canary);
     let mut routed = Routed {
         destinations: vec![Vec::new(); events.len()],
@@ -48,7 +49,7 @@ pub async fn route_or_default(
         let Some(&first) = group.first() else { continue };
         let batch: Vec<OutboxRow> = group.iter().map(|&i| events[i].clone()).collect();
         let (destinations, version, fell_back) = route_group(registry, tenant, &chosen[first].plugin, batch).await?;
-        registry.record_outcome(tenant, Singleton::Router, &chosen[first], fell_back.as_ref()).await;
+        registry.record_outcome(tenant, OnePerTenant::Router, &chosen[first], fell_back.as_ref()).await;
         for (i, destinations) in group.into_iter().zip(destinations) {
             routed.destinations[i] = destinations;
             routed.router_versions[i] = version;

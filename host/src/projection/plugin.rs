@@ -38,7 +38,7 @@ use self::retries::{Retry, Tried};
 
 /// How long one tenant's events of a batch may take through the projector unless configured otherwise.
 pub const DEFAULT_TENANT_BUDGET: Duration = Duration::from_millis(1000);
-/// How often the held tenants are read from the table again.
+/// How often the parked tenants are read from the table again.
 const RELOAD_HELD: Duration = Duration::from_secs(30);
 
 /// One projector (by name) for every tenant, fed live from the bus.
@@ -47,25 +47,25 @@ pub struct PluginProjection {
     projector: Projector,
     parked: Parked,
     budget: Duration,
-    fence: Arc<Mutex<Fence>>,
+    fence: Arc<Mutex<PerTenant>>,
 }
 
 /// What fences tenants from each other in this projection: the tenants whose events are parked (and when
 /// each is retried), and the builds running in the background.
 #[derive(Default)]
-struct Fence {
-    held: HashMap<TenantId, Retry>,
+struct PerTenant {
+    parked: HashMap<TenantId, Retry>,
     builds: HashMap<(TenantId, i64), JoinHandle<Result<u64, PluginProjectionError>>>,
-    /// A held tenant's parked events being tried, one try per tenant at a time.
+    /// A parked tenant's parked events being tried, one try per tenant at a time.
     retries: HashMap<TenantId, JoinHandle<Result<Tried, PluginProjectionError>>>,
-    /// When the held tenants were last read from the table (what another worker parked, or this one before
+    /// When the parked tenants were last read from the table (what another worker parked, or this one before
     /// a restart).
     loaded: Option<Instant>,
 }
 
 /// Why a tenant's events were parked.
 #[derive(Debug, thiserror::Error)]
-enum Held {
+enum ParkReason {
     #[error(transparent)]
     Poison(Unprojectable),
     /// Refused for good (a sorted set's quota): dead-lettered at once.
@@ -184,48 +184,48 @@ impl PluginProjection {
         raw: &[&ChangeEvent],
         outpaced: impl Future<Output = ()>,
     ) -> Result<(), PluginProjectionError> {
-        if let Some(held) = self.within_budget(tenant, batch, outpaced).await? {
-            tracing::warn!(projector = %self.plugin(), %tenant, reason = %held, "parking the tenant's events; the others go on");
-            self.parked.park(tenant.as_str(), raw, &held.to_string()).await?;
-            self.lock().held.entry(tenant.clone()).or_insert_with(Retry::soon);
+        if let Some(reason) = self.reason_to_park(tenant, batch, outpaced).await? {
+            tracing::warn!(projector = %self.plugin(), %tenant, %reason, "parking the tenant's events; the others go on");
+            self.parked.park(tenant.as_str(), raw, &reason.to_string()).await?;
+            self.lock().parked.entry(tenant.clone()).or_insert_with(Retry::soon);
         }
         Ok(())
     }
 
     /// Applies `tenant`'s `batch` within the budget (and until `outpaced`), building in the background; why
     /// it could not (its events are then to be parked), or `None` when applied.
-    async fn within_budget(
+    async fn reason_to_park(
         &self,
         tenant: &TenantId,
         batch: &[RelationEvent],
         outpaced: impl Future<Output = ()>,
-    ) -> Result<Option<Held>, PluginProjectionError> {
+    ) -> Result<Option<ParkReason>, PluginProjectionError> {
         let applied = tokio::select! {
             applied = tokio::time::timeout(self.budget, self.apply_tenant(tenant, batch, Builds::Background)) => applied,
-            () = outpaced => return Ok(Some(Held::Outpaced(OUTPACED_AFTER))),
+            () = outpaced => return Ok(Some(ParkReason::Outpaced(OUTPACED_AFTER))),
         };
         match applied {
-            Err(_elapsed) => Ok(Some(Held::OverBudget(self.budget))),
+            Err(_elapsed) => Ok(Some(ParkReason::OverBudget(self.budget))),
             Ok(Ok(())) => Ok(None),
-            Ok(Err(PluginProjectionError::Unprojectable(poison))) => Ok(Some(Held::Poison(poison))),
-            Ok(Err(PluginProjectionError::QuotaRefused(refused))) => Ok(Some(Held::Refused(refused))),
-            Ok(Err(PluginProjectionError::Building(space))) => Ok(Some(Held::Building(space))),
+            Ok(Err(PluginProjectionError::Unprojectable(poison))) => Ok(Some(ParkReason::Poison(poison))),
+            Ok(Err(PluginProjectionError::QuotaRefused(refused))) => Ok(Some(ParkReason::Refused(refused))),
+            Ok(Err(PluginProjectionError::Building(space))) => Ok(Some(ParkReason::Building(space))),
             Ok(Err(PluginProjectionError::OverQuota { space, reached })) => {
-                Ok(Some(Held::OverQuota { space, reached }))
+                Ok(Some(ParkReason::OverQuota { space, reached }))
             }
             Ok(Err(other)) => Err(other),
         }
     }
 
     /// Between batches: starts builds of stale spaces in the background, notes finished ones, and retries
-    /// each due held tenant's parked events; returns the parked events tried too often, for the worker to
+    /// each due parked tenant's parked events; returns the parked events tried too often, for the worker to
     /// dead-letter (then [`PluginProjection::dead_lettered`]).
     pub async fn maintain(&self) -> Result<Vec<GivenUp>, PluginProjectionError> {
         if self.lock().loaded.is_none_or(|at| at.elapsed() >= RELOAD_HELD) {
             let tenants = self.parked.tenants().await?;
             let mut fence = self.lock();
             for tenant in tenants.iter().filter_map(|t| t.parse::<TenantId>().ok()) {
-                fence.held.entry(tenant).or_insert_with(Retry::soon);
+                fence.parked.entry(tenant).or_insert_with(Retry::soon);
             }
             fence.loaded = Some(Instant::now());
         }
@@ -253,12 +253,12 @@ impl PluginProjection {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Fence> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PerTenant> {
         self.fence.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn is_held(&self, tenant: &TenantId) -> bool {
-        self.lock().held.contains_key(tenant)
+        self.lock().parked.contains_key(tenant)
     }
 
     /// Builds `tenant`'s space of `plugin` in the background, unless that runs already; the tenant is held
@@ -270,7 +270,7 @@ impl PluginProjection {
             return;
         }
         let (projector, tenant, plugin) = (self.projector.clone(), tenant.clone(), plugin.clone());
-        fence.held.entry(tenant.clone()).or_insert_with(Retry::soon);
+        fence.parked.entry(tenant.clone()).or_insert_with(Retry::soon);
         fence.builds.insert(
             key,
             tokio::spawn(async move { build(&projector, &tenant, &plugin, Rebuild::IfStale, |_, _| {}).await }),
@@ -297,7 +297,7 @@ impl PluginProjection {
                 }
                 None => {}
             }
-            if let Some(retry) = fence.held.get_mut(&key.0) {
+            if let Some(retry) = fence.parked.get_mut(&key.0) {
                 retry.at = Instant::now();
             }
         }

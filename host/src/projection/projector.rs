@@ -17,7 +17,7 @@ use crate::graph::TenantId;
 use crate::ops::metrics::PROJECTION_SHADOW_SKIPPED_EVENTS;
 use crate::plugins::{
     count_invalid_output, project_with_retries, ActivePlugin, Effect, PluginKind, PluginRegistry, PluginSlot,
-    ProjectionFailed, RelationEvent, RetryPolicy, Staged, Tally,
+    ProjectionFailed, RelationEvent, RetryPolicy, RolloutStage, Tally,
 };
 
 /// How long a build lock outlives its holder's last page: a crashed builder's lock frees itself.
@@ -143,7 +143,7 @@ impl Projector {
     /// The shadow version beside the active one, while one runs.
     pub(super) fn shadow(&self, tenant: &TenantId) -> Option<Arc<ActivePlugin>> {
         let candidate = self.registry.candidate(&self.slot(tenant))?;
-        (candidate.staged == Staged::Shadow).then_some(candidate.plugin)
+        (candidate.staged == RolloutStage::Shadow).then_some(candidate.plugin)
     }
 
     pub(super) fn version_for(&self, tenant: &TenantId, role: Role) -> Option<Arc<ActivePlugin>> {

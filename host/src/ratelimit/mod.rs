@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::graph::{TenantId, UserId};
 use crate::ops::metrics::RATE_LIMIT_DECISIONS;
-use crate::plugins::{observed, Bucket, Decision, PluginError, PluginRegistry, Singleton, WriteKind, WriteRequest};
+use crate::plugins::{observed, Bucket, Decision, OnePerTenant, PluginError, PluginRegistry, WriteKind, WriteRequest};
 use crate::tenancy::settings::{FailureMode, TenantSettings};
 
 /// A write the rate limiter decides on: who asks to do what to whom.
@@ -141,13 +141,13 @@ impl RateLimiting {
         let (tenant, user) = (intent.tenant, intent.user);
         // A running canary takes its share of the users, always the same ones; test traffic may pin it.
         let pinned = intent.pinned_version.filter(|_| self.tenants.get(tenant).allow_pinned_versions);
-        let chosen = self.registry.choose(tenant, Singleton::RateLimiter, &user.to_string(), pinned);
+        let chosen = self.registry.choose(tenant, OnePerTenant::RateLimiter, &user.to_string(), pinned);
         let plugin = &chosen.plugin;
         let call = self.registry.runtime().decide(&plugin.prepared, plugin.limits, std::slice::from_ref(&request));
         let decided = observed(self.registry.logs(), tenant.as_str(), plugin, call)
             .await
             .map(|mut decisions| decisions.remove(0));
-        self.registry.record_outcome(tenant, Singleton::RateLimiter, &chosen, decided.as_ref().err()).await;
+        self.registry.record_outcome(tenant, OnePerTenant::RateLimiter, &chosen, decided.as_ref().err()).await;
         let decision = match decided {
             Ok(decision) => decision,
             Err(e) => return self.on_failure(tenant, &RateLimitFailure::Policy(e)),

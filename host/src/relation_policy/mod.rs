@@ -16,8 +16,8 @@ mod sample;
 
 use std::sync::Arc;
 
-use crate::graph::{Admit, FollowContext, FollowPolicy, PrivateNeedsApproval, TenantId, UserId, WriteError};
-use crate::plugins::{observed, Admission, Chosen, FollowAttempt, PluginRegistry, Singleton};
+use crate::graph::{FollowContext, FollowDecision, FollowPolicy, PrivateNeedsApproval, TenantId, UserId, WriteError};
+use crate::plugins::{observed, Admission, Chosen, FollowAttempt, OnePerTenant, PluginRegistry};
 use crate::tenancy::settings::{FailureMode, TenantSettings};
 
 pub use self::sample::{recent_attempts, AttemptSample, SampledAttempt};
@@ -50,17 +50,22 @@ impl RelationPolicies {
     /// The policy `follower`'s follow in `tenant` runs under; `pinned`: a candidate version the request
     /// asks for (test traffic), honoured for tenants that allow it.
     pub fn for_follow<'a>(&'a self, tenant: &'a TenantId, follower: UserId, pinned: Option<i64>) -> TenantPolicy<'a> {
-        if !self.registry.has_own(tenant, Singleton::RelationPolicy) {
+        if !self.registry.has_own(tenant, OnePerTenant::RelationPolicy) {
             return TenantPolicy::Host;
         }
         let pinned = pinned.filter(|_| self.tenants.get(tenant).allow_pinned_versions);
-        let chosen = self.registry.choose(tenant, Singleton::RelationPolicy, &follower.to_string(), pinned);
+        let chosen = self.registry.choose(tenant, OnePerTenant::RelationPolicy, &follower.to_string(), pinned);
         TenantPolicy::Plugin { policies: self, tenant, chosen }
     }
 
     /// Asks the chosen plugin about `follow` (its counts exact, read from the truth); never called while a
     /// database connection is held (`graph::change_under`).
-    async fn ask(&self, tenant: &TenantId, chosen: &Chosen, follow: FollowContext) -> Result<Admit, WriteError> {
+    async fn ask(
+        &self,
+        tenant: &TenantId,
+        chosen: &Chosen,
+        follow: FollowContext,
+    ) -> Result<FollowDecision, WriteError> {
         let attempt = FollowAttempt {
             tenant: tenant.to_string(),
             follower: follow.follower.get(),
@@ -75,7 +80,7 @@ impl RelationPolicies {
         let plugin = &chosen.plugin;
         let call = self.registry.runtime().admit(&plugin.prepared, plugin.limits, std::slice::from_ref(&attempt));
         let decided = observed(self.registry.logs(), tenant.as_str(), plugin, call).await.map(|mut a| a.remove(0));
-        self.registry.record_outcome(tenant, Singleton::RelationPolicy, chosen, decided.as_ref().err()).await;
+        self.registry.record_outcome(tenant, OnePerTenant::RelationPolicy, chosen, decided.as_ref().err()).await;
         let answer = match &decided {
             Ok(Admission::Allow) => "allow",
             Ok(Admission::RequireApproval) => "require_approval",
@@ -84,9 +89,9 @@ impl RelationPolicies {
         };
         self.sample.offer(tenant.as_str(), || SampledAttempt { attempt, answer });
         match decided {
-            Ok(Admission::Allow) => Ok(Admit::Allow),
-            Ok(Admission::RequireApproval) => Ok(Admit::RequireApproval),
-            Ok(Admission::Refuse(refusal)) => Ok(Admit::Refuse { code: refusal.code, reason: refusal.reason }),
+            Ok(Admission::Allow) => Ok(FollowDecision::Allow),
+            Ok(Admission::RequireApproval) => Ok(FollowDecision::RequireApproval),
+            Ok(Admission::Refuse(refusal)) => Ok(FollowDecision::Refuse { code: refusal.code, reason: refusal.reason }),
             Err(e) => {
                 let mode = self.tenants.get(tenant).rate_limit_failure;
                 let error = crate::ops::observability::causes(&e);
@@ -101,14 +106,14 @@ impl RelationPolicies {
 }
 
 impl FollowPolicy for TenantPolicy<'_> {
-    fn rule(&self) -> Option<fn(FollowContext) -> Admit> {
+    fn rule(&self) -> Option<fn(FollowContext) -> FollowDecision> {
         match self {
             TenantPolicy::Host => Some(PrivateNeedsApproval::admit_now),
             TenantPolicy::Plugin { .. } => None,
         }
     }
 
-    async fn admit(&self, follow: FollowContext) -> Result<Admit, WriteError> {
+    async fn admit(&self, follow: FollowContext) -> Result<FollowDecision, WriteError> {
         match self {
             TenantPolicy::Host => Ok(PrivateNeedsApproval::admit_now(follow)),
             TenantPolicy::Plugin { policies, tenant, chosen } => policies.ask(tenant, chosen, follow).await,

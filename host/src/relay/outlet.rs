@@ -115,8 +115,8 @@ impl Outlet {
         let routed = self.route(&events, PastBudget::Park, &mut to_park, &spans).await?;
         let (messages, row_of): (Vec<Message>, Vec<usize>) = routed.into_iter().unzip();
         let on_its_way = match &self.publisher {
-            Publisher::Embedded(bus) => OnItsWay::ToAppend(bus.clone(), messages),
-            Publisher::Kafka(kafka) => OnItsWay::Sent(kafka.clone(), kafka.send(&messages).await?, messages),
+            Publisher::Embedded(bus) => InFlight::ToAppend(bus.clone(), messages),
+            Publisher::Kafka(kafka) => InFlight::Sent(kafka.clone(), kafka.send(&messages).await?, messages),
         };
         Ok(Dispatched { rows: events, row_of, to_park, occurred_at, on_its_way, _spans: spans })
     }
@@ -126,12 +126,12 @@ impl Outlet {
     /// failed for everyone (down, slow). Embedded batches pass as they are (appended when settled).
     pub async fn acknowledge(&self, mut batches: Vec<Dispatched>) -> Result<Acknowledged, RelayError> {
         for batch in &mut batches {
-            batch.on_its_way = match std::mem::replace(&mut batch.on_its_way, OnItsWay::Answered) {
-                OnItsWay::Sent(kafka, sending, messages) => {
+            batch.on_its_way = match std::mem::replace(&mut batch.on_its_way, InFlight::Answered) {
+                InFlight::Sent(kafka, sending, messages) => {
                     for (row, refused) in self.acknowledged(&kafka, sending, &messages, &batch.row_of).await? {
                         batch.to_park.entry(row).or_insert(causes(&refused));
                     }
-                    OnItsWay::Answered
+                    InFlight::Answered
                 }
                 waiting => waiting,
             };
@@ -151,7 +151,7 @@ impl Outlet {
         // A row whose messages the bus took (sent to Kafka, or appended here) is published: never parked
         // after the fact (it would go out twice). The rows behind a parked one were parked when dispatched.
         for mut batch in batches.0 {
-            if let OnItsWay::ToAppend(bus, messages) = batch.on_its_way {
+            if let InFlight::ToAppend(bus, messages) = batch.on_its_way {
                 bus.append(tx, &messages).await?;
             }
             for (index, row) in batch.rows.into_iter().enumerate() {
@@ -480,12 +480,12 @@ pub struct Dispatched {
     to_park: HashMap<usize, String>,
     /// When the newest row's change committed (its payload's `occurred_at`), for the lag gauge.
     occurred_at: Option<String>,
-    on_its_way: OnItsWay,
+    on_its_way: InFlight,
     /// The traced rows' `relay.publish` spans, ended when the batch is settled.
     _spans: HashMap<usize, Span>,
 }
 
-enum OnItsWay {
+enum InFlight {
     /// Messages for the embedded bus, appended in the settling transaction.
     ToAppend(EmbeddedBus, Vec<Message>),
     /// Messages handed to the Kafka producer (kept to name a refused one's topic).

@@ -7,7 +7,7 @@ use strand::db::Database;
 use strand::outbox::OutboxRow;
 use strand::plugins::{
     project_with_retries, route_or_default, sample_events_for, sample_outbox_events, PluginKind, PluginRegistry,
-    PluginRuntime, PluginSlot, RetryPolicy, Staged,
+    PluginRuntime, PluginSlot, RetryPolicy, RolloutStage,
 };
 use strand_test_support::{test_plugin, Backend};
 
@@ -73,7 +73,7 @@ async fn a_router_canary_routes_a_stable_share_of_the_message_keys() {
     registry.deploy(slot.clone(), test_plugin("fanout-router")).await.unwrap();
     let default = strand::plugins::BUNDLED.iter().find(|b| b.kind == PluginKind::Router).unwrap().wasm.to_vec();
     registry
-        .deploy_with(slot.clone(), default, Default::default(), Some(Staged::Canary(30)), Default::default())
+        .deploy_with(slot.clone(), default, Default::default(), Some(RolloutStage::Canary(30)), Default::default())
         .await
         .unwrap();
 

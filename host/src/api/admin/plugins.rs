@@ -15,7 +15,7 @@ use crate::cache::Space;
 use crate::plugins::logs::{self, LogPage, LogQuery};
 use crate::plugins::{
     parse_declarations, Declared, PluginKind, PluginSlot, PluginVersion, RegistryError, RequestedLimits, RolloutRates,
-    Staged, VersionState,
+    RolloutStage, VersionState,
 };
 use crate::projection::progress::{self, BackfillProgress};
 use crate::projection::spaces::{self, SpaceDiff};
@@ -69,8 +69,8 @@ pub async fn deploy(
     let readable = parse_declarations(rollout.readable.as_deref().unwrap_or("")).map_err(ApiError::InvalidReadable)?;
     let declared = Declared { readable, history: rollout.history };
     let detail = match staged {
-        Some(Staged::Canary(percent)) => format!("canary {percent}%"),
-        Some(Staged::Shadow) => "shadow".to_owned(),
+        Some(RolloutStage::Canary(percent)) => format!("canary {percent}%"),
+        Some(RolloutStage::Shadow) => "shadow".to_owned(),
         None => String::new(),
     };
     let uploaded = Change { sha256: Some(hex_sha256(&wasm)), detail, ..Change::plugin(AuditAction::Deploy, &slot) };
@@ -112,11 +112,11 @@ pub struct RolloutQuery {
 }
 
 impl RolloutQuery {
-    fn staged(&self) -> Result<Option<Staged>, ApiError> {
+    fn staged(&self) -> Result<Option<RolloutStage>, ApiError> {
         match (self.canary, self.shadow) {
             (Some(_), true) => Err(ApiError::CanaryAndShadow),
-            (Some(percent), false) => Ok(Some(Staged::Canary(percent))),
-            (None, true) => Ok(Some(Staged::Shadow)),
+            (Some(percent), false) => Ok(Some(RolloutStage::Canary(percent))),
+            (None, true) => Ok(Some(RolloutStage::Shadow)),
             (None, false) => Ok(None),
         }
     }
@@ -263,7 +263,7 @@ pub async fn diff(
 ) -> Result<axum::Json<SpaceDiff>, ApiError> {
     let slot = path.slot(&operator)?;
     let no_shadow = || RegistryError::NoRollout { kind: slot.kind, name: slot.name.clone() };
-    let shadow = state.plugins.candidate(&slot).filter(|c| c.staged == Staged::Shadow).ok_or_else(no_shadow)?;
+    let shadow = state.plugins.candidate(&slot).filter(|c| c.staged == RolloutStage::Shadow).ok_or_else(no_shadow)?;
     let active = state.plugins.active(&slot.tenant, slot.kind, &slot.name).ok_or_else(no_shadow)?;
     let space = |version| Space { tenant: slot.tenant.as_str(), plugin: &slot.name, version };
     let sample = query.sample.unwrap_or(DIFF_SAMPLE).min(DIFF_SAMPLE_MAX);

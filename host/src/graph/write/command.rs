@@ -119,7 +119,7 @@ impl<'a> RelationCommand<'a> {
 
 /// What a follow's relation policy decides (blocks are the host's, before it is asked).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Admit {
+pub enum FollowDecision {
     /// The follow begins.
     #[default]
     Allow,
@@ -152,8 +152,11 @@ pub struct FollowContext {
 /// the same [`FollowContext`] under its locks — else it is asked again.
 pub trait FollowPolicy: Sync {
     /// `Some`: the host's rule, decided inside the transaction; `None`: ask [`FollowPolicy::admit`] first.
-    fn rule(&self) -> Option<fn(FollowContext) -> Admit>;
-    fn admit(&self, follow: FollowContext) -> impl std::future::Future<Output = Result<Admit, WriteError>> + Send;
+    fn rule(&self) -> Option<fn(FollowContext) -> FollowDecision>;
+    fn admit(
+        &self,
+        follow: FollowContext,
+    ) -> impl std::future::Future<Output = Result<FollowDecision, WriteError>> + Send;
 }
 
 /// Mastodon's rule, the host's own (and the bundled `default-relation-policy`'s): a private account's follows
@@ -162,21 +165,21 @@ pub trait FollowPolicy: Sync {
 pub struct PrivateNeedsApproval;
 
 impl PrivateNeedsApproval {
-    pub fn admit_now(follow: FollowContext) -> Admit {
+    pub fn admit_now(follow: FollowContext) -> FollowDecision {
         if follow.target_private {
-            Admit::RequireApproval
+            FollowDecision::RequireApproval
         } else {
-            Admit::Allow
+            FollowDecision::Allow
         }
     }
 }
 
 impl FollowPolicy for PrivateNeedsApproval {
-    fn rule(&self) -> Option<fn(FollowContext) -> Admit> {
+    fn rule(&self) -> Option<fn(FollowContext) -> FollowDecision> {
         Some(Self::admit_now)
     }
 
-    async fn admit(&self, follow: FollowContext) -> Result<Admit, WriteError> {
+    async fn admit(&self, follow: FollowContext) -> Result<FollowDecision, WriteError> {
         Ok(Self::admit_now(follow))
     }
 }

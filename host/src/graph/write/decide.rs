@@ -5,7 +5,7 @@
 //! it holds (unblocking restores nothing); a follow of an account whose approval is required is a pending
 //! request until the account authorizes or rejects it; a requester withdraws with the ordinary unfollow.
 
-use super::command::{Act, Admit, FollowContext, RelationChange, RelationCommand, WriteError};
+use super::command::{Act, FollowContext, FollowDecision, RelationChange, RelationCommand, WriteError};
 use super::counts::FollowCounts;
 use super::edge::{Edge, EdgeRow, RelStatus};
 use crate::graph::{AccountState, TenantId, UserId};
@@ -25,7 +25,7 @@ pub struct Found {
     pub actor_counts: FollowCounts,
     pub subject_counts: FollowCounts,
     /// A follow's relation policy's answer, when [`needs_admission`] asked it.
-    pub admission: Admit,
+    pub admission: FollowDecision,
 }
 
 impl Found {
@@ -84,7 +84,7 @@ pub fn follow_by_host(
         subject_private: approval,
         actor_state: states[0],
         subject_state: states[1],
-        admission: if approval { Admit::RequireApproval } else { Admit::Allow },
+        admission: if approval { FollowDecision::RequireApproval } else { FollowDecision::Allow },
         ..Found::default()
     };
     Ok(decide(&command, &found)?.changes.first().map(|change| change.row.status))
@@ -161,14 +161,16 @@ pub fn decide(command: &RelationCommand<'_>, found: &Found) -> Result<Decision, 
             }
             match (found.row(outgoing).status, &found.admission) {
                 (RelStatus::Active, _) => {}
-                (_, Admit::Refuse { code, reason }) => {
+                (_, FollowDecision::Refuse { code, reason }) => {
                     return Err(WriteError::Refused { code: code.clone(), reason: reason.clone() })
                 }
                 // A request stays pending while approval is required; once the account no longer requires it
                 // (it turned public meanwhile), asking again is the follow.
-                (RelStatus::Requested, Admit::RequireApproval) => {}
-                (_, Admit::RequireApproval) => plan.set(outgoing, RelStatus::Requested, EventType::FollowRequested),
-                (_, Admit::Allow) => plan.set(outgoing, RelStatus::Active, EventType::Follow),
+                (RelStatus::Requested, FollowDecision::RequireApproval) => {}
+                (_, FollowDecision::RequireApproval) => {
+                    plan.set(outgoing, RelStatus::Requested, EventType::FollowRequested)
+                }
+                (_, FollowDecision::Allow) => plan.set(outgoing, RelStatus::Active, EventType::Follow),
             }
         }
         Act::Unfollow => match found.row(outgoing).status {
@@ -328,20 +330,21 @@ mod tests {
     #[test]
     fn a_follow_of_a_private_account_is_a_request_and_a_repeat_changes_nothing() {
         let tenant: TenantId = "acme".parse().unwrap();
-        let private = Found { admission: Admit::RequireApproval, ..Found::default() };
+        let private = Found { admission: FollowDecision::RequireApproval, ..Found::default() };
         let decided = decide(&command(&tenant, Act::Follow), &private).unwrap();
         assert_eq!(events(&decided), [(EventType::FollowRequested, 1, 2, 1)]);
         assert_eq!(decided.outcome, RelationChange { changed: true, following: false, requested: true, version: 1 });
         let pending = Found {
             edges: vec![(Edge::follow(user(1), user(2)), row(RelStatus::Requested, 1))],
-            admission: Admit::RequireApproval,
+            admission: FollowDecision::RequireApproval,
             ..Found::default()
         };
         assert!(decide(&command(&tenant, Act::Follow), &pending).unwrap().changes.is_empty());
         // The account turned public: asking again follows.
-        let public = Found { admission: Admit::Allow, ..pending.clone() };
+        let public = Found { admission: FollowDecision::Allow, ..pending.clone() };
         assert_eq!(events(&decide(&command(&tenant, Act::Follow), &public).unwrap()), [(EventType::Follow, 1, 2, 2)]);
-        let refused = Found { admission: Admit::Refuse { code: "cap".into(), reason: "too many".into() }, ..pending };
+        let refused =
+            Found { admission: FollowDecision::Refuse { code: "cap".into(), reason: "too many".into() }, ..pending };
         assert!(
             matches!(decide(&command(&tenant, Act::Follow), &refused), Err(WriteError::Refused { code, .. }) if code == "cap")
         );

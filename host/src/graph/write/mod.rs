@@ -16,7 +16,7 @@ mod transaction;
 use std::time::Duration;
 
 pub use command::{
-    Act, Admit, FollowContext, FollowPolicy, PrivateNeedsApproval, RelationChange, RelationCommand, WriteError,
+    Act, FollowContext, FollowDecision, FollowPolicy, PrivateNeedsApproval, RelationChange, RelationCommand, WriteError,
 };
 
 use self::transaction::{Asked, Attempt};

@@ -18,7 +18,7 @@
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, Executor, Row};
 
-use super::command::{Act, Admit, FollowContext, FollowPolicy, RelationChange, RelationCommand, WriteError};
+use super::command::{Act, FollowContext, FollowDecision, FollowPolicy, RelationChange, RelationCommand, WriteError};
 use super::counts::{self, CountChanges, FollowCounts};
 use super::decide::{decide, follow_context, needs_admission, Found};
 use super::edge::{self, EdgeRow, RelStatus};
@@ -30,7 +30,7 @@ use crate::outbox;
 #[derive(Debug, Clone)]
 pub(super) struct Asked {
     pub context: FollowContext,
-    pub admit: Admit,
+    pub admit: FollowDecision,
 }
 
 /// How one transaction ended.
@@ -67,7 +67,7 @@ pub(super) async fn run(
         first.extend(counts::create(kind, command.tenant, [command.actor, command.subject]));
     }
     first.push_str(&reads(kind, command, true, plugin_decides));
-    let mut conn = HandOpened { conn: db.writer().acquire().await?, finished: false };
+    let mut conn = OpenTransaction { conn: db.writer().acquire().await?, finished: false };
     held::holding("a relation write's transaction", async {
         let mut found = found(command, &conn.conn.fetch_all(first.as_str()).await?)?;
         if needs_admission(command, &found) {
@@ -178,12 +178,12 @@ fn found(command: &RelationCommand<'_>, rows: &[sqlx::any::AnyRow]) -> Result<Fo
 
 /// A pooled connection in a transaction opened by hand: closed rather than returned to the pool unless it
 /// finished.
-struct HandOpened {
+struct OpenTransaction {
     conn: PoolConnection<Any>,
     finished: bool,
 }
 
-impl HandOpened {
+impl OpenTransaction {
     /// Runs `statements`, the last of which ends the transaction, in one round trip. A failing statement
     /// stops the rest, the COMMIT included.
     async fn finish(&mut self, statements: &str) -> Result<(), sqlx::Error> {
@@ -193,7 +193,7 @@ impl HandOpened {
     }
 }
 
-impl Drop for HandOpened {
+impl Drop for OpenTransaction {
     fn drop(&mut self) {
         if !self.finished {
             self.conn.close_on_drop();

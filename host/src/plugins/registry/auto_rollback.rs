@@ -7,7 +7,7 @@ use crate::ops::metrics::ROLLOUT_AUTOMATIC_ROLLBACKS;
 use crate::plugins::error::PluginError;
 use crate::plugins::rollout::{RolloutRates, Tally};
 use crate::plugins::slot::{PluginSlot, SINGLETON_NAME};
-use crate::plugins::Singleton;
+use crate::plugins::OnePerTenant;
 use crate::tenancy::audit::{self, AuditAction, AuditOutcome, AuditRecord};
 
 impl PluginRegistry {
@@ -16,7 +16,7 @@ impl PluginRegistry {
     pub async fn record_outcome(
         &self,
         tenant: &TenantId,
-        kind: Singleton,
+        kind: OnePerTenant,
         chosen: &Chosen,
         error: Option<&PluginError>,
     ) {

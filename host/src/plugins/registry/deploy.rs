@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::store::{self, StoredRow, DEPLOY_ATTEMPTS};
-use super::{compiling, ActivePlugin, Candidate, PluginRegistry, PluginVersion, RegistryError, Staged};
+use super::{compiling, ActivePlugin, Candidate, PluginRegistry, PluginVersion, RegistryError, RolloutStage};
 use super::{VersionLimits, VersionState};
 use crate::db::is_lock_conflict;
 use crate::graph::TenantId;
@@ -115,7 +115,7 @@ impl PluginRegistry {
         slot: PluginSlot,
         wasm: impl Into<Bytes>,
         requested: RequestedLimits,
-        staged: Option<Staged>,
+        staged: Option<RolloutStage>,
         Declared { readable, history }: Declared,
     ) -> Result<(PluginVersion, CallCost), RegistryError> {
         let wasm: Bytes = wasm.into();
@@ -126,13 +126,13 @@ impl PluginRegistry {
             return Err(RegistryError::HistoryNotAProjector(slot.kind));
         }
         match (staged, slot.kind.is_singleton()) {
-            (Some(Staged::Canary(percent)), true) if percent > 99 => {
+            (Some(RolloutStage::Canary(percent)), true) if percent > 99 => {
                 return Err(RegistryError::InvalidRollout(format!("a canary takes 0 to 99 percent, not {percent}")))
             }
-            (Some(Staged::Canary(_)), false) => {
+            (Some(RolloutStage::Canary(_)), false) => {
                 return Err(RegistryError::InvalidRollout("a projector is staged as a shadow, not a canary".into()))
             }
-            (Some(Staged::Shadow), true) => {
+            (Some(RolloutStage::Shadow), true) => {
                 return Err(RegistryError::InvalidRollout(format!(
                     "a {} is staged as a canary, not a shadow",
                     slot.kind
@@ -151,8 +151,8 @@ impl PluginRegistry {
         let _change = self.changes.lock().await;
         let (sha256, size_bytes, created_at) = (hex_sha256(&wasm), wasm.len() as i64, now_ms());
         let listed = VersionLimits::from(limits);
-        let state = staged.map_or(VersionState::Active, Staged::state);
-        let canary = staged.and_then(Staged::percent);
+        let state = staged.map_or(VersionState::Active, RolloutStage::state);
+        let canary = staged.and_then(RolloutStage::percent);
         let readable_json =
             serde_json::to_string(&readable).map_err(|e| RegistryError::InvalidReadable(e.to_string()))?;
         let row = StoredRow { state, canary, listed, sha256: &sha256, created_at, readable: &readable_json, history };

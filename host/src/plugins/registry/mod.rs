@@ -16,7 +16,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 pub use deploy::{DEFAULT_COMPILE_BUDGET, DEFAULT_MAX_PROJECTORS};
-pub use version::{Candidate, Chosen, PluginVersion, Staged, VersionLimits, VersionState};
+pub use version::{Candidate, Chosen, PluginVersion, RolloutStage, VersionLimits, VersionState};
 
 use self::deploy::Compiles;
 use self::store::{Serving, StoredComponent};
@@ -27,7 +27,7 @@ use crate::plugins::logs::PluginLogs;
 use crate::plugins::rollout::{traffic_share, RollbackPolicy, RolloutHealth};
 use crate::plugins::runtime::{LimitRefused, PluginLimits, PluginRuntime, PreparedPlugin};
 use crate::plugins::slot::{PluginSlot, SlotError, SINGLETON_NAME};
-use crate::plugins::{PluginKind, Readable, Singleton, BUNDLED};
+use crate::plugins::{OnePerTenant, PluginKind, Readable, BUNDLED};
 use crate::util::hashing::hex_sha256;
 
 /// A loaded plugin version, shared by the calls using it.
@@ -227,7 +227,7 @@ impl PluginRegistry {
     }
 
     /// The loaded plugin for `slot`'s `version` in the role `staged`, if this node holds it.
-    fn held(&self, slot: &PluginSlot, version: i64, staged: Option<Staged>) -> Option<Arc<ActivePlugin>> {
+    fn held(&self, slot: &PluginSlot, version: i64, staged: Option<RolloutStage>) -> Option<Arc<ActivePlugin>> {
         match staged {
             None => self.deployed.load().get(slot).filter(|p| p.version == version).cloned(),
             Some(staged) => self
@@ -242,12 +242,12 @@ impl PluginRegistry {
     /// The version serving `tenant`'s `kind` traffic of `key` (a user for policies, a message key for
     /// routers): the canary for its share while one runs — or for test traffic `pinned` to its version,
     /// also at 0% — else the active version.
-    pub fn choose(&self, tenant: &TenantId, kind: Singleton, key: &str, pinned: Option<i64>) -> Chosen {
+    pub fn choose(&self, tenant: &TenantId, kind: OnePerTenant, key: &str, pinned: Option<i64>) -> Chosen {
         let slot = PluginSlot { tenant: tenant.clone(), kind: kind.kind(), name: SINGLETON_NAME.to_owned() };
         let stable = self.deployed.load().get(&slot).cloned().unwrap_or_else(|| match kind {
-            Singleton::RateLimiter => self.default_rate_limiter.clone(),
-            Singleton::Router => self.default_router.clone(),
-            Singleton::RelationPolicy => self.default_relation_policy.clone(),
+            OnePerTenant::RateLimiter => self.default_rate_limiter.clone(),
+            OnePerTenant::Router => self.default_router.clone(),
+            OnePerTenant::RelationPolicy => self.default_relation_policy.clone(),
         });
         let candidates = self.candidates.load();
         let Some(canary) = candidates.get(&slot) else {
@@ -260,7 +260,7 @@ impl PluginRegistry {
     }
 
     /// Whether `tenant` has a `kind` of its own deployed or rolling out (else the bundled one serves it).
-    pub fn has_own(&self, tenant: &TenantId, kind: Singleton) -> bool {
+    pub fn has_own(&self, tenant: &TenantId, kind: OnePerTenant) -> bool {
         let slot = PluginSlot { tenant: tenant.clone(), kind: kind.kind(), name: SINGLETON_NAME.to_owned() };
         self.deployed.load().contains_key(&slot) || self.candidates.load().contains_key(&slot)
     }

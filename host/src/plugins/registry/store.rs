@@ -3,7 +3,7 @@
 
 use sqlx::Row;
 
-use super::version::{PluginVersion, Staged, VersionLimits, VersionState};
+use super::version::{PluginVersion, RolloutStage, VersionLimits, VersionState};
 use crate::db::Database;
 use crate::graph::TenantId;
 use crate::plugins::runtime::{PluginLimits, PluginRuntime};
@@ -17,7 +17,7 @@ pub(super) const DEPLOY_ATTEMPTS: u32 = 5;
 pub(super) struct Serving {
     pub(super) slot: PluginSlot,
     pub(super) version: i64,
-    pub(super) staged: Option<Staged>,
+    pub(super) staged: Option<RolloutStage>,
 }
 
 /// A stored version's component and what it runs with.
@@ -64,8 +64,8 @@ pub(super) async fn serving(db: &Database) -> Result<Vec<Serving>, sqlx::Error> 
         let (tenant, kind, name): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
         let (version, state, percent): (i64, String, Option<i64>) = (row.try_get(3)?, row.try_get(4)?, row.try_get(5)?);
         let staged = match state.parse()? {
-            VersionState::Canary => Some(Staged::Canary(percent.and_then(|p| u8::try_from(p).ok()).unwrap_or(0))),
-            VersionState::Shadow => Some(Staged::Shadow),
+            VersionState::Canary => Some(RolloutStage::Canary(percent.and_then(|p| u8::try_from(p).ok()).unwrap_or(0))),
+            VersionState::Shadow => Some(RolloutStage::Shadow),
             VersionState::Active | VersionState::Inactive => None,
         };
         let (Ok(tenant), Ok(kind)) = (tenant.parse(), kind.parse()) else {
@@ -120,7 +120,7 @@ pub(super) async fn other_names(db: &Database, slot: &PluginSlot) -> Result<i64,
 pub(super) async fn insert_next(
     db: &Database,
     slot: &PluginSlot,
-    staged: Option<Staged>,
+    staged: Option<RolloutStage>,
     row: &StoredRow<'_>,
     wasm: &[u8],
 ) -> Result<i64, sqlx::Error> {

@@ -64,7 +64,7 @@ impl From<PluginLimits> for VersionLimits {
 
 /// How a new version runs beside the active one until it is promoted or aborted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Staged {
+pub enum RolloutStage {
     /// A rate limiter or router taking this percent (0-99) of the traffic: by user for policies, by message
     /// key for routers.
     Canary(u8),
@@ -72,20 +72,20 @@ pub enum Staged {
     Shadow,
 }
 
-impl Staged {
+impl RolloutStage {
     /// The state of such a version.
     pub fn state(self) -> VersionState {
         match self {
-            Staged::Canary(_) => VersionState::Canary,
-            Staged::Shadow => VersionState::Shadow,
+            RolloutStage::Canary(_) => VersionState::Canary,
+            RolloutStage::Shadow => VersionState::Shadow,
         }
     }
 
     /// A canary's share of the traffic.
     pub fn percent(self) -> Option<u8> {
         match self {
-            Staged::Canary(percent) => Some(percent),
-            Staged::Shadow => None,
+            RolloutStage::Canary(percent) => Some(percent),
+            RolloutStage::Shadow => None,
         }
     }
 }
@@ -94,7 +94,7 @@ impl Staged {
 #[derive(Clone)]
 pub struct Candidate {
     pub plugin: Arc<ActivePlugin>,
-    pub staged: Staged,
+    pub staged: RolloutStage,
 }
 
 /// The version that serves one share of a slot's traffic, and whether it is the slot's canary.

@@ -1,4 +1,4 @@
-//! A held tenant's parked events tried again: in the background, one try per tenant at a time, so a tenant
+//! A parked tenant's parked events tried again: in the background, one try per tenant at a time, so a tenant
 //! whose projector spins on every try never holds up the live batches; whether it is drained (and goes
 //! back to the live path) is decided between batches, so none of its live events slips past its parked ones.
 
@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{GivenUp, Held, PluginProjection};
+use super::{GivenUp, ParkReason, PluginProjection};
 use crate::graph::TenantId;
 use crate::plugins::RelationEvent;
 use crate::projection::events::{relation_event, Unprojectable};
@@ -15,7 +15,7 @@ use crate::projection::parked::{ParkedEvent, MAX_ATTEMPTS};
 use crate::projection::projector::PluginProjectionError;
 use crate::util::backoff::Backoff;
 
-/// The first wait before a held tenant's parked events are tried again; it doubles up to [`RETRY_AT_MOST`].
+/// The first wait before a parked tenant's parked events are tried again; it doubles up to [`RETRY_AT_MOST`].
 const RETRY_FIRST: Duration = Duration::from_millis(200);
 const RETRY_AT_MOST: Duration = Duration::from_secs(60);
 
@@ -47,7 +47,7 @@ impl Retry {
     }
 }
 
-/// How a try of a held tenant's parked events ended (its failures of the database aside).
+/// How a try of a parked tenant's parked events ended (its failures of the database aside).
 pub(super) enum Tried {
     /// The events tried were applied (or none were parked).
     Applied,
@@ -56,7 +56,7 @@ pub(super) enum Tried {
 }
 
 impl PluginProjection {
-    /// Whether a held tenant's parked events are due to be tried again: between every two live batches while
+    /// Whether a parked tenant's parked events are due to be tried again: between every two live batches while
     /// they drain, so a tenant with a long backlog (a celebrity's deletion) catches up at the pace of the live
     /// path, one parked batch per live batch, instead of one per sweep.
     /// Also when a retry running in the background has ended, to be taken in.
@@ -68,14 +68,14 @@ impl PluginProjection {
         let fence = self.lock();
         let building = |t: &TenantId| fence.builds.keys().any(|(b, _)| b == t);
         fence
-            .held
+            .parked
             .iter()
             .filter(|(t, r)| r.at <= Instant::now() && !building(t) && !fence.retries.contains_key(*t))
             .map(|(t, r)| (t.clone(), *r))
             .collect()
     }
 
-    /// Starts, in the background, a try of each due held tenant's oldest parked events, and takes in the
+    /// Starts, in the background, a try of each due parked tenant's oldest parked events, and takes in the
     /// tries that ended; returns the events tried too often (see [`PluginProjection::maintain`]). A held
     /// tenant's retry never holds up the live batches: a neighbour whose plugin spins to its budget on
     /// every try spins beside them. Whether a tenant is drained (and goes back to the live path) is decided
@@ -134,19 +134,19 @@ impl PluginProjection {
                 // Drained, the tenant goes back to the live path at once: held a sweep longer, each of its
                 // later events would be parked behind nothing and wait that sweep (2 s a follow, measured).
                 if self.parked.oldest(tenant.as_str()).await?.is_empty() {
-                    self.lock().held.remove(tenant);
+                    self.lock().parked.remove(tenant);
                     tracing::info!(projector = %self.plugin(), %tenant, "every parked event of the tenant is applied");
                 } else {
-                    self.lock().held.insert(tenant.clone(), Retry::now());
+                    self.lock().parked.insert(tenant.clone(), Retry::now());
                 }
                 Ok(Vec::new())
             }
             Ok(Tried::Failed { next, given_up }) => {
-                self.lock().held.insert(tenant.clone(), next);
+                self.lock().parked.insert(tenant.clone(), next);
                 Ok(given_up)
             }
             Err(error) => {
-                if let Some(retry) = self.lock().held.get_mut(tenant) {
+                if let Some(retry) = self.lock().parked.get_mut(tenant) {
                     *retry = retry.after_failure();
                 }
                 Err(error)
@@ -164,7 +164,7 @@ impl PluginProjection {
         let batch: Vec<RelationEvent> =
             parked.iter().map(|p| relation_event(&p.event)).collect::<Result<_, Unprojectable>>()?;
         // Tried alone, beside the live path: nothing to be outpaced by.
-        let held = match self.within_budget(tenant, &batch, std::future::pending()).await? {
+        let held = match self.reason_to_park(tenant, &batch, std::future::pending()).await? {
             None => {
                 self.parked.remove(&parked.iter().map(|p| p.id).collect::<Vec<_>>()).await?;
                 return Ok(Tried::Applied);
@@ -174,26 +174,28 @@ impl PluginProjection {
         // A poison event is the one to blame, a full space each event; slowness or a build, none (never
         // dead-lettered for them).
         let blamed: Vec<&ParkedEvent> = match &held {
-            Held::Poison(poison) | Held::Refused(poison) => {
+            ParkReason::Poison(poison) | ParkReason::Refused(poison) => {
                 parked.iter().filter(|p| p.event.event_id == poison.event_id).collect()
             }
-            Held::OverQuota { .. } => parked.iter().collect(),
-            Held::OverBudget(_) | Held::Outpaced(_) | Held::Building(_) => Vec::new(),
+            ParkReason::OverQuota { .. } => parked.iter().collect(),
+            ParkReason::OverBudget(_) | ParkReason::Outpaced(_) | ParkReason::Building(_) => Vec::new(),
         };
         let failed = held.to_string();
         self.parked.failed(&blamed.iter().map(|p| p.id).collect::<Vec<_>>(), &failed).await?;
         let given_up: Vec<GivenUp> = blamed
             .into_iter()
-            .filter(|p| matches!(held, Held::Refused(_)) || p.attempts + 1 >= MAX_ATTEMPTS)
+            .filter(|p| matches!(held, ParkReason::Refused(_)) || p.attempts + 1 >= MAX_ATTEMPTS)
             .map(|p| GivenUp { event: p.event.clone(), payload: p.payload.clone(), reason: failed.clone(), id: p.id })
             .collect();
         // Slowness may be the machine's (its CPU taken by others), not the events': tried again after as long
         // as the try took (its tries run at most half the time); the rest are tried again soon
         // once the blamed events are given up (the next may well apply).
         let next = match held {
-            Held::OverBudget(_) | Held::Outpaced(_) => Retry::after(self.budget),
+            ParkReason::OverBudget(_) | ParkReason::Outpaced(_) => Retry::after(self.budget),
             _ if !given_up.is_empty() => Retry::soon(),
-            Held::Poison(_) | Held::Refused(_) | Held::OverQuota { .. } | Held::Building(_) => retry.after_failure(),
+            ParkReason::Poison(_) | ParkReason::Refused(_) | ParkReason::OverQuota { .. } | ParkReason::Building(_) => {
+                retry.after_failure()
+            }
         };
         let retry_in = next.at.saturating_duration_since(Instant::now());
         tracing::warn!(projector = %self.plugin(), %tenant, reason = %failed, ?retry_in, "parked events still cannot be applied");
