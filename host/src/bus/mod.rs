@@ -44,6 +44,24 @@ pub use topology::Topology;
 
 use serde::{Deserialize, Serialize};
 
+crate::str_enum! {
+    /// The headers the host sets on every message it publishes, spelt here only: consumers rely on them, and
+    /// a router's own headers may not take these names (in any case), so a consumer reading a header's last
+    /// value reads the host's — and a tenant cannot put its messages into a trace of its choosing.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Header("message header") {
+        EventId = "event-id",
+        Tenant = "tenant",
+        EventType = "event-type",
+        /// The edge's version after the change.
+        Version = "version",
+        /// The version of the router that routed it.
+        RouterVersion = "router-version",
+        /// W3C trace context, when the change was traced.
+        Traceparent = "traceparent",
+    }
+}
+
 /// One message as published: topic (already prefixed), key, headers and the JSON event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
@@ -58,5 +76,16 @@ impl Message {
     /// The value of header `name`, if present.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Header;
+    use crate::ops::telemetry::TRACEPARENT;
+
+    #[test]
+    fn the_trace_header_is_the_one_the_propagator_reads() {
+        assert_eq!(Header::Traceparent.as_str(), TRACEPARENT);
     }
 }

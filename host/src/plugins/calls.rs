@@ -11,15 +11,11 @@ use super::inputs::{batch_tenant, FollowAttempt, Input, RelationEvent, WriteRequ
 use super::logs::CallLog;
 use super::runtime::{Built, CallCost, Called, PluginLimits, PluginRuntime, PreparedPlugin, Since0_3};
 use super::PluginKind;
+use crate::bus::Header;
 use crate::outbox::OutboxRow;
 
 /// Most destinations one event may be routed to.
 pub const MAX_DESTINATIONS: usize = 16;
-/// The headers the host sets on every message: a router's own headers may not use these names (in any
-/// case), so a consumer reading the last value of a header still reads the host's — and a tenant cannot
-/// put its messages into a trace of its choosing.
-pub const RESERVED_HEADERS: [&str; 6] =
-    ["event-id", "tenant", "event-type", "version", "router-version", "traceparent"];
 /// Most effects one event may have.
 pub const MAX_EFFECTS: usize = 64;
 const MAX_NAME: usize = 200;
@@ -341,10 +337,13 @@ fn check_destinations(destinations: &[Destination]) -> Result<(), PluginError> {
     }
     for destination in destinations {
         check_name("topic", &destination.topic)?;
-        if let Some((name, _)) =
-            destination.headers.iter().find(|(name, _)| RESERVED_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(name)))
+        if let Some((name, _)) = destination
+            .headers
+            .iter()
+            .find(|(name, _)| Header::ALL.iter().any(|r| r.as_str().eq_ignore_ascii_case(name)))
         {
-            return Err(invalid(format!("header {name:?} is the host's (reserved: {})", RESERVED_HEADERS.join(", "))));
+            let reserved: Vec<&str> = Header::ALL.iter().map(|h| h.as_str()).collect();
+            return Err(invalid(format!("header {name:?} is the host's (reserved: {})", reserved.join(", "))));
         }
         let header_bytes: usize = destination.headers.iter().map(|(k, v)| k.len() + v.len()).sum();
         if destination.key.len() > MAX_VALUE || destination.headers.len() > 16 || header_bytes > MAX_VALUE {

@@ -26,7 +26,7 @@ pub use bindings::{
     Action, Admission, Bucket, CappedZsetAdd, Decision, Destination, Effect, GuardedZsetAdd, Key, Level, Refusal,
     RelationKind, WriteKind, ZsetEntry, ZsetMemberWhile,
 };
-pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFECTS, MAX_TTL, RESERVED_HEADERS};
+pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFECTS, MAX_TTL};
 pub use conformance::{sample_attempts, sample_events, sample_events_for, sample_outbox_events, sample_requests};
 pub use error::PluginError;
 pub use inputs::{write_kind_name, FollowAttempt, Input, RelationEvent, WriteRequest, WRITE_KINDS};

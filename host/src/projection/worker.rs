@@ -12,7 +12,7 @@ use super::follower::{self, FollowerError};
 use super::plugin::{GivenUp, PluginProjection};
 use super::projector::PluginProjectionError;
 use super::source::{EventSource, Received, SourceError};
-use crate::bus::{Message, PublishError, Publisher, Topology};
+use crate::bus::{Header, Message, PublishError, Publisher, Topology};
 use crate::db::Database;
 use crate::ops::metrics::{DEAD_LETTERS, PROJECTION_EVENTS, PROJECTION_LAG_SECONDS, PROJECTION_RETRIES};
 use crate::ops::observability::{causes, seconds_since};
@@ -203,7 +203,10 @@ impl Worker {
         Message {
             topic: self.source.topic().to_owned(),
             key: format!("{}:{}", event.tenant, event.from),
-            headers: vec![("event-id".to_owned(), event.event_id.clone()), ("tenant".to_owned(), event.tenant.clone())],
+            headers: vec![
+                (Header::EventId.to_string(), event.event_id.clone()),
+                (Header::Tenant.to_string(), event.tenant.clone()),
+            ],
             payload: parked.payload.clone(),
         }
     }
@@ -264,7 +267,7 @@ impl Worker {
     }
 
     async fn dead_letter(&self, message: &Message, error: &str) -> Result<(), WorkerError> {
-        tracing::error!(projection = %self.projection.name(), event_id = message.header("event-id"), %error, "dead-lettering an event");
+        tracing::error!(projection = %self.projection.name(), event_id = message.header(Header::EventId.as_str()), %error, "dead-lettering an event");
         metrics::counter!(DEAD_LETTERS.name, "projection" => self.projection.name()).increment(1);
         let mut dead = message.clone();
         dead.topic = self.dead_letter_topic.clone();
@@ -272,7 +275,7 @@ impl Worker {
         dead.headers.push(("projection".to_owned(), self.projection.name()));
         dead.headers.push(("source-topic".to_owned(), message.topic.clone()));
         self.dead_letters.publish(&[dead]).await.map_err(|source| WorkerError::DeadLetter {
-            event_id: message.header("event-id").map(str::to_owned),
+            event_id: message.header(Header::EventId.as_str()).map(str::to_owned),
             source,
         })
     }

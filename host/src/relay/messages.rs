@@ -1,15 +1,15 @@
 //! From a routed outbox event to the messages that are published, with the headers every consumer can
-//! rely on: `event-id`, `tenant`, `event-type`, `version`, `router-version` (then the router's own, whose
-//! names never repeat these: see `plugins::RESERVED_HEADERS`), and `traceparent` when the change was
-//! traced, on a topic of the tenant's own namespace.
+//! rely on (`bus::Header`): `event-id`, `tenant`, `event-type`, `version`, `router-version` (then the
+//! router's own, whose names never repeat these), and `traceparent` when the change was traced, on a topic
+//! of the tenant's own namespace.
 
 use std::collections::HashMap;
 
 use tracing::Span;
 
 use super::RelayError;
-use crate::bus::{Message, Topology};
-use crate::ops::telemetry::{self, TARGET, TRACEPARENT};
+use crate::bus::{Header, Message, Topology};
+use crate::ops::telemetry::{self, TARGET};
 use crate::outbox::{ChangeEvent, OutboxRow};
 use crate::plugins::Destination;
 
@@ -45,13 +45,13 @@ pub fn to_messages(
         .iter()
         .map(|destination| {
             let mut headers = vec![
-                ("event-id".to_owned(), payload.event_id.clone()),
-                ("tenant".to_owned(), event.tenant.clone()),
-                ("event-type".to_owned(), event.event_type.clone()),
-                ("version".to_owned(), payload.version.to_string()),
-                ("router-version".to_owned(), router_version.to_string()),
+                (Header::EventId.to_string(), payload.event_id.clone()),
+                (Header::Tenant.to_string(), event.tenant.clone()),
+                (Header::EventType.to_string(), event.event_type.clone()),
+                (Header::Version.to_string(), payload.version.to_string()),
+                (Header::RouterVersion.to_string(), router_version.to_string()),
             ];
-            headers.extend(traceparent.iter().map(|t| (TRACEPARENT.to_owned(), t.clone())));
+            headers.extend(traceparent.iter().map(|t| (Header::Traceparent.to_string(), t.clone())));
             headers.extend(destination.headers.iter().cloned());
             Message {
                 topic: topology.tenant_topic(&event.tenant, &destination.topic),
