@@ -29,4 +29,5 @@ pub mod relation_policy;
 pub mod relay;
 pub mod tenancy;
 pub mod transfer;
+pub mod upkeep;
 pub mod util;

@@ -35,14 +35,14 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::cache::Cache;
 use crate::db::Database;
-use crate::ops::health::Readiness;
-use crate::ops::lag::LagProbe;
 use crate::ops::{observability, telemetry};
 use crate::plugins::PluginRegistry;
 use crate::projection::{CachedReads, RetainedLog};
 use crate::ratelimit::RateLimiting;
 use crate::relation_policy::RelationPolicies;
 use crate::tenancy::settings::TenantSettings;
+use crate::upkeep::health::Readiness;
+use crate::upkeep::lag::LagProbe;
 
 /// What every handler shares.
 #[derive(Clone)]

@@ -15,7 +15,6 @@ use utoipa::ToSchema;
 use crate::accounts::StartError;
 use crate::cache::CacheError;
 use crate::graph::{Act, InvalidTenantId, InvalidUserId, WriteError};
-use crate::ops::lag::LagError;
 use crate::ops::metrics::HTTP_PANICS;
 use crate::ops::observability::causes;
 use crate::plugins::{PluginError, RegistryError, SlotError};
@@ -23,6 +22,7 @@ use crate::projection::PluginProjectionError;
 use crate::tenancy::jwt_keys::TenantJwtError;
 use crate::tenancy::keys::TenantKeyError;
 use crate::transfer::import::ImportError;
+use crate::upkeep::lag::LagError;
 use crate::util::str_enum::UnknownName;
 
 /// The body of every error response (also read back by the `strand` CLI).

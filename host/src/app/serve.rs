@@ -20,15 +20,15 @@ use crate::bus::Publisher;
 use crate::cache::{Cache, MemoryCache};
 use crate::config::Config;
 use crate::db::Database;
-use crate::ops::health::Readiness;
-use crate::ops::lag::LagProbe;
 use crate::ops::observability;
-use crate::ops::retention::Retention;
 use crate::ops::sample::{InputSample, Sampled};
 use crate::ops::tasks::Tasks;
 use crate::projection::{CachedReads, Projections, RetainedLog};
 use crate::ratelimit::{RateLimiting, TokenBuckets};
 use crate::relation_policy::RelationPolicies;
+use crate::upkeep::health::Readiness;
+use crate::upkeep::lag::LagProbe;
+use crate::upkeep::retention::Retention;
 
 /// A bound, ready-to-serve Strand.
 pub struct Server {
@@ -148,7 +148,7 @@ impl Server {
         supervise_sample(&self.tasks, "attempt-sample", self.relation_policies, |r| r.sample(), db.clone());
         let (retention, cache_dir, pruned_db) = (self.retention, self.plugin_cache_dir, db.clone());
         // What is past retention, hourly.
-        supervise_every(&self.tasks, "retention", crate::ops::retention::EVERY, move || {
+        supervise_every(&self.tasks, "retention", crate::upkeep::retention::EVERY, move || {
             let (db, cache_dir) = (pruned_db.clone(), cache_dir.clone());
             async move { retention.prune(&db, cache_dir.as_deref()).await }
         });

@@ -343,8 +343,8 @@ impl Config {
     }
 
     /// What the host keeps of the past (`[retention]`).
-    pub fn retention(&self) -> crate::ops::retention::Retention {
-        crate::ops::retention::Retention {
+    pub fn retention(&self) -> crate::upkeep::retention::Retention {
+        crate::upkeep::retention::Retention {
             plugin_versions: self.retention_plugin_versions,
             audit: Duration::from_secs(self.retention_audit_days.saturating_mul(86_400)),
             bus: Duration::from_secs(self.retention_bus_hours.saturating_mul(3600)),

@@ -19,7 +19,7 @@ pub use binlog::BinlogRelay;
 pub use checkpoint::{BinlogPosition, Checkpoint, Saved};
 pub use leader::{Lead, Leadership, RELAY_LOCK};
 use messages::{publish_spans, to_messages};
-pub use outlet::{Outlet, TopicRefused, DEFAULT_ROUTER_BUDGET};
+pub use outlet::{Outlet, DEFAULT_ROUTER_BUDGET};
 pub use poll::PollRelay;
 
 /// The relay a node runs, in the configured mode.
@@ -47,7 +47,7 @@ impl Relay {
         };
         tokio::select! {
             relayed = relaying => relayed,
-            never = crate::ops::lag::export_outbox_backlog(db) => match never {},
+            never = crate::upkeep::lag::export_outbox_backlog(db) => match never {},
         }
     }
 }
@@ -102,4 +102,14 @@ impl RelayError {
             RelayError::BinlogNotConfigured(_) | RelayError::BinlogPurged { .. } | RelayError::BinlogUnreadable { .. }
         )
     }
+}
+
+/// The broker refused a message for one of a tenant's own topics (the shared events topic's refusals fail
+/// the whole batch instead): the row is parked, or kept parked.
+#[derive(Debug, thiserror::Error)]
+#[error("the broker refused topic {topic}")]
+pub struct TopicRefused {
+    pub topic: String,
+    #[source]
+    pub error: rdkafka::error::KafkaError,
 }

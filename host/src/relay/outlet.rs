@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use tracing::{Instrument, Span};
 
-use super::{publish_spans, to_messages, RelayError};
+use super::{publish_spans, to_messages, RelayError, TopicRefused};
 use crate::bus::{is_refusal, EmbeddedBus, KafkaBus, Message, Publisher, Sending, Topology};
 use crate::db::{held, Database};
 use crate::graph::TenantId;
@@ -497,13 +497,3 @@ enum InFlight {
 /// Dispatched batches the bus has answered for ([`Outlet::acknowledge`]): all that is left is the
 /// database's part ([`Outlet::settle`]).
 pub struct Acknowledged(Vec<Dispatched>);
-
-/// The broker refused a message for one of a tenant's own topics (the shared events topic's refusals fail
-/// the whole batch instead): the row is parked, or kept parked.
-#[derive(Debug, thiserror::Error)]
-#[error("the broker refused topic {topic}")]
-pub struct TopicRefused {
-    topic: String,
-    #[source]
-    error: rdkafka::error::KafkaError,
-}

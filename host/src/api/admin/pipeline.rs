@@ -7,7 +7,7 @@ use crate::api::params::ApiPath as Path;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::AppState;
 use crate::bus::Topology;
-use crate::ops::lag::{ParkedRows, PipelineLag};
+use crate::upkeep::lag::{ParkedRows, PipelineLag};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -43,5 +43,5 @@ pub async fn parked(
     Path(path): Path<TenantPath>,
 ) -> Result<axum::Json<ParkedRows>, ApiError> {
     let tenant = operator.reach(&path.tenant)?;
-    Ok(axum::Json(crate::ops::lag::parked_rows(&state.db, tenant.as_str()).await?))
+    Ok(axum::Json(crate::upkeep::lag::parked_rows(&state.db, tenant.as_str()).await?))
 }

@@ -175,19 +175,9 @@ pub async fn follows(
             version + 1,
             scope.at_ms
         ));
-        let back = followed_back.contains(&counterpart);
-        let version = version + 1;
-        let at_ms = scope.at_ms;
-        events.push(ChangeEvent::new(Changed {
-            tenant,
-            event_type,
-            from,
-            to,
-            version,
-            at_ms,
-            followed_back: back,
-            actor: account,
-        }));
+        let (version, at_ms, actor) = (version + 1, scope.at_ms, account);
+        let followed_back = followed_back.contains(&counterpart);
+        events.push(ChangeEvent::new(Changed { tenant, event_type, from, to, version, at_ms, followed_back, actor }));
     }
     if !written.is_empty() {
         write_follows(tx, scope, &written, &events, &counts).await?;
@@ -304,17 +294,8 @@ pub async fn end_held(
             version + 1,
             scope.at_ms
         ));
-        let (version, at_ms) = (version + 1, scope.at_ms);
-        events.push(ChangeEvent::new(Changed {
-            tenant,
-            event_type,
-            from,
-            to,
-            version,
-            at_ms,
-            followed_back: false,
-            actor: account,
-        }));
+        let (version, at_ms, followed_back, actor) = (version + 1, scope.at_ms, false, account);
+        events.push(ChangeEvent::new(Changed { tenant, event_type, from, to, version, at_ms, followed_back, actor }));
     }
     statements.push_str(&outbox::insert(scope.kind, &events.iter().collect::<Vec<_>>(), scope.at_ms));
     tx.execute(statements.as_str()).await?;
@@ -465,25 +446,24 @@ pub async fn move_follows(
             written.push(format!("('{tenant}', {from}, {to}, {status}, {}, {at}, {at}, 0)", new.version + 1));
             counts.edge(from, to, new.status, status);
             let back = reverse.status == RelStatus::Active;
-            let version = new.version + 1;
-            let changed =
-                Changed { tenant, event_type, from, to, version, at_ms: at, followed_back: back, actor: account_id };
-            events.push(ChangeEvent::new(changed));
+            let (version, at_ms, followed_back, actor) = (new.version + 1, at, back, account_id);
+            events.push(ChangeEvent::new(Changed {
+                tenant,
+                event_type,
+                from,
+                to,
+                version,
+                at_ms,
+                followed_back,
+                actor,
+            }));
         }
         let (old_from, old_to) = side.edge(account_id, counterpart);
         written.push(format!("('{tenant}', {old_from}, {old_to}, {NONE}, {}, {at}, {at}, 0)", version + 1));
         counts.edge(old_from, old_to, RelStatus::Active, RelStatus::None);
-        let back = old_followed_back.contains(&counterpart);
-        events.push(ChangeEvent::new(Changed {
-            tenant,
-            event_type: EventType::Unfollow,
-            from: old_from,
-            to: old_to,
-            version: version + 1,
-            at_ms: at,
-            followed_back: back,
-            actor: account_id,
-        }));
+        let (event_type, from, to, version) = (EventType::Unfollow, old_from, old_to, version + 1);
+        let (at_ms, followed_back, actor) = (at, old_followed_back.contains(&counterpart), account_id);
+        events.push(ChangeEvent::new(Changed { tenant, event_type, from, to, version, at_ms, followed_back, actor }));
     }
     write_follows(tx, scope, &written, &events, &counts).await?;
     Ok(old.len() as u64)
