@@ -237,7 +237,7 @@ impl JobRunner {
         Ok(match row {
             Some(row) => {
                 row.try_get::<Option<String>, _>(0)?.as_deref() == Some(self.owner.as_str())
-                    && row.try_get::<String, _>(1)? == "running"
+                    && row.try_get::<String, _>(1)? == JobState::Running.as_str()
             }
             None => false,
         })

@@ -78,8 +78,9 @@ pub enum ApiError {
     InvalidReadable(String),
     #[error("a version is a canary or a shadow, not both")]
     CanaryAndShadow,
-    #[error("the body is not the JSON this route takes: {0}")]
-    InvalidJson(#[from] serde_json::Error),
+    /// A body read by hand (not by axum's `Json`) that is not the JSON the route takes.
+    #[error("{0}")]
+    InvalidJson(serde_json::Error),
     #[error("{}", .0.body_text())]
     Query(#[from] QueryRejection),
     #[error("{}", .0.body_text())]
@@ -292,10 +293,6 @@ impl ApiError {
             Some(_) => "the database refused the operation; nothing was written".to_owned(),
             None => match self {
                 Self::Cache(_) => "the cache does not answer; try again".to_owned(),
-                Self::Write(WriteError::PolicyUnavailable) => {
-                    "the relation policy is failing and this tenant fails closed; retry later".to_owned()
-                }
-                Self::Write(WriteError::Refused { reason, .. }) => reason.clone(),
                 // The body's own error (too large, cut off) is the caller's to read.
                 Self::Import(error @ (ImportError::Invalid { .. } | ImportError::Read(_))) => causes(error),
                 _ => self.to_string(),

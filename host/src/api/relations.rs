@@ -154,7 +154,11 @@ pub async fn mute(
     UserIdPath(target): UserIdPath,
     body: Bytes,
 ) -> Result<Json<RelationWriteResponse>, ApiError> {
-    let request: MuteRequest = if body.is_empty() { MuteRequest::default() } else { serde_json::from_slice(&body)? };
+    let request: MuteRequest = if body.is_empty() {
+        MuteRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(ApiError::InvalidJson)?
+    };
     let seconds = request.duration.filter(|&s| s > 0);
     if seconds.is_some_and(|s| s > MAX_MUTE_SECONDS) {
         return Err(ApiError::MuteTooLong { max_seconds: MAX_MUTE_SECONDS });

@@ -1,4 +1,4 @@
-//! RolloutStage rollout: a canary rate limiter or router takes a stable share of the traffic — by a hash of the
+//! Staged rollout: a canary rate limiter or router takes a stable share of the traffic — by a hash of the
 //! user (policies) or of the message key (routers), so one user or key always meets one version — and a
 //! shadow projector takes every event into a space of its own. Either is rolled back by the host itself
 //! when it fails clearly more often than the stable version.

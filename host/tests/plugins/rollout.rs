@@ -1,4 +1,4 @@
-//! RolloutStage rollout of a rate limiter: a canary takes a stable share of the users, promotion and abort drop
+//! Staged rollout of a rate limiter: a canary takes a stable share of the users, promotion and abort drop
 //! no request, and a canary failing clearly more often than the stable version is rolled back by the host.
 
 use std::time::Duration;

@@ -210,7 +210,7 @@ pub enum WriteError {
     #[error("{reason}")]
     Refused { code: String, reason: String },
     /// The tenant's relation policy could not decide and the tenant fails closed.
-    #[error("the relation policy failed and this tenant fails closed")]
+    #[error("the relation policy is failing and this tenant fails closed; retry later")]
     PolicyUnavailable,
     /// One of the two accounts is deleted (or being deleted): no relation with it begins again.
     #[error("one of these accounts is deleted")]
