@@ -12,8 +12,8 @@ mod write;
 pub use account::{account_state, AccountState};
 pub use ids::{InvalidTenantId, InvalidUserId, TenantId, UserId};
 pub use read::{
-    counts, held_edges_after, known_followers, list, relationships, Counts, Direction, HeldEdge, KnownFollowers,
-    ListedUser, Listing, Page, PageRequest, Position, Relationship,
+    counts, held_edges_after, known_followers, list, relationships, tenants_with_pairs, Counts, Direction, HeldEdge,
+    KnownFollowers, ListedUser, Listing, Page, PageRequest, Position, Relationship,
 };
 pub use settings::{settings, update_settings, Settings};
 pub use write::{bulk, import};

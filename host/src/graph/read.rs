@@ -468,3 +468,8 @@ pub async fn held_edges_after(
         })
         .collect()
 }
+
+/// Every tenant with pairs in the truth: those a rebuild, or a build again after an import, goes through.
+pub async fn tenants_with_pairs(db: &Database) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT DISTINCT tenant_id FROM following ORDER BY tenant_id").fetch_all(db.reader()).await
+}

@@ -21,8 +21,7 @@ use super::progress::{self, BackfillState};
 use super::projector::{builder_id, PluginProjectionError, Projector, LOCK_TTL};
 use crate::bus::Topology;
 use crate::cache::{BuildFrom, Cache, CacheError, Space};
-use crate::db::Database;
-use crate::graph::TenantId;
+use crate::graph::{tenants_with_pairs, TenantId};
 use crate::plugins::{ActivePlugin, PluginKind, PluginRegistry, PluginSlot};
 
 /// How often a process waiting for another's build checks it.
@@ -217,7 +216,7 @@ pub(super) async fn stale_spaces(
     projection: &Projector,
 ) -> Result<Vec<(TenantId, Arc<ActivePlugin>)>, PluginProjectionError> {
     let mut tenants = BTreeSet::new();
-    for tenant in truth_tenants(projection.db()).await? {
+    for tenant in tenants_with_pairs(projection.db()).await? {
         match tenant.parse::<TenantId>() {
             Ok(tenant) => tenants.insert(tenant),
             Err(error) => {
@@ -237,9 +236,4 @@ pub(super) async fn stale_spaces(
         }
     }
     Ok(stale)
-}
-
-/// Every tenant with pairs in the truth.
-pub(super) async fn truth_tenants(db: &Database) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar("SELECT DISTINCT tenant_id FROM following ORDER BY tenant_id").fetch_all(db.reader()).await
 }

@@ -3,10 +3,11 @@
 //! ones are gated out). A projector's space of every tenant that uses it is built again (`build.rs`): under
 //! its build lock, the workers wait for each tenant's new space, then go on where they were.
 
-use super::build::{truth_tenants, Rebuild};
+use super::build::Rebuild;
 use super::plugin::PluginProjection;
 use super::projector::PluginProjectionError;
 use crate::db::Database;
+use crate::graph::tenants_with_pairs;
 use crate::graph::TenantId;
 
 /// Why a rebuild stopped; running it again is safe.
@@ -48,7 +49,7 @@ pub async fn rebuild_projector(
     mut progress: impl FnMut(&str, u64, u64),
 ) -> Result<u64, RebuildError> {
     let (mut rebuilt, mut refused) = (0, Vec::new());
-    for tenant in truth_tenants(projection.db()).await? {
+    for tenant in tenants_with_pairs(projection.db()).await? {
         let tenant_id: TenantId = tenant.parse().map_err(|_| RebuildError::Tenant(tenant.clone()))?;
         let Some(plugin) = projection.active(&tenant_id) else { continue };
         match projection.build(&tenant_id, &plugin, Rebuild::Always, |done, total| progress(&tenant, done, total)).await
