@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use serde_json::Value;
-use strand_test_support::{token, wait_until, TEST_SECRET};
-use tokio::time::Instant;
+use strand_test_support::{token, try_wait_until, wait_until, TEST_SECRET};
 
 use crate::containers::{image, in_repository, podman, podman_output};
 use crate::scale_out::{storm, ROUNDS};
@@ -183,14 +182,16 @@ async fn the_manifests_serve_under_podman_kube_play_and_lose_nothing_when_pods_a
     // deleted too, with SIGTERM, and both come back: a restart of the Deployment, as an update makes).
     let relays = ["strand-relay-pod-0", "strand-relay-pod-1"];
     // The relay that published says so in its log (which podman writes a moment later).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let first = loop {
-        match active_relay(&played, &relays) {
-            Some(pod) => break pod,
-            None if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
-            None => panic!("no relay logged that it is the active one within 60 s\n{}", played.logs()),
-        }
-    };
+    let mut first = None;
+    let logged = try_wait_until("a relay logs that it is the active one", Duration::from_secs(60), || {
+        first = active_relay(&played, &relays);
+        std::future::ready(first.is_some())
+    })
+    .await;
+    if let Err(timed_out) = logged {
+        panic!("{timed_out}\n{}", played.logs());
+    }
+    let first = first.expect("the active relay");
     // The storm runs as a task of its own, so it keeps writing while this one waits on podman.
     let done = Arc::new(AtomicUsize::new(0));
     let total = (10 * 9 * ROUNDS) as usize;

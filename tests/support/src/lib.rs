@@ -54,18 +54,32 @@ impl Backend {
 
 /// Waits until `condition` holds, checking every 10 ms, and fails the test with `what` after `limit`.
 /// Tests synchronise on conditions like this, never on fixed sleeps.
-pub async fn wait_until<F, Fut>(what: &str, limit: std::time::Duration, mut condition: F)
+pub async fn wait_until<F, Fut>(what: &str, limit: std::time::Duration, condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    if let Err(timed_out) = try_wait_until(what, limit, condition).await {
+        panic!("{timed_out}");
+    }
+}
+
+/// [`wait_until`], with the time-out returned (saying what was awaited), for a test that adds what it
+/// knows (e.g. its processes' logs) to the failure.
+pub async fn try_wait_until<F, Fut>(what: &str, limit: std::time::Duration, mut condition: F) -> Result<(), String>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
     let deadline = tokio::time::Instant::now() + limit;
-    // A check that never finishes fails the test at the deadline too, not when CI gives up on the run.
-    while !tokio::time::timeout_at(deadline, condition())
-        .await
-        .unwrap_or_else(|_| panic!("timed out after {limit:?} waiting until {what} (a check never finished)"))
-    {
-        assert!(tokio::time::Instant::now() < deadline, "timed out after {limit:?} waiting until {what}");
+    // A check that never finishes fails at the deadline too, not when CI gives up on the run.
+    loop {
+        match tokio::time::timeout_at(deadline, condition()).await {
+            Ok(true) => return Ok(()),
+            Ok(false) if tokio::time::Instant::now() < deadline => {}
+            Ok(false) => return Err(format!("timed out after {limit:?} waiting until {what}")),
+            Err(_) => return Err(format!("timed out after {limit:?} waiting until {what} (a check never finished)")),
+        }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
