@@ -212,10 +212,13 @@ async fn the_manifests_serve_under_podman_kube_play_and_lose_nothing_when_pods_a
         .await;
         podman(&["pod", "rm", "--force", first]);
         let second = relays.iter().copied().find(|pod| *pod != first).unwrap();
-        wait_until("the standby relay leads", Duration::from_secs(60), || {
+        let led = try_wait_until("the standby relay leads", Duration::from_secs(60), || {
             std::future::ready(played.log(second).contains("this relay is now the active one"))
         })
         .await;
+        if let Err(timed_out) = led {
+            panic!("{timed_out}\n{}", played.logs());
+        }
         podman(&["pod", "rm", "--force", second]);
         podman(&["kube", "play", &played.manifest("strand-relay.yaml")]);
     };
