@@ -11,6 +11,7 @@ mod calls;
 mod compat;
 mod conformance;
 mod error;
+mod fallback;
 mod inputs;
 pub mod logs;
 mod observed;
@@ -29,10 +30,11 @@ pub use bindings::{
 pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFECTS, MAX_TTL};
 pub use conformance::{sample_attempts, sample_events, sample_events_for, sample_outbox_events, sample_requests};
 pub use error::PluginError;
+pub use fallback::{project_with_retries, route_by_default, route_or_default, ProjectionFailed, RetryPolicy, Routed};
 pub use inputs::{write_kind_name, FollowAttempt, Input, RelationEvent, WriteRequest, WRITE_KINDS};
 pub use logs::{LogLine, LogSource, PluginLogs, MAX_LINES_PER_CALL, MAX_LINE_BYTES};
 pub use observed::{count_invalid_output, observed};
-pub use policy::{project_with_retries, route_by_default, route_or_default, ProjectionFailed, RetryPolicy, Routed};
+pub use policy::PolicyPlugin;
 pub use readable::{parse_declarations, Declared, Readable, Shape, MAX_READABLE};
 pub use registry::{
     ActivePlugin, Candidate, Chosen, PluginRegistry, PluginVersion, RegistryError, RolloutStage, VersionLimits,

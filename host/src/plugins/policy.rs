@@ -1,159 +1,89 @@
-//! What happens when a plugin call fails, per kind (DESIGN §6). The rate limiter's policy (open or
-//! closed) lives with rate limiting; here are the router's and the projector's:
-//! - a failing router falls back to the bundled default route, so a broken router never loses events;
-//! - a failing projector is retried with backoff, then reported so the caller dead-letters the batch.
+//! A tenant's policy plugin — its rate limiter or its relation policy — asked about one write: the one call
+//! path both share. The version is chosen (a running canary's share of the users, a pinned test version for
+//! tenants that allow it), the call observed (its logs and metrics), its outcome counted for the canary's
+//! automatic rollback, and the input sampled for `strand plugin test --replay`. A failure is logged once here,
+//! and the tenant's failure mode for that policy (its setting) says what the caller does.
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::bindings::{Destination, Effect};
-use super::error::PluginError;
-use super::inputs::RelationEvent;
 use super::observed::observed;
 use super::registry::{ActivePlugin, Chosen, PluginRegistry};
-use super::OnePerTenant;
-use crate::graph::TenantId;
-use crate::ops::metrics::PROJECTOR_RETRIES;
-use crate::outbox::OutboxRow;
-use crate::util::backoff::Backoff;
+use super::runtime::{Called, PluginRuntime};
+use super::{OnePerTenant, PluginError};
+use crate::graph::{TenantId, UserId};
+use crate::ops::sample::{InputSample, Sampled};
+use crate::tenancy::settings::{FailureMode, TenantConfig, TenantSettings};
 
-/// Destinations for a batch, and which router produced them.
-#[derive(Debug)]
-pub struct Routed {
-    /// Per event, in order; an empty list drops the event.
-    pub destinations: Vec<Vec<Destination>>,
-    /// Per event, the version of the router that produced its destinations (0: bundled); goes into the
-    /// `router-version` header. Two versions appear while a canary routes its share of the message keys.
-    pub router_versions: Vec<i64>,
-    /// Why a tenant's router was bypassed, when one was.
-    pub fell_back: Option<PluginError>,
+/// One kind of tenant policy, with the inputs it samples (`S`).
+pub struct PolicyPlugin<S> {
+    registry: Arc<PluginRegistry>,
+    tenants: Arc<TenantSettings>,
+    kind: OnePerTenant,
+    /// The tenant setting that says what this policy's failure does.
+    failure_mode: fn(&TenantConfig) -> FailureMode,
+    sample: InputSample<S>,
 }
 
-/// Routes `events` with the tenant's router — a running canary routes its share of the message keys (so
-/// one key always meets one version), the active router the rest — or with the bundled default where that
-/// fails. A canary's failures count towards its automatic rollback.
-pub async fn route_or_default(
-    registry: &PluginRegistry,
-    tenant: &TenantId,
-    events: Vec<OutboxRow>,
-) -> Result<Routed, PluginError> {
-    let chosen: Vec<Chosen> =
-        events.iter().map(|e| registry.choose(tenant, OnePerTenant::Router, &e.key, None)).collect();
-    let (by_canary, by_stable): (Vec<usize>, Vec<usize>) = (0..events.len()).partition(|&i| chosen[i].by_canary);
-    let mut routed = Routed {
-        destinations: vec![Vec::new(); events.len()],
-        router_versions: vec![0; events.len()],
-        fell_back: None,
-    };
-    for group in [by_stable, by_canary] {
-        let Some(&first) = group.first() else { continue };
-        let batch: Vec<OutboxRow> = group.iter().map(|&i| events[i].clone()).collect();
-        let (destinations, version, fell_back) = route_group(registry, tenant, &chosen[first].plugin, batch).await?;
-        registry.record_outcome(tenant, OnePerTenant::Router, &chosen[first], fell_back.as_ref()).await;
-        for (i, destinations) in group.into_iter().zip(destinations) {
-            routed.destinations[i] = destinations;
-            routed.router_versions[i] = version;
-        }
-        routed.fell_back = routed.fell_back.or(fell_back);
+impl<S: Sampled> PolicyPlugin<S> {
+    pub fn new(
+        registry: Arc<PluginRegistry>,
+        tenants: Arc<TenantSettings>,
+        kind: OnePerTenant,
+        failure_mode: fn(&TenantConfig) -> FailureMode,
+    ) -> Self {
+        Self { registry, tenants, kind, failure_mode, sample: InputSample::default() }
     }
-    Ok(routed)
-}
 
-/// Routes `events` with `router`, or with the bundled default when that fails: the destinations, the
-/// version that produced them, and the router's failure if it failed.
-async fn route_group(
-    registry: &PluginRegistry,
-    tenant: &TenantId,
-    router: &Arc<ActivePlugin>,
-    events: Vec<OutboxRow>,
-) -> Result<(Vec<Vec<Destination>>, i64, Option<PluginError>), PluginError> {
-    let events = Arc::new(events);
-    match route(registry, tenant, router.clone(), events.clone()).await {
-        Ok(destinations) => Ok((destinations, router.version, None)),
-        Err(error) => {
-            let fallback = registry.default_router();
-            tracing::error!(%tenant, version = router.version, %error, "router failed; using the default route");
-            let destinations = route(registry, tenant, fallback.clone(), events).await?;
-            Ok((destinations, fallback.version, Some(error)))
-        }
+    /// The inputs this node samples for replay; its writer runs as a task of the server.
+    pub fn sample(&self) -> &InputSample<S> {
+        &self.sample
     }
-}
 
-/// Routes `events` with the bundled default router alone: how the relay publishes a tenant's parked rows
-/// once its own routers ran past their time budget again.
-pub async fn route_by_default(
-    registry: &PluginRegistry,
-    tenant: &TenantId,
-    events: Vec<OutboxRow>,
-) -> Result<Routed, PluginError> {
-    let router = registry.default_router();
-    let count = events.len();
-    let destinations = route(registry, tenant, router.clone(), Arc::new(events)).await?;
-    Ok(Routed { destinations, router_versions: vec![router.version; count], fell_back: None })
-}
-
-async fn route(
-    registry: &PluginRegistry,
-    tenant: &TenantId,
-    router: Arc<ActivePlugin>,
-    events: Arc<Vec<OutboxRow>>,
-) -> Result<Vec<Vec<Destination>>, PluginError> {
-    let call = registry.runtime().route(&router.prepared, router.limits, &events);
-    observed(registry.logs(), tenant.as_str(), &router, call).await
-}
-
-/// How often and how patiently a failing projector is called again.
-#[derive(Debug, Clone, Copy)]
-pub struct RetryPolicy {
-    pub attempts: u32,
-    /// Waited before the second attempt, doubled before each next one.
-    pub first_backoff: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self { attempts: 3, first_backoff: Duration::from_millis(100) }
+    /// Whether `tenant` deployed a version of its own (or runs a candidate).
+    pub fn has_own(&self, tenant: &TenantId) -> bool {
+        self.registry.has_own(tenant, self.kind)
     }
-}
 
-/// A projector that kept failing: its batch goes to the dead-letter topic.
-#[derive(Debug, thiserror::Error)]
-#[error("projector {name} v{version} failed {attempts} times; last error: {last}")]
-pub struct ProjectionFailed {
-    pub name: String,
-    pub version: i64,
-    pub attempts: u32,
-    pub last: PluginError,
-}
+    /// The version that decides `user`'s write: a running canary's share of the users, always the same ones;
+    /// `pinned`, a version the request asks for (test traffic), only for tenants that allow it.
+    pub fn choose(&self, tenant: &TenantId, user: UserId, pinned: Option<i64>) -> Chosen {
+        let pinned = pinned.filter(|_| self.tenants.get(tenant).allow_pinned_versions);
+        self.registry.choose(tenant, self.kind, &user.to_string(), pinned)
+    }
 
-/// The projector's effects for `events`, retrying failures with backoff.
-pub async fn project_with_retries(
-    registry: &PluginRegistry,
-    projector: Arc<ActivePlugin>,
-    events: Arc<Vec<RelationEvent>>,
-    policy: RetryPolicy,
-) -> Result<Vec<Vec<Effect>>, ProjectionFailed> {
-    let mut backoff = Backoff::new(policy.first_backoff, Duration::MAX);
-    let mut attempt = 1;
-    loop {
-        let tenant = events.first().map_or("", |e| e.tenant.as_str());
-        let call = registry.runtime().project(&projector.prepared, projector.limits, &events);
-        match observed(registry.logs(), tenant, &projector, call).await {
-            Ok(effects) => return Ok(effects),
-            Err(last) if attempt >= policy.attempts => {
-                return Err(ProjectionFailed {
-                    name: projector.name.clone(),
-                    version: projector.version,
-                    attempts: attempt,
-                    last,
-                })
-            }
-            Err(error) => {
-                tracing::warn!(projector = %projector.name, attempt, %error, "projector failed; retrying");
-                metrics::counter!(PROJECTOR_RETRIES.name, "projector" => projector.name.clone()).increment(1);
-                tokio::time::sleep(backoff.next_wait()).await;
-                attempt += 1;
-            }
-        }
+    /// Asks `chosen` about one input through `call` (the typed call of this kind), observed and counted for
+    /// the canary's automatic rollback.
+    pub async fn ask<'a, T, Fut>(
+        &'a self,
+        tenant: &TenantId,
+        chosen: &'a Chosen,
+        call: impl FnOnce(&'a PluginRuntime, &'a ActivePlugin) -> Fut,
+    ) -> Result<T, PluginError>
+    where
+        Fut: Future<Output = Called<Vec<T>>>,
+    {
+        let plugin = &chosen.plugin;
+        let answered = observed(self.registry.logs(), tenant.as_str(), plugin, call(self.registry.runtime(), plugin))
+            .await
+            .and_then(|answers| {
+                answers.into_iter().next().ok_or_else(|| PluginError::InvalidOutput("no answer for the input".into()))
+            });
+        self.registry.record_outcome(tenant, self.kind, chosen, answered.as_ref().err()).await;
+        answered
+    }
+
+    /// Keeps `tenant`'s `input` for replay if its sampling rate allows.
+    pub fn offer(&self, tenant: &TenantId, input: impl FnOnce() -> S) {
+        self.sample.offer(tenant.as_str(), input);
+    }
+
+    /// What `tenant` chose to happen when this policy cannot decide, `error` saying why (logged here).
+    pub fn on_failure(&self, tenant: &TenantId, error: &(dyn std::error::Error + 'static)) -> FailureMode {
+        let mode = (self.failure_mode)(&self.tenants.get(tenant));
+        let error = crate::ops::observability::causes(error);
+        let policy = self.kind.kind();
+        tracing::error!(%tenant, %policy, ?mode, %error, "a tenant policy failed; applying the tenant's failure mode");
+        mode
     }
 }

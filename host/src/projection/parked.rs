@@ -10,6 +10,7 @@ use sqlx::Row;
 use crate::db::Database;
 use crate::ops::metrics::PROJECTION_PARKED_EVENTS;
 use crate::outbox::ChangeEvent;
+use crate::util::parking::kept_reason;
 use crate::util::time::now_ms;
 
 /// Tries after which a parked event is dead-lettered.
@@ -45,7 +46,7 @@ impl Parked {
         if events.is_empty() {
             return Ok(());
         }
-        let reason: String = reason.chars().take(1000).collect();
+        let reason = kept_reason(reason);
         let mut insert = sqlx::QueryBuilder::new(
             "INSERT INTO projection_parked (projection, tenant_id, event_id, payload, parked_at, attempts, reason) ",
         );
@@ -107,7 +108,7 @@ impl Parked {
 
     /// Counts a failed try of parked events, with why.
     pub async fn failed(&self, ids: &[i64], reason: &str) -> Result<(), sqlx::Error> {
-        let reason: String = reason.chars().take(1000).collect();
+        let reason = kept_reason(reason);
         for chunk in ids.chunks(256) {
             let list = chunk.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
             sqlx::query(&format!(

@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 use super::build::{build, stale_spaces, Rebuild};
 use super::events::{relation_event, Unprojectable};
@@ -30,37 +29,42 @@ use crate::db::Database;
 use crate::graph::TenantId;
 use crate::outbox::ChangeEvent;
 use crate::plugins::{ActivePlugin, PluginRegistry, RelationEvent, Tally};
+use crate::util::parking::{Pace, Parking};
 use crate::util::side_by_side::{SideBySide, OUTPACED_AFTER};
 
 mod retries;
 
-use self::retries::{Retry, Tried};
+use self::retries::Tried;
 
 /// How long one tenant's events of a batch may take through the projector unless configured otherwise.
 pub const DEFAULT_TENANT_BUDGET: Duration = Duration::from_millis(1000);
-/// How often the parked tenants are read from the table again.
-const RELOAD_HELD: Duration = Duration::from_secs(30);
+/// A parked tenant's events are tried after 200 ms, doubling up to a minute; the table is read again every
+/// 30 s (what another worker parked, or this one before a restart).
+const PACE: Pace = Pace {
+    first_try: Duration::from_millis(200),
+    backoff: Duration::from_millis(200),
+    at_most: Duration::from_secs(60),
+    reload: Duration::from_secs(30),
+};
 
 /// One projector (by name) for every tenant, fed live from the bus.
 #[derive(Clone)]
 pub struct PluginProjection {
     projector: Projector,
     parked: Parked,
+    /// The tenants whose events are parked (they are held: their later events park behind), and when each
+    /// is tried again.
+    held: Arc<Parking<TenantId>>,
     budget: Duration,
-    fence: Arc<Mutex<PerTenant>>,
+    fence: Arc<Mutex<Background>>,
 }
 
-/// What fences tenants from each other in this projection: the tenants whose events are parked (and when
-/// each is retried), and the builds running in the background.
+/// What runs in the background for this projection's tenants: builds, and tries of parked events.
 #[derive(Default)]
-struct PerTenant {
-    parked: HashMap<TenantId, Retry>,
+struct Background {
     builds: HashMap<(TenantId, i64), JoinHandle<Result<u64, PluginProjectionError>>>,
     /// A parked tenant's parked events being tried, one try per tenant at a time.
     retries: HashMap<TenantId, JoinHandle<Result<Tried, PluginProjectionError>>>,
-    /// When the parked tenants were last read from the table (what another worker parked, or this one before
-    /// a restart).
-    loaded: Option<Instant>,
 }
 
 /// Why a tenant's events were parked.
@@ -106,7 +110,8 @@ impl PluginProjection {
     pub fn new(registry: Arc<PluginRegistry>, plugin: &str, cache: Cache, db: Database) -> Self {
         let parked = Parked::new(db.clone(), Topology::projector_projection(plugin));
         let projector = Projector::new(registry, plugin, cache, db);
-        Self { projector, parked, budget: DEFAULT_TENANT_BUDGET, fence: Arc::default() }
+        let held = Arc::new(Parking::new(PACE));
+        Self { projector, parked, held, budget: DEFAULT_TENANT_BUDGET, fence: Arc::default() }
     }
 
     /// This projection replaying `log` in builds of versions that declare history (the embedded bus's).
@@ -165,7 +170,7 @@ impl PluginProjection {
         let tenants = by_tenant(events)?;
         let side_by_side = SideBySide::default();
         let applied = tenants.iter().map(|(tenant, (batch, raw))| async {
-            if self.is_held(tenant) {
+            if self.held.is_parked(tenant) {
                 // No work: set aside behind its parked events, it does not count as finishing.
                 return Ok(self.parked.park(tenant.as_str(), raw, "the tenant's earlier events wait").await?);
             }
@@ -187,7 +192,7 @@ impl PluginProjection {
         if let Some(reason) = self.reason_to_park(tenant, batch, outpaced).await? {
             tracing::warn!(projector = %self.plugin(), %tenant, %reason, "parking the tenant's events; the others go on");
             self.parked.park(tenant.as_str(), raw, &reason.to_string()).await?;
-            self.lock().parked.entry(tenant.clone()).or_insert_with(Retry::soon);
+            self.held.park(tenant.clone());
         }
         Ok(())
     }
@@ -221,13 +226,10 @@ impl PluginProjection {
     /// each due parked tenant's parked events; returns the parked events tried too often, for the worker to
     /// dead-letter (then [`PluginProjection::dead_lettered`]).
     pub async fn maintain(&self) -> Result<Vec<GivenUp>, PluginProjectionError> {
-        if self.lock().loaded.is_none_or(|at| at.elapsed() >= RELOAD_HELD) {
-            let tenants = self.parked.tenants().await?;
-            let mut fence = self.lock();
-            for tenant in tenants.iter().filter_map(|t| t.parse::<TenantId>().ok()) {
-                fence.parked.entry(tenant).or_insert_with(Retry::soon);
+        if self.held.reload_due() {
+            for tenant in self.parked.tenants().await?.iter().filter_map(|t| t.parse::<TenantId>().ok()) {
+                self.held.park(tenant);
             }
-            fence.loaded = Some(Instant::now());
         }
         for (tenant, plugin) in stale_spaces(&self.projector).await? {
             self.start_build(&tenant, &plugin);
@@ -253,12 +255,8 @@ impl PluginProjection {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, PerTenant> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Background> {
         self.fence.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn is_held(&self, tenant: &TenantId) -> bool {
-        self.lock().parked.contains_key(tenant)
     }
 
     /// Builds `tenant`'s space of `plugin` in the background, unless that runs already; the tenant is held
@@ -270,7 +268,7 @@ impl PluginProjection {
             return;
         }
         let (projector, tenant, plugin) = (self.projector.clone(), tenant.clone(), plugin.clone());
-        fence.parked.entry(tenant.clone()).or_insert_with(Retry::soon);
+        self.held.park(tenant.clone());
         fence.builds.insert(
             key,
             tokio::spawn(async move { build(&projector, &tenant, &plugin, Rebuild::IfStale, |_, _| {}).await }),
@@ -297,9 +295,7 @@ impl PluginProjection {
                 }
                 None => {}
             }
-            if let Some(retry) = fence.parked.get_mut(&key.0) {
-                retry.at = Instant::now();
-            }
+            self.held.hurry(&key.0);
         }
     }
 

@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use crate::graph::{TenantId, UserId};
 use crate::ops::metrics::RATE_LIMIT_DECISIONS;
-use crate::plugins::{observed, Bucket, Decision, OnePerTenant, PluginError, PluginRegistry, WriteKind, WriteRequest};
+use crate::plugins::{
+    Bucket, Decision, OnePerTenant, PluginError, PluginRegistry, PolicyPlugin, WriteKind, WriteRequest,
+};
 use crate::tenancy::settings::{FailureMode, TenantSettings};
 
 /// A write the rate limiter decides on: who asks to do what to whom.
@@ -103,20 +105,19 @@ impl TokenBuckets {
 
 /// The policy call plus the bucket charge, per write.
 pub struct RateLimiting {
-    registry: Arc<PluginRegistry>,
-    tenants: Arc<TenantSettings>,
+    policy: PolicyPlugin<SampledRequest>,
     buckets: TokenBuckets,
-    sample: RequestSample,
 }
 
 impl RateLimiting {
     pub fn new(registry: Arc<PluginRegistry>, tenants: Arc<TenantSettings>, buckets: TokenBuckets) -> Self {
-        Self { registry, tenants, buckets, sample: RequestSample::default() }
+        let policy = PolicyPlugin::new(registry, tenants, OnePerTenant::RateLimiter, |c| c.rate_limit_failure);
+        Self { policy, buckets }
     }
 
     /// The decided requests this node samples for replay; its writer runs as a task of the server.
     pub fn sample(&self) -> &RequestSample {
-        &self.sample
+        self.policy.sample()
     }
 
     /// Decides whether `intent` may be carried out now; counted in `strand_rate_limit_decisions_total` by
@@ -130,24 +131,21 @@ impl RateLimiting {
             target: intent.target.get(),
             now_ms: crate::util::time::now_ms(),
         };
-        let verdict = self.verdict(intent, request.clone()).await;
-        self.sample.offer(&request.tenant, || SampledRequest { request: request.clone(), verdict: verdict.name() });
+        let verdict = self.verdict(intent, &request).await;
+        self.policy.offer(tenant, || SampledRequest { request: request.clone(), verdict: verdict.name() });
         let labels = [("tenant", tenant.to_string()), ("decision", verdict.name().to_owned())];
         metrics::counter!(RATE_LIMIT_DECISIONS.name, &labels).increment(1);
         verdict
     }
 
-    async fn verdict(&self, intent: &WriteIntent<'_>, request: WriteRequest) -> Verdict {
-        let (tenant, user) = (intent.tenant, intent.user);
-        // A running canary takes its share of the users, always the same ones; test traffic may pin it.
-        let pinned = intent.pinned_version.filter(|_| self.tenants.get(tenant).allow_pinned_versions);
-        let chosen = self.registry.choose(tenant, OnePerTenant::RateLimiter, &user.to_string(), pinned);
-        let plugin = &chosen.plugin;
-        let call = self.registry.runtime().decide(&plugin.prepared, plugin.limits, std::slice::from_ref(&request));
-        let decided = observed(self.registry.logs(), tenant.as_str(), plugin, call)
-            .await
-            .map(|mut decisions| decisions.remove(0));
-        self.registry.record_outcome(tenant, OnePerTenant::RateLimiter, &chosen, decided.as_ref().err()).await;
+    async fn verdict(&self, intent: &WriteIntent<'_>, request: &WriteRequest) -> Verdict {
+        let tenant = intent.tenant;
+        let chosen = self.policy.choose(tenant, intent.user, intent.pinned_version);
+        let requests = std::slice::from_ref(request);
+        let decided = self
+            .policy
+            .ask(tenant, &chosen, |runtime, plugin| runtime.decide(&plugin.prepared, plugin.limits, requests))
+            .await;
         let decision = match decided {
             Ok(decision) => decision,
             Err(e) => return self.on_failure(tenant, &RateLimitFailure::Policy(e)),
@@ -167,10 +165,7 @@ impl RateLimiting {
     }
 
     fn on_failure(&self, tenant: &TenantId, failure: &RateLimitFailure) -> Verdict {
-        let mode = self.tenants.get(tenant).rate_limit_failure;
-        let error = crate::ops::observability::causes(failure);
-        tracing::error!(%tenant, ?mode, %error, "rate limiting failed; applying the tenant's failure mode");
-        match mode {
+        match self.policy.on_failure(tenant, failure) {
             FailureMode::Open => Verdict::Allowed,
             FailureMode::Closed => Verdict::Unavailable,
         }

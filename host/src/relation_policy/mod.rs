@@ -9,24 +9,23 @@
 //! runs while a connection is held.
 //!
 //! A plugin that cannot decide (a trap, a deadline, output the host refuses)
-//! takes the tenant's failure mode, the rate limiter's: failing open, the host's rule decides; failing
-//! closed, the follow is refused as unavailable (503).
+//! takes the tenant's `relation_policy_failure` mode: failing open, the host's rule decides; failing
+//! closed, the follow is refused as unavailable (503). The call path is the rate limiter's
+//! (`plugins::PolicyPlugin`).
 
 mod sample;
 
 use std::sync::Arc;
 
 use crate::graph::{FollowContext, FollowDecision, FollowPolicy, PrivateNeedsApproval, TenantId, UserId, WriteError};
-use crate::plugins::{observed, Admission, Chosen, FollowAttempt, OnePerTenant, PluginRegistry};
+use crate::plugins::{Admission, Chosen, FollowAttempt, OnePerTenant, PluginRegistry, PolicyPlugin};
 use crate::tenancy::settings::{FailureMode, TenantSettings};
 
 pub use self::sample::{recent_attempts, AttemptSample, SampledAttempt};
 
 /// Every tenant's relation policy.
 pub struct RelationPolicies {
-    registry: Arc<PluginRegistry>,
-    tenants: Arc<TenantSettings>,
-    sample: AttemptSample,
+    policy: PolicyPlugin<SampledAttempt>,
 }
 
 /// The policy one follow runs under.
@@ -39,23 +38,22 @@ pub enum TenantPolicy<'a> {
 
 impl RelationPolicies {
     pub fn new(registry: Arc<PluginRegistry>, tenants: Arc<TenantSettings>) -> Self {
-        Self { registry, tenants, sample: AttemptSample::default() }
+        let policy = PolicyPlugin::new(registry, tenants, OnePerTenant::RelationPolicy, |c| c.relation_policy_failure);
+        Self { policy }
     }
 
     /// The decided attempts this node samples for replay; its writer runs as a task of the server.
     pub fn sample(&self) -> &AttemptSample {
-        &self.sample
+        self.policy.sample()
     }
 
     /// The policy `follower`'s follow in `tenant` runs under; `pinned`: a candidate version the request
     /// asks for (test traffic), honoured for tenants that allow it.
     pub fn for_follow<'a>(&'a self, tenant: &'a TenantId, follower: UserId, pinned: Option<i64>) -> TenantPolicy<'a> {
-        if !self.registry.has_own(tenant, OnePerTenant::RelationPolicy) {
+        if !self.policy.has_own(tenant) {
             return TenantPolicy::Host;
         }
-        let pinned = pinned.filter(|_| self.tenants.get(tenant).allow_pinned_versions);
-        let chosen = self.registry.choose(tenant, OnePerTenant::RelationPolicy, &follower.to_string(), pinned);
-        TenantPolicy::Plugin { policies: self, tenant, chosen }
+        TenantPolicy::Plugin { policies: self, tenant, chosen: self.policy.choose(tenant, follower, pinned) }
     }
 
     /// Asks the chosen plugin about `follow` (its counts exact, read from the truth); never called while a
@@ -77,30 +75,26 @@ impl RelationPolicies {
             target_followers: follow.target_followers,
             now_ms: crate::util::time::now_ms(),
         };
-        let plugin = &chosen.plugin;
-        let call = self.registry.runtime().admit(&plugin.prepared, plugin.limits, std::slice::from_ref(&attempt));
-        let decided = observed(self.registry.logs(), tenant.as_str(), plugin, call).await.map(|mut a| a.remove(0));
-        self.registry.record_outcome(tenant, OnePerTenant::RelationPolicy, chosen, decided.as_ref().err()).await;
+        let attempts = std::slice::from_ref(&attempt);
+        let decided = self
+            .policy
+            .ask(tenant, chosen, |runtime, plugin| runtime.admit(&plugin.prepared, plugin.limits, attempts))
+            .await;
         let answer = match &decided {
             Ok(Admission::Allow) => "allow",
             Ok(Admission::RequireApproval) => "require_approval",
             Ok(Admission::Refuse(_)) => "refuse",
             Err(_) => "failed",
         };
-        self.sample.offer(tenant.as_str(), || SampledAttempt { attempt, answer });
+        self.policy.offer(tenant, || SampledAttempt { attempt, answer });
         match decided {
             Ok(Admission::Allow) => Ok(FollowDecision::Allow),
             Ok(Admission::RequireApproval) => Ok(FollowDecision::RequireApproval),
             Ok(Admission::Refuse(refusal)) => Ok(FollowDecision::Refuse { code: refusal.code, reason: refusal.reason }),
-            Err(e) => {
-                let mode = self.tenants.get(tenant).rate_limit_failure;
-                let error = crate::ops::observability::causes(&e);
-                tracing::error!(%tenant, ?mode, %error, "the relation policy failed; applying the tenant's failure mode");
-                match mode {
-                    FailureMode::Open => Ok(PrivateNeedsApproval::admit_now(follow)),
-                    FailureMode::Closed => Err(WriteError::PolicyUnavailable),
-                }
-            }
+            Err(e) => match self.policy.on_failure(tenant, &e) {
+                FailureMode::Open => Ok(PrivateNeedsApproval::admit_now(follow)),
+                FailureMode::Closed => Err(WriteError::PolicyUnavailable),
+            },
         }
     }
 }

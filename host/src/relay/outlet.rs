@@ -17,8 +17,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::{Acquire, AnyConnection, Executor};
-use tokio::time::Instant;
-
 use tracing::{Instrument, Span};
 
 use super::{publish_spans, to_messages, RelayError, TopicRefused};
@@ -29,7 +27,7 @@ use crate::ops::metrics::{RELAY_LAG_SECONDS, RELAY_PARKED_ROWS, RELAY_PARKED_ROW
 use crate::ops::observability::{causes, seconds_since};
 use crate::outbox::{OutboxRow, OUTBOX_COLUMNS};
 use crate::plugins::{route_by_default, route_or_default, PluginRegistry};
-use crate::util::backoff::Backoff;
+use crate::util::parking::{kept_reason, Pace, Parking};
 use crate::util::side_by_side::{SideBySide, OUTPACED_AFTER};
 use crate::util::time::now_ms;
 
@@ -39,12 +37,15 @@ const DELETE_CHUNK: usize = 256;
 pub const DEFAULT_ROUTER_BUDGET: Duration = Duration::from_millis(250);
 /// Most parked rows of a tenant retried at once.
 const RETRY_BATCH: i64 = 256;
-/// The first wait before a parked tenant's rows are tried again; it doubles up to [`RETRY_AT_MOST`].
-const RETRY_FIRST: Duration = Duration::from_secs(1);
-const RETRY_AT_MOST: Duration = Duration::from_secs(300);
-/// How often the parked tenants are read again from the table (what another relay parked, or a parking
-/// whose transaction committed after a retry found the tenant's rows gone).
-const RELOAD_PARKED: Duration = Duration::from_secs(30);
+/// A parked tenant's rows are tried at once, then after a second, doubling up to five minutes; the table is
+/// read again every 30 s (what another relay parked, or a parking whose transaction committed after a retry
+/// found the tenant's rows gone).
+const PACE: Pace = Pace {
+    first_try: Duration::ZERO,
+    backoff: Duration::from_secs(1),
+    at_most: Duration::from_secs(300),
+    reload: Duration::from_secs(30),
+};
 
 /// Where routed outbox rows go.
 pub struct Outlet {
@@ -53,35 +54,16 @@ pub struct Outlet {
     topology: Topology,
     router_budget: Duration,
     /// Tenants with parked rows, and when each is tried again.
-    parked: Mutex<HashMap<String, Retry>>,
-    /// When the parked tenants were last read from the table.
-    reloaded: Mutex<Option<Instant>>,
+    parked: Parking<String>,
     /// Parked tenants whose routers ran past the budget on a retry too: the rest of their parked rows go
     /// out by the default route without asking them again (each ask held the relay a whole budget).
     overran: Mutex<HashSet<String>>,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Retry {
-    at: Instant,
-    backoff: Backoff,
-}
-
-impl Retry {
-    fn now() -> Self {
-        Self { at: Instant::now(), backoff: Backoff::new(RETRY_FIRST, RETRY_AT_MOST) }
-    }
-
-    /// The next try after a failed one.
-    fn after_failure(mut self) -> Self {
-        Self { at: Instant::now() + self.backoff.next_wait(), backoff: self.backoff }
-    }
-}
-
 impl Outlet {
     pub fn new(plugins: Arc<PluginRegistry>, publisher: Publisher, topology: Topology) -> Self {
-        let (router_budget, parked, reloaded) = (DEFAULT_ROUTER_BUDGET, Mutex::default(), Mutex::default());
-        Self { plugins, publisher, topology, router_budget, parked, reloaded, overran: Mutex::default() }
+        let (router_budget, parked) = (DEFAULT_ROUTER_BUDGET, Parking::new(PACE));
+        Self { plugins, publisher, topology, router_budget, parked, overran: Mutex::default() }
     }
 
     /// This outlet giving each tenant's routers `budget` per batch (`relay_tenant_budget_ms`).
@@ -171,13 +153,10 @@ impl Outlet {
             // From the newest row's commit to its publication.
             metrics::gauge!(RELAY_LAG_SECONDS.name).set(lag);
         }
-        if !parking.is_empty() {
-            let mut parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            for (row, reason) in &parking {
-                tracing::warn!(tenant = %row.tenant, outbox_id = row.id, %reason, "parked an outbox row; the tenant's rows are retried with backoff");
-                metrics::counter!(RELAY_PARKED_ROWS_TOTAL.name, "tenant" => row.tenant.clone()).increment(1);
-                parked.entry(row.tenant.clone()).or_insert_with(Retry::now);
-            }
+        for (row, reason) in &parking {
+            tracing::warn!(tenant = %row.tenant, outbox_id = row.id, %reason, "parked an outbox row; the tenant's rows are retried with backoff");
+            metrics::counter!(RELAY_PARKED_ROWS_TOTAL.name, "tenant" => row.tenant.clone()).increment(1);
+            self.parked.park(row.tenant.clone());
         }
         Ok(())
     }
@@ -227,7 +206,7 @@ impl Outlet {
         let routed = by_tenant.into_iter().map(|(tenant, indexes)| {
             let side_by_side = &side_by_side;
             async move {
-                if past_budget == PastBudget::Park && self.is_parked(tenant) {
+                if past_budget == PastBudget::Park && self.parked.is_parked(tenant) {
                     return Ok((indexes, TenantRouted::Parked("an earlier row of the tenant is parked".to_owned())));
                 }
                 let outpaced = side_by_side.outpaced();
@@ -243,12 +222,7 @@ impl Outlet {
                 (indexes, TenantRouted::Parked(reason)) => {
                     // Parked from now on: the batches dispatched after this one, before it settles (the
                     // binlog relay's pipeline), park the tenant's rows too instead of sending them first.
-                    let tenant = &events[indexes[0]].tenant;
-                    self.parked
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .entry(tenant.clone())
-                        .or_insert_with(Retry::now);
+                    self.parked.park(events[indexes[0]].tenant.clone());
                     to_park.extend(indexes.iter().map(|&i| (i, reason.clone())));
                 }
             }
@@ -307,64 +281,35 @@ impl Outlet {
         Ok(TenantRouted::Messages(messages))
     }
 
-    fn is_parked(&self, tenant: &str) -> bool {
-        self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(tenant)
-    }
-
     /// Retries the parked rows of one due tenant, if any: its oldest, in id order, published and deleted in
     /// one transaction; a tenant with none left is no longer parked. A failure waits twice as long as the
-    /// one before (up to five minutes). The relay calls it between its own batches — never beside them: the
+    /// one before (up to five minutes: [`PACE`]). The relay calls it between its own batches — never beside them: the
     /// embedded bus has one writer per topic, and only the leading relay publishes — so a slow router or a
-    /// refusing broker costs the tenant it belongs to one retry per backoff. Every [`RELOAD_PARKED`] (and
+    /// refusing broker costs the tenant it belongs to one retry per backoff. Every [`Pace::reload`] (and
     /// first) the parked tenants are read from the table: what a relay before this one parked.
     pub async fn retry_due(&self, db: &Database) {
-        let reload_due = {
-            let mut reloaded = self.reloaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let due = reloaded.is_none_or(|at| at.elapsed() >= RELOAD_PARKED);
-            if due {
-                *reloaded = Some(Instant::now());
-            }
-            due
-        };
-        if reload_due {
+        if self.parked.reload_due() {
             match parked_tenants(db).await {
-                Ok(tenants) => {
-                    let mut parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    for tenant in tenants {
-                        parked.entry(tenant).or_insert_with(Retry::now);
-                    }
-                }
+                Ok(tenants) => tenants.into_iter().for_each(|tenant| self.parked.park(tenant)),
                 Err(e) => tracing::error!(error = %e, "cannot read the parked tenants; trying again"),
             }
         }
-        let due = {
-            let parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            parked
-                .iter()
-                .filter(|(_, retry)| retry.at <= Instant::now())
-                .min_by_key(|(_, r)| r.at)
-                .map(|(t, r)| (t.clone(), *r))
-        };
-        let Some((tenant, retry)) = due else { return };
-        let outcome = self.retry_tenant(db, &tenant).await;
-        let mut parked = self.parked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match outcome {
+        let Some((tenant, _)) = self.parked.due(|_| true).into_iter().next() else { return };
+        match self.retry_tenant(db, &tenant).await {
             Ok(0) => {
-                parked.remove(&tenant);
+                self.parked.drained(&tenant);
                 self.overran.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tenant);
                 metrics::gauge!(RELAY_PARKED_ROWS.name, "tenant" => tenant.clone()).set(0.0);
                 tracing::info!(%tenant, "every parked row of the tenant is published");
             }
             Ok(published) => {
                 tracing::info!(%tenant, published, "published parked rows");
-                parked.insert(tenant, Retry::now());
+                self.parked.retry_now(&tenant);
             }
             Err(e) => {
-                let next = retry.after_failure();
                 let error = crate::ops::observability::causes(&e);
-                let retry_in = next.at.saturating_duration_since(Instant::now());
+                let retry_in = self.parked.failed(&tenant);
                 tracing::warn!(%tenant, %error, ?retry_in, "parked rows still cannot be published");
-                parked.insert(tenant, next);
             }
         }
     }
@@ -424,7 +369,7 @@ async fn park(tx: &mut AnyConnection, row: &OutboxRow, reason: &str) -> Result<(
          SELECT {OUTBOX_COLUMNS}, created_at, ?, ? FROM outbox WHERE id = ?"
     ))
     .bind(now_ms())
-    .bind(reason.chars().take(1000).collect::<String>())
+    .bind(kept_reason(reason))
     .bind(row.id)
     .execute(&mut *tx)
     .await?;

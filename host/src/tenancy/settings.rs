@@ -1,5 +1,5 @@
 //! Per-tenant settings an operator changes at runtime through the admin API, cached in memory: the
-//! rate-limit failure mode, and the tenant's own JWT keys (`tenant_jwt.rs`).
+//! policies' failure modes, and the tenant's own JWT keys (`tenant_jwt.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,7 +14,8 @@ use crate::graph::TenantId;
 use crate::tenancy::jwt_keys::TenantJwtKeys;
 use crate::util::time::now_ms;
 
-/// What happens to a write when the tenant's rate-limit policy or its bucket store fails.
+/// What happens to a write when a tenant policy cannot decide: the rate limiter's policy or its bucket store,
+/// or the relation policy.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FailureMode {
@@ -29,7 +30,12 @@ pub enum FailureMode {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
+    /// The rate limiter's: open lets the write through, closed refuses it (503).
     pub rate_limit_failure: FailureMode,
+    /// The relation policy's: open lets the host's rule decide (a private account's follow awaits approval),
+    /// closed refuses the follow (503).
+    #[serde(default)]
+    pub relation_policy_failure: FailureMode,
     /// Whether requests may pin a candidate policy version with `Strand-Pinned-Version` (test traffic for
     /// a canary, also one at 0%). Off by default: users cannot choose their policy.
     #[serde(default)]
@@ -63,17 +69,23 @@ impl TenantSettings {
     pub async fn refresh(&self) -> Result<(), sqlx::Error> {
         self.jwt_keys.refresh().await?;
         let _change = self.changes.lock().await;
-        let rows = sqlx::query("SELECT tenant_id, rate_limit_fail_closed, allow_pinned_versions FROM tenant_settings")
-            .fetch_all(self.db.reader())
-            .await?;
+        let rows = sqlx::query(
+            "SELECT tenant_id, rate_limit_fail_closed, relation_policy_fail_closed, allow_pinned_versions \
+             FROM tenant_settings",
+        )
+        .fetch_all(self.db.reader())
+        .await?;
         let mut settings = HashMap::new();
         for row in rows {
             let tenant: String = row.try_get(0)?;
-            let (closed, pinned): (i64, i64) = (row.try_get(1)?, row.try_get(2)?);
+            let mode = |closed: i64| if closed == 1 { FailureMode::Closed } else { FailureMode::Open };
             match tenant.parse() {
                 Ok(tenant) => {
-                    let failure = if closed == 1 { FailureMode::Closed } else { FailureMode::Open };
-                    let config = TenantConfig { rate_limit_failure: failure, allow_pinned_versions: pinned == 1 };
+                    let config = TenantConfig {
+                        rate_limit_failure: mode(row.try_get(1)?),
+                        relation_policy_failure: mode(row.try_get(2)?),
+                        allow_pinned_versions: row.try_get::<i64, _>(3)? == 1,
+                    };
                     settings.insert(tenant, config);
                 }
                 Err(e) => tracing::error!(error = %e, "ignoring tenant_settings row with an invalid tenant id"),
@@ -92,11 +104,12 @@ impl TenantSettings {
         let mut tx = self.db.writer().begin().await?;
         sqlx::query("DELETE FROM tenant_settings WHERE tenant_id = ?").bind(tenant.as_str()).execute(&mut *tx).await?;
         sqlx::query(
-            "INSERT INTO tenant_settings (tenant_id, rate_limit_fail_closed, allow_pinned_versions, updated_at) \
-             VALUES (?, ?, ?, ?)",
+            "INSERT INTO tenant_settings (tenant_id, rate_limit_fail_closed, relation_policy_fail_closed, \
+             allow_pinned_versions, updated_at) VALUES (?, ?, ?, ?, ?)",
         )
         .bind(tenant.as_str())
         .bind(i64::from(config.rate_limit_failure == FailureMode::Closed))
+        .bind(i64::from(config.relation_policy_failure == FailureMode::Closed))
         .bind(i64::from(config.allow_pinned_versions))
         .bind(now_ms())
         .execute(&mut *tx)

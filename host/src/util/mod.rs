@@ -2,6 +2,7 @@
 
 pub mod backoff;
 pub mod hashing;
+pub mod parking;
 pub mod side_by_side;
 pub mod str_enum;
 pub mod time;

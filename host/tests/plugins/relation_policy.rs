@@ -68,7 +68,8 @@ async fn a_trapping_policy_takes_the_tenants_failure_mode(backend: Backend) {
             deploy(&server, tenant, "relation-policy", "default", test_plugin("trapping-relation-policy")).await;
         assert_eq!(deployed.status, 200, "{deployed:?}");
     }
-    let closed = json!({"rate_limit_failure": "closed"});
+    // The relation policy's failure mode is its own: the rate limiter's stays open.
+    let closed = json!({"rate_limit_failure": "open", "relation_policy_failure": "closed"});
     let set = server.admin().send_json(Method::PUT, "/admin/v1/tenants/closed/settings", &closed).await;
     assert_eq!(set.status, 200, "{set:?}");
 

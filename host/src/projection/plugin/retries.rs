@@ -2,10 +2,7 @@
 //! whose projector spins on every try never holds up the live batches; whether it is drained (and goes
 //! back to the live path) is decided between batches, so none of its live events slips past its parked ones.
 
-use std::time::Duration;
-
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 use super::{GivenUp, ParkReason, PluginProjection};
 use crate::graph::TenantId;
@@ -13,39 +10,7 @@ use crate::plugins::RelationEvent;
 use crate::projection::events::{relation_event, Unprojectable};
 use crate::projection::parked::{ParkedEvent, MAX_ATTEMPTS};
 use crate::projection::projector::PluginProjectionError;
-use crate::util::backoff::Backoff;
-
-/// The first wait before a parked tenant's parked events are tried again; it doubles up to [`RETRY_AT_MOST`].
-const RETRY_FIRST: Duration = Duration::from_millis(200);
-const RETRY_AT_MOST: Duration = Duration::from_secs(60);
-
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Retry {
-    pub(super) at: Instant,
-    backoff: Backoff,
-}
-
-impl Retry {
-    /// Now, the backoff started over.
-    fn now() -> Self {
-        Self { at: Instant::now(), backoff: Backoff::new(RETRY_FIRST, RETRY_AT_MOST) }
-    }
-
-    /// After `wait`, the backoff started over.
-    fn after(wait: Duration) -> Self {
-        Self { at: Instant::now() + wait, ..Self::now() }
-    }
-
-    /// After the first wait, the backoff started over.
-    pub(super) fn soon() -> Self {
-        Self::now().after_failure()
-    }
-
-    /// The next try after a failed one.
-    fn after_failure(mut self) -> Self {
-        Self { at: Instant::now() + self.backoff.next_wait(), backoff: self.backoff }
-    }
-}
+use crate::util::parking::Retry;
 
 /// How a try of a parked tenant's parked events ended (its failures of the database aside).
 pub(super) enum Tried {
@@ -67,12 +32,7 @@ impl PluginProjection {
     fn due(&self) -> Vec<(TenantId, Retry)> {
         let fence = self.lock();
         let building = |t: &TenantId| fence.builds.keys().any(|(b, _)| b == t);
-        fence
-            .parked
-            .iter()
-            .filter(|(t, r)| r.at <= Instant::now() && !building(t) && !fence.retries.contains_key(*t))
-            .map(|(t, r)| (t.clone(), *r))
-            .collect()
+        self.held.due(|t| !building(t) && !fence.retries.contains_key(t))
     }
 
     /// Starts, in the background, a try of each due parked tenant's oldest parked events, and takes in the
@@ -134,21 +94,19 @@ impl PluginProjection {
                 // Drained, the tenant goes back to the live path at once: held a sweep longer, each of its
                 // later events would be parked behind nothing and wait that sweep (2 s a follow, measured).
                 if self.parked.oldest(tenant.as_str()).await?.is_empty() {
-                    self.lock().parked.remove(tenant);
+                    self.held.drained(tenant);
                     tracing::info!(projector = %self.plugin(), %tenant, "every parked event of the tenant is applied");
                 } else {
-                    self.lock().parked.insert(tenant.clone(), Retry::now());
+                    self.held.retry_now(tenant);
                 }
                 Ok(Vec::new())
             }
             Ok(Tried::Failed { next, given_up }) => {
-                self.lock().parked.insert(tenant.clone(), next);
+                self.held.next_try(tenant.clone(), next);
                 Ok(given_up)
             }
             Err(error) => {
-                if let Some(retry) = self.lock().parked.get_mut(tenant) {
-                    *retry = retry.after_failure();
-                }
+                self.held.failed(tenant);
                 Err(error)
             }
         }
@@ -191,13 +149,13 @@ impl PluginProjection {
         // as the try took (its tries run at most half the time); the rest are tried again soon
         // once the blamed events are given up (the next may well apply).
         let next = match held {
-            ParkReason::OverBudget(_) | ParkReason::Outpaced(_) => Retry::after(self.budget),
-            _ if !given_up.is_empty() => Retry::soon(),
+            ParkReason::OverBudget(_) | ParkReason::Outpaced(_) => retry.after(self.budget),
+            _ if !given_up.is_empty() => retry.soon(),
             ParkReason::Poison(_) | ParkReason::Refused(_) | ParkReason::OverQuota { .. } | ParkReason::Building(_) => {
                 retry.after_failure()
             }
         };
-        let retry_in = next.at.saturating_duration_since(Instant::now());
+        let retry_in = next.wait();
         tracing::warn!(projector = %self.plugin(), %tenant, reason = %failed, ?retry_in, "parked events still cannot be applied");
         Ok(Tried::Failed { next, given_up })
     }
