@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::db::DatabaseKind;
 
 pub use event_id::EventId;
-pub use row::{OutboxRow, OUTBOX_COLUMNS};
+pub use row::{CorruptRow, OutboxRow, StoredRow, OUTBOX_COLUMNS};
 
 /// The aggregate type of follow events; the relay's default topic is derived from it (`strand.following`).
 pub const AGGREGATE_TYPE: &str = "following";

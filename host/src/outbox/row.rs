@@ -1,25 +1,80 @@
-//! An outbox row as the relay reads it, from `outbox` or `relay_parked` (which has the same columns).
+//! An outbox row as the relay reads it, from `outbox` or `relay_parked` (which has the same columns), or
+//! from the binlog's insert of it: checked once where it is read — its tenant, its event type, its payload
+//! decoded — so the relay routes, publishes and measures it without parsing anything again.
 
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::ChangeEvent;
+use super::{ChangeEvent, EventType};
+use crate::graph::TenantId;
 
 /// A committed outbox row, as the relay reads it and hands it to the tenant's router.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "StoredRow")]
 pub struct OutboxRow {
+    pub id: i64,
+    pub tenant: TenantId,
+    pub aggregate_type: String,
+    pub aggregate_id: String,
+    pub event_type: EventType,
+    /// The default message key, `tenant:follower`.
+    pub key: String,
+    /// As stored: what is published, byte for byte.
+    pub payload: String,
+    /// The trace of the change that wrote the row, when it was sampled: the relay's publish continues it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// The payload decoded: its event id and version go into the messages' headers, its commit time into
+    /// the relay's lag.
+    #[serde(skip_serializing)]
+    pub change: ChangeEvent,
+}
+
+/// An outbox row's columns as stored (or as `strand plugin test --input` gives them), not yet checked.
+#[derive(Debug, Default, Deserialize)]
+pub struct StoredRow {
     pub id: i64,
     pub tenant: String,
     pub aggregate_type: String,
     pub aggregate_id: String,
     pub event_type: String,
-    /// The default message key, `tenant:follower`.
     pub key: String,
     pub payload: String,
-    /// The trace of the change that wrote the row, when it was sampled: the relay's publish continues it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub traceparent: Option<String>,
+}
+
+/// A stored row the relay cannot publish: it names no valid tenant or event type, or its payload is not an
+/// event. Never skipped: the relay stops on it, and an operator repairs the row.
+#[derive(Debug, thiserror::Error)]
+#[error("outbox row {id} is corrupt: {detail}")]
+pub struct CorruptRow {
+    pub id: i64,
+    pub detail: String,
+}
+
+impl TryFrom<StoredRow> for OutboxRow {
+    type Error = CorruptRow;
+
+    fn try_from(stored: StoredRow) -> Result<Self, CorruptRow> {
+        let corrupt = |detail: String| CorruptRow { id: stored.id, detail };
+        let tenant = stored.tenant.parse().map_err(|e: crate::graph::InvalidTenantId| corrupt(e.to_string()))?;
+        let event_type =
+            stored.event_type.parse().map_err(|e: crate::util::str_enum::UnknownName| corrupt(e.to_string()))?;
+        let change = serde_json::from_str(&stored.payload).map_err(|e| corrupt(format!("its payload: {e}")))?;
+        Ok(Self {
+            id: stored.id,
+            tenant,
+            aggregate_type: stored.aggregate_type,
+            aggregate_id: stored.aggregate_id,
+            event_type,
+            key: stored.key,
+            payload: stored.payload,
+            traceparent: stored.traceparent,
+            change,
+        })
+    }
 }
 
 /// The columns [`OutboxRow::from_row`] reads, in its order (`relay_parked` has them too).
@@ -27,23 +82,25 @@ pub const OUTBOX_COLUMNS: &str =
     "id, tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, traceparent";
 
 impl OutboxRow {
-    /// The row the write of `event` commits, as row `id`.
-    pub fn published(id: i64, event: &ChangeEvent) -> Self {
+    /// The row `tenant`'s write of `event` commits, as row `id` (what replays and samples hand a router).
+    pub fn published(id: i64, tenant: &TenantId, mut event: ChangeEvent) -> Self {
+        event.tenant = tenant.to_string();
         Self {
             id,
-            tenant: event.tenant.clone(),
+            tenant: tenant.clone(),
             aggregate_type: super::AGGREGATE_TYPE.to_owned(),
             aggregate_id: event.aggregate_id(),
-            event_type: event.event_type.as_str().to_owned(),
+            event_type: event.event_type,
             key: event.key(),
             payload: event.payload(),
             traceparent: None,
+            change: event,
         }
     }
 
-    /// A row selected with [`OUTBOX_COLUMNS`].
+    /// A row selected with [`OUTBOX_COLUMNS`]; a corrupt one is a decode error.
     pub fn from_row(row: &AnyRow) -> Result<Self, sqlx::Error> {
-        Ok(Self {
+        let stored = StoredRow {
             id: row.try_get(0)?,
             tenant: row.try_get(1)?,
             aggregate_type: row.try_get(2)?,
@@ -52,6 +109,7 @@ impl OutboxRow {
             key: row.try_get(5)?,
             payload: row.try_get(6)?,
             traceparent: row.try_get(7)?,
-        })
+        };
+        Self::try_from(stored).map_err(|corrupt| sqlx::Error::Decode(corrupt.into()))
     }
 }

@@ -27,10 +27,10 @@ impl From<&OutboxRow> for old::OutboxEvent {
     fn from(e: &OutboxRow) -> Self {
         Self {
             id: e.id,
-            tenant: e.tenant.clone(),
+            tenant: e.tenant.to_string(),
             aggregate_type: e.aggregate_type.clone(),
             aggregate_id: e.aggregate_id.clone(),
-            event_type: e.event_type.clone(),
+            event_type: e.event_type.to_string(),
             key: e.key.clone(),
             payload: e.payload.clone(),
         }

@@ -5,6 +5,7 @@
 use super::error::PluginError;
 use super::inputs::{FollowAttempt, RelationEvent, WriteRequest, WRITE_KINDS};
 use super::runtime::{CallCost, PluginLimits, PluginRuntime, PreparedPlugin};
+use crate::graph::TenantId;
 use crate::outbox::{ChangeEvent, EventId, EventType, OutboxRow};
 
 /// Write requests covering every write's kind and several users.
@@ -76,9 +77,14 @@ pub fn sample_attempts() -> Vec<FollowAttempt> {
         .collect()
 }
 
-/// Outbox rows as the relay hands them to the router (every kind: routers see them all).
-pub fn sample_outbox_events() -> Vec<OutboxRow> {
-    sample_events().iter().zip(1..).map(|(e, id)| OutboxRow::published(id, &ChangeEvent::from(e))).collect()
+/// `tenant`'s outbox rows as the relay hands them to the router (every kind: routers see them all).
+pub fn sample_outbox_events(tenant: &TenantId) -> Vec<OutboxRow> {
+    sample_events().iter().zip(1..).map(|(e, id)| OutboxRow::published(id, tenant, ChangeEvent::from(e))).collect()
+}
+
+/// The tenant the samples are of, where no tenant is given (`strand plugin test`).
+pub fn sample_tenant() -> TenantId {
+    "conformance".parse().expect("a valid tenant id, spelt here")
 }
 
 /// Runs `plugin` on its kind's samples, within the `limits` it is being deployed with, as `tenant`'s (the
@@ -89,16 +95,16 @@ pub async fn check(
     runtime: &PluginRuntime,
     plugin: &PreparedPlugin,
     limits: PluginLimits,
-    tenant: &str,
+    tenant: &TenantId,
 ) -> Result<CallCost, PluginError> {
+    let tenant_name = tenant.as_str();
     let mut requests = sample_requests();
-    requests.iter_mut().for_each(|r| r.tenant = tenant.to_owned());
-    let mut rows = sample_outbox_events();
-    rows.iter_mut().for_each(|r| r.tenant = tenant.to_owned());
+    requests.iter_mut().for_each(|r| r.tenant = tenant_name.to_owned());
+    let rows = sample_outbox_events(tenant);
     let mut events = sample_events_for(plugin);
-    events.iter_mut().for_each(|e| e.tenant = tenant.to_owned());
+    events.iter_mut().for_each(|e| e.tenant = tenant_name.to_owned());
     let mut attempts = sample_attempts();
-    attempts.iter_mut().for_each(|a| a.tenant = tenant.to_owned());
+    attempts.iter_mut().for_each(|a| a.tenant = tenant_name.to_owned());
     let run = || async {
         Ok(match plugin {
             PreparedPlugin::RateLimiter(_) => runtime.decide(plugin, limits, &requests).await.result?.1,

@@ -158,7 +158,7 @@ impl Input for FollowAttempt {
 
 impl Input for OutboxRow {
     fn tenant(&self) -> &str {
-        &self.tenant
+        self.tenant.as_str()
     }
     fn id(&self) -> String {
         format!("outbox:{}", self.id)
@@ -213,7 +213,7 @@ impl From<&OutboxRow> for wire::OutboxEvent {
             id: e.id,
             aggregate_type: e.aggregate_type.clone(),
             aggregate_id: e.aggregate_id.clone(),
-            event_type: e.event_type.clone(),
+            event_type: e.event_type.to_string(),
             key: e.key.clone(),
             payload: e.payload.clone(),
         }

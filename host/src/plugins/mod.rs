@@ -28,7 +28,9 @@ pub use bindings::{
     RelationKind, WriteKind, ZsetEntry, ZsetMemberWhile,
 };
 pub use calls::{MAX_BUCKET_REFILL, MAX_COUNTER_STEP, MAX_DESTINATIONS, MAX_EFFECTS, MAX_TTL};
-pub use conformance::{sample_attempts, sample_events, sample_events_for, sample_outbox_events, sample_requests};
+pub use conformance::{
+    sample_attempts, sample_events, sample_events_for, sample_outbox_events, sample_requests, sample_tenant,
+};
 pub use error::PluginError;
 pub use fallback::{project_with_retries, route_by_default, route_or_default, ProjectionFailed, RetryPolicy, Routed};
 pub use inputs::{write_kind_name, FollowAttempt, Input, RelationEvent, WriteRequest, WRITE_KINDS};

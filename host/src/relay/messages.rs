@@ -7,10 +7,9 @@ use std::collections::HashMap;
 
 use tracing::Span;
 
-use super::RelayError;
 use crate::bus::{Header, Message, Topology};
 use crate::ops::telemetry::{self, TARGET};
-use crate::outbox::{ChangeEvent, OutboxRow};
+use crate::outbox::OutboxRow;
 use crate::plugins::Destination;
 
 /// The `relay.publish` span of each traced row of `rows` (continuing the trace its change began), by the
@@ -37,28 +36,27 @@ pub fn to_messages(
     router_version: i64,
     topology: &Topology,
     published_in: Option<&Span>,
-) -> Result<Vec<Message>, RelayError> {
+) -> Vec<Message> {
     let traceparent = published_in.and_then(telemetry::traceparent_of);
-    let payload: ChangeEvent = serde_json::from_str(&event.payload)
-        .map_err(|e| RelayError::CorruptOutbox { id: event.id, detail: e.to_string() })?;
-    Ok(destinations
+    let payload = &event.change;
+    destinations
         .iter()
         .map(|destination| {
             let mut headers = vec![
                 (Header::EventId.to_string(), payload.event_id.clone()),
-                (Header::Tenant.to_string(), event.tenant.clone()),
-                (Header::EventType.to_string(), event.event_type.clone()),
+                (Header::Tenant.to_string(), event.tenant.to_string()),
+                (Header::EventType.to_string(), event.event_type.to_string()),
                 (Header::Version.to_string(), payload.version.to_string()),
                 (Header::RouterVersion.to_string(), router_version.to_string()),
             ];
             headers.extend(traceparent.iter().map(|t| (Header::Traceparent.to_string(), t.clone())));
             headers.extend(destination.headers.iter().cloned());
             Message {
-                topic: topology.tenant_topic(&event.tenant, &destination.topic),
+                topic: topology.tenant_topic(event.tenant.as_str(), &destination.topic),
                 key: destination.key.clone(),
                 headers,
                 payload: event.payload.clone(),
             }
         })
-        .collect())
+        .collect()
 }

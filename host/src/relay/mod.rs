@@ -58,8 +58,8 @@ impl Relay {
 pub enum RelayError {
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
-    #[error("outbox row {id} is not a Strand event: {detail}")]
-    CorruptOutbox { id: i64, detail: String },
+    #[error(transparent)]
+    CorruptOutbox(#[from] crate::outbox::CorruptRow),
     #[error("another relay published {} of the {read} rows read first; batch rolled back", read - *deleted as usize)]
     Contended { read: usize, deleted: u64 },
     #[error("Kafka did not acknowledge the batch: {0}")]

@@ -54,10 +54,10 @@ pub struct Outlet {
     topology: Topology,
     router_budget: Duration,
     /// Tenants with parked rows, and when each is tried again.
-    parked: Parking<String>,
+    parked: Parking<TenantId>,
     /// Parked tenants whose routers ran past the budget on a retry too: the rest of their parked rows go
     /// out by the default route without asking them again (each ask held the relay a whole budget).
-    overran: Mutex<HashSet<String>>,
+    overran: Mutex<HashSet<TenantId>>,
 }
 
 impl Outlet {
@@ -90,8 +90,7 @@ impl Outlet {
     /// Routes `events` (in outbox order) and, to Kafka, hands the messages to the producer without waiting
     /// for the broker — so a relay can read and route the next batch while these are on their way.
     pub async fn dispatch(&self, events: Vec<OutboxRow>) -> Result<Dispatched, RelayError> {
-        let newest = events.last().and_then(|e| serde_json::from_str::<serde_json::Value>(&e.payload).ok());
-        let occurred_at = newest.as_ref().and_then(|p| p["occurred_at"].as_str()).map(str::to_owned);
+        let occurred_at = events.last().map(|newest| newest.change.occurred_at.clone());
         let mut to_park = HashMap::new();
         let spans = publish_spans(&events);
         let routed = self.route(&events, PastBudget::Park, &mut to_park, &spans).await?;
@@ -155,7 +154,7 @@ impl Outlet {
         }
         for (row, reason) in &parking {
             tracing::warn!(tenant = %row.tenant, outbox_id = row.id, %reason, "parked an outbox row; the tenant's rows are retried with backoff");
-            metrics::counter!(RELAY_PARKED_ROWS_TOTAL.name, "tenant" => row.tenant.clone()).increment(1);
+            metrics::counter!(RELAY_PARKED_ROWS_TOTAL.name, "tenant" => row.tenant.to_string()).increment(1);
             self.parked.park(row.tenant.clone());
         }
         Ok(())
@@ -198,9 +197,9 @@ impl Outlet {
         to_park: &mut HashMap<usize, String>,
         spans: &HashMap<usize, Span>,
     ) -> Result<Vec<(Message, usize)>, RelayError> {
-        let mut by_tenant: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        let mut by_tenant: BTreeMap<&TenantId, Vec<usize>> = BTreeMap::new();
         for (index, event) in events.iter().enumerate() {
-            by_tenant.entry(event.tenant.as_str()).or_default().push(index);
+            by_tenant.entry(&event.tenant).or_default().push(index);
         }
         let side_by_side = SideBySide::default();
         let routed = by_tenant.into_iter().map(|(tenant, indexes)| {
@@ -235,22 +234,19 @@ impl Outlet {
     async fn route_tenant(
         &self,
         events: &[OutboxRow],
-        tenant: &str,
+        tenant: &TenantId,
         indexes: &[usize],
         past_budget: PastBudget,
         spans: &HashMap<usize, Span>,
         outpaced: impl Future<Output = ()>,
     ) -> Result<TenantRouted, RelayError> {
-        let tenant_id: TenantId = tenant.parse().map_err(|e: crate::graph::InvalidTenantId| {
-            RelayError::CorruptOutbox { id: events[indexes[0]].id, detail: e.to_string() }
-        })?;
         let batch: Vec<OutboxRow> = indexes.iter().map(|&i| events[i].clone()).collect();
         let traced_in = indexes.iter().find_map(|index| spans.get(index)).cloned().unwrap_or_else(Span::none);
         let overran = || self.overran.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let routed = if past_budget == PastBudget::DefaultRoute && overran().contains(tenant) {
-            route_by_default(&self.plugins, &tenant_id, batch).await?
+            route_by_default(&self.plugins, tenant, batch).await?
         } else {
-            let routing = route_or_default(&self.plugins, &tenant_id, batch.clone()).instrument(traced_in);
+            let routing = route_or_default(&self.plugins, tenant, batch.clone()).instrument(traced_in);
             let within_budget = tokio::time::timeout(self.router_budget, routing);
             let routed = match past_budget {
                 PastBudget::Park => tokio::select! {
@@ -263,8 +259,8 @@ impl Outlet {
                 (Ok(routed), _) => routed?,
                 (Err(_), PastBudget::DefaultRoute) => {
                     tracing::warn!(%tenant, "parked rows routed by the default router: the tenant's ran past the budget again (and are not asked again until its parked rows are out)");
-                    overran().insert(tenant.to_owned());
-                    route_by_default(&self.plugins, &tenant_id, batch).await?
+                    overran().insert(tenant.clone());
+                    route_by_default(&self.plugins, tenant, batch).await?
                 }
                 (Err(reason), PastBudget::Park) => return Ok(TenantRouted::Parked(reason)),
             }
@@ -273,7 +269,7 @@ impl Outlet {
         for ((&index, destinations), version) in indexes.iter().zip(&routed.destinations).zip(&routed.router_versions) {
             let event = &events[index];
             messages.extend(
-                to_messages(event, destinations, *version, &self.topology, spans.get(&index))?
+                to_messages(event, destinations, *version, &self.topology, spans.get(&index))
                     .into_iter()
                     .map(|m| (m, index)),
             );
@@ -291,6 +287,7 @@ impl Outlet {
         if self.parked.reload_due() {
             match parked_tenants(db).await {
                 Ok(tenants) => tenants.into_iter().for_each(|tenant| self.parked.park(tenant)),
+
                 Err(e) => tracing::error!(error = %e, "cannot read the parked tenants; trying again"),
             }
         }
@@ -299,7 +296,7 @@ impl Outlet {
             Ok(0) => {
                 self.parked.drained(&tenant);
                 self.overran.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tenant);
-                metrics::gauge!(RELAY_PARKED_ROWS.name, "tenant" => tenant.clone()).set(0.0);
+                metrics::gauge!(RELAY_PARKED_ROWS.name, "tenant" => tenant.to_string()).set(0.0);
                 tracing::info!(%tenant, "every parked row of the tenant is published");
             }
             Ok(published) => {
@@ -317,14 +314,14 @@ impl Outlet {
     /// Publishes and deletes `tenant`'s oldest parked rows; how many (0: none were left). Routing and
     /// Kafka's acknowledgements happen before the deleting transaction opens: a slow router holds no
     /// database connection (SQLite has one writer).
-    async fn retry_tenant(&self, db: &Database, tenant: &str) -> Result<usize, RelayError> {
+    async fn retry_tenant(&self, db: &Database, tenant: &TenantId) -> Result<usize, RelayError> {
         let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM relay_parked WHERE tenant_id = ?")
-            .bind(tenant)
+            .bind(tenant.as_str())
             .fetch_one(db.reader())
             .await?;
-        metrics::gauge!(RELAY_PARKED_ROWS.name, "tenant" => tenant.to_owned()).set(left as f64);
+        metrics::gauge!(RELAY_PARKED_ROWS.name, "tenant" => tenant.to_string()).set(left as f64);
         let select = format!("SELECT {OUTBOX_COLUMNS} FROM relay_parked WHERE tenant_id = ? ORDER BY id LIMIT ?");
-        let rows = sqlx::query(&select).bind(tenant).bind(RETRY_BATCH).fetch_all(db.reader()).await?;
+        let rows = sqlx::query(&select).bind(tenant.as_str()).bind(RETRY_BATCH).fetch_all(db.reader()).await?;
         let events = rows.iter().map(OutboxRow::from_row).collect::<Result<Vec<_>, sqlx::Error>>()?;
         if events.is_empty() {
             return Ok(0);
@@ -395,8 +392,13 @@ async fn delete_rows(tx: &mut AnyConnection, table: &'static str, ids: &[i64]) -
 }
 
 /// The tenants with parked rows.
-async fn parked_tenants(db: &Database) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar("SELECT DISTINCT tenant_id FROM relay_parked").fetch_all(db.reader()).await
+async fn parked_tenants(db: &Database) -> Result<Vec<TenantId>, sqlx::Error> {
+    let tenants: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT tenant_id FROM relay_parked").fetch_all(db.reader()).await?;
+    tenants
+        .iter()
+        .map(|t| t.parse().map_err(|e: crate::graph::InvalidTenantId| sqlx::Error::Decode(e.into())))
+        .collect()
 }
 
 /// How one tenant's rows of a batch were routed.

@@ -25,7 +25,7 @@ async fn a_router_fans_out_and_drops_and_a_failing_one_falls_back_to_the_default
     let slot = PluginSlot::new("acme".parse().unwrap(), PluginKind::Router, "default").unwrap();
     registry.deploy(slot, test_plugin("fanout-router")).await.unwrap();
 
-    let mut events = sample_outbox_events();
+    let mut events = sample_outbox_events(&acme);
     events[1].aggregate_id = "13:101".into();
     let routed = route_or_default(&registry, &acme, events.clone()).await.unwrap();
     assert!(routed.fell_back.is_none());
@@ -77,7 +77,7 @@ async fn a_router_canary_routes_a_stable_share_of_the_message_keys() {
         .await
         .unwrap();
 
-    let template = sample_outbox_events().remove(0);
+    let template = sample_outbox_events(&acme).remove(0);
     let events: Vec<_> = (0..1000).map(|i| OutboxRow { key: format!("acme:{i}"), ..template.clone() }).collect();
     let routed = route_or_default(&registry, &acme, events.clone()).await.unwrap();
     let by_canary = routed.router_versions.iter().filter(|v| **v == 2).count();

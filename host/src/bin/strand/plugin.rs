@@ -15,8 +15,8 @@ use strand::bus::Topology;
 use strand::config::Config;
 use strand::plugins::logs::{level_name, LogEntry, LogPage};
 use strand::plugins::{
-    sample_attempts, sample_events_for, sample_outbox_events, sample_requests, CallCost, Called, PluginKind,
-    PluginRuntime, PreparedPlugin, MAX_LINES_PER_CALL,
+    sample_attempts, sample_events_for, sample_outbox_events, sample_requests, sample_tenant, CallCost, Called,
+    PluginKind, PluginRuntime, PreparedPlugin, MAX_LINES_PER_CALL,
 };
 use strand::plugins::{LogLine, PluginVersion};
 use strand::projection::progress::BackfillState;
@@ -345,7 +345,7 @@ async fn test(config: &Config, kind: PluginKind, input: Option<&Path>, wasm: &Pa
             report(runtime.decide(&plugin, limits, &inputs(input, sample_requests)?).await)
         }
         PreparedPlugin::Router(_) => {
-            report(runtime.route(&plugin, limits, &inputs(input, sample_outbox_events)?).await)
+            report(runtime.route(&plugin, limits, &inputs(input, || sample_outbox_events(&sample_tenant()))?).await)
         }
         PreparedPlugin::Projector(_) | PreparedPlugin::RelationProjector(_) => {
             report(runtime.project(&plugin, limits, &inputs(input, || sample_events_for(&plugin))?).await)

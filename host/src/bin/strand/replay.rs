@@ -98,7 +98,7 @@ pub async fn replay(
                 compare(batch, run(&active.prepared).await, run(&candidate).await, &mut summary)?;
             } else {
                 let events: Vec<OutboxRow> =
-                    batch.iter().map(|change| OutboxRow::published(0, &ChangeEvent::from(change))).collect();
+                    batch.iter().map(|change| OutboxRow::published(0, &tenant, ChangeEvent::from(change))).collect();
                 let run = async |p: &PreparedPlugin| runtime.route(p, runtime.limits(), &events).await;
                 compare(&events, run(&active.prepared).await, run(&candidate).await, &mut summary)?;
             }

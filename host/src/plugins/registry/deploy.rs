@@ -147,7 +147,7 @@ impl PluginRegistry {
         // Compiled and checked before the registry's lock: a tenant's slow component holds up nobody's
         // deploys, rollbacks or refreshes but that tenant's own next compile.
         let prepared = self.compile_upload(&slot.tenant, slot.kind, wasm.clone()).await?;
-        let cost = conformance::check(&self.runtime, &prepared, limits, slot.tenant.as_str()).await?;
+        let cost = conformance::check(&self.runtime, &prepared, limits, &slot.tenant).await?;
         let _change = self.changes.lock().await;
         let (sha256, size_bytes, created_at) = (hex_sha256(&wasm), wasm.len() as i64, now_ms());
         let listed = VersionLimits::from(limits);

@@ -11,7 +11,7 @@ use mysql_async::{Conn, Value};
 
 use super::super::checkpoint::BinlogPosition;
 use super::super::RelayError;
-use crate::outbox::OutboxRow;
+use crate::outbox::{OutboxRow, StoredRow};
 
 /// MariaDB's GTID event (the start of an event group when `@mariadb_slave_capability` is 4).
 const MARIADB_GTID_EVENT: u8 = 162;
@@ -164,16 +164,7 @@ impl OutboxTable {
         &self,
         columns: impl Iterator<Item = (String, Option<&'v BinlogValue<'v>>)>,
     ) -> Result<OutboxRow, RelayError> {
-        let mut event = OutboxRow {
-            id: 0,
-            tenant: String::new(),
-            aggregate_type: String::new(),
-            aggregate_id: String::new(),
-            event_type: String::new(),
-            key: String::new(),
-            payload: String::new(),
-            traceparent: None,
-        };
+        let mut event = StoredRow::default();
         for (index, (logged, value)) in columns.enumerate() {
             let name = match logged.strip_prefix('@') {
                 Some(_) => self.columns.get(index).map_or("", String::as_str),
@@ -194,7 +185,7 @@ impl OutboxTable {
         if event.id == 0 {
             return Err(RelayError::BinlogEvent(std::io::Error::other("an outbox insert without an id column")));
         }
-        Ok(event)
+        Ok(OutboxRow::try_from(event)?)
     }
 }
 
@@ -218,16 +209,8 @@ mod tests {
     use super::*;
 
     fn row(id: i64) -> OutboxRow {
-        OutboxRow {
-            id,
-            tenant: "acme".into(),
-            aggregate_type: "following".into(),
-            aggregate_id: format!("{id}:2"),
-            event_type: "follow".into(),
-            key: format!("acme:{id}"),
-            payload: "{}".into(),
-            traceparent: None,
-        }
+        let acme = "acme".parse().unwrap();
+        OutboxRow::published(id, &acme, (&crate::plugins::sample_events()[0]).into())
     }
 
     fn at(file: &str, pos: u64) -> BinlogPosition {
