@@ -3,6 +3,7 @@
 //! the kinds and what each does, `runner.rs` who runs it). Every edge a job changes is an ordinary change with its
 //! event, so every projection converges exactly; import and export of whole graphs are `transfer`'s.
 
+mod edges;
 mod job;
 mod runner;
 mod steps;

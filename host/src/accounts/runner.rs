@@ -8,11 +8,11 @@ use std::time::Duration;
 use sqlx::{Any, Row, Transaction};
 use tokio_util::sync::CancellationToken;
 
+use super::edges::Scope;
 use super::job::JobState;
 use super::steps::JobKind;
 use super::steps::{self, Step};
 use crate::db::{held, Database};
-use crate::graph::bulk::Scope;
 use crate::graph::{TenantId, UserId};
 use crate::ops::metrics::{ACCOUNT_JOBS_FAILED, ACCOUNT_JOB_EDGES, ACCOUNT_JOB_RETRIES};
 use crate::util::backoff::Backoff;

@@ -1,10 +1,10 @@
-//! The job kinds and the steps of each, in order, and one batch of each: what `graph::bulk` does to the account's
+//! The job kinds and the steps of each, in order, and one batch of each: what `edges.rs` does to the account's
 //! edges, or the traces of an erased account elsewhere in the host.
 
 use sqlx::{Any, Transaction};
 
+use super::edges::{self, FollowAction, Scope, Side};
 use crate::db::Database;
-use crate::graph::bulk::{self, FollowAction, Scope, Side};
 use crate::graph::{AccountState, TenantId, UserId};
 use crate::outbox::Relation;
 
@@ -87,9 +87,9 @@ impl Step {
     pub async fn remaining(&self, db: &Database, tenant: &TenantId, account: UserId) -> Result<i64, sqlx::Error> {
         let scope = Scope { kind: db.kind(), tenant, account, limit: 0, at_ms: 0 };
         match *self {
-            Step::Follows(side, action) => bulk::follows_left(db, &scope, side, action).await,
-            Step::Held(relation, side) => bulk::held_left(db, &scope, relation, side).await,
-            Step::Move(side) => bulk::moves_left(db, &scope, side).await,
+            Step::Follows(side, action) => edges::follows_left(db, &scope, side, action).await,
+            Step::Held(relation, side) => edges::held_left(db, &scope, relation, side).await,
+            Step::Move(side) => edges::moves_left(db, &scope, side).await,
             Step::Erase | Step::Traces | Step::Activate => Ok(0),
         }
     }
@@ -103,15 +103,15 @@ impl Step {
         destination: Option<UserId>,
     ) -> Result<Option<u64>, sqlx::Error> {
         let changed = match *self {
-            Step::Follows(side, action) => bulk::follows(tx, scope, side, action).await?,
-            Step::Held(relation, side) => bulk::end_held(tx, scope, relation, side).await?,
+            Step::Follows(side, action) => edges::follows(tx, scope, side, action).await?,
+            Step::Held(relation, side) => edges::end_held(tx, scope, relation, side).await?,
             Step::Move(side) => {
                 let destination =
                     destination.ok_or_else(|| sqlx::Error::Protocol("a move without its destination".into()))?;
-                bulk::move_follows(tx, scope, side, destination).await?
+                edges::move_follows(tx, scope, side, destination).await?
             }
             Step::Erase => {
-                return Ok((bulk::erase(tx, scope).await? > 0).then_some(0));
+                return Ok((edges::erase(tx, scope).await? > 0).then_some(0));
             }
             Step::Traces => {
                 erase_traces(tx, scope).await?;

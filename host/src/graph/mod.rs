@@ -6,18 +6,27 @@ mod account;
 pub mod ids;
 pub mod mute_expiry;
 mod read;
+mod scan;
 mod settings;
 mod write;
 
 pub use account::{account_state, AccountState};
 pub use ids::{InvalidTenantId, InvalidUserId, TenantId, UserId};
 pub use read::{
-    counts, held_edges_after, known_followers, list, relationships, tenants_with_pairs, Counts, Direction, HeldEdge,
-    KnownFollowers, ListedUser, Listing, Page, PageRequest, Position, Relationship,
+    counts, known_followers, list, relationships, Counts, Direction, KnownFollowers, ListedUser, Listing, Page,
+    PageRequest, Position, Relationship,
+};
+pub use scan::{
+    changed_pairs, every_follow_pair, every_kept_count, held_edges_after, recently_changed_follows, stored_edges_after,
+    tenants_with_pairs, HeldEdge, StoredEdge,
 };
 pub use settings::{settings, update_settings, Settings};
-pub use write::{bulk, import};
+/// The truth's primitives for the batch writers of `accounts/` and `transfer/`: the rule table's host form,
+/// the edge tables' statements, the counts a batch changes.
+pub use write::counts::CountChanges;
+pub use write::decide::{follow_by_host, PairState};
+pub use write::edge::{self, WrittenFollow};
 pub use write::{
-    change, change_under, Act, FollowContext, FollowDecision, FollowPolicy, PrivateNeedsApproval, RelationChange,
-    RelationCommand, WriteError,
+    change, change_under, Act, FollowContext, FollowDecision, FollowPolicy, PrivateNeedsApproval, RelStatus,
+    RelationChange, RelationCommand, WriteError,
 };

@@ -11,10 +11,9 @@ use std::collections::HashMap;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::write::edge::{table, RelStatus, ACTIVE, NONE, REQUESTED};
+use super::write::edge::{RelStatus, ACTIVE, NONE};
 use super::{TenantId, UserId};
 use crate::db::Database;
-use crate::outbox::Relation;
 use crate::util::time::now_ms;
 
 /// One side of the graph around a user.
@@ -416,60 +415,4 @@ async fn edges_between(
 /// `?, ?, …` for an `IN (…)` list of `n` bound values: every SQL value is a parameter.
 fn placeholders(n: usize) -> String {
     vec!["?"; n].join(", ")
-}
-
-/// One edge of a tenant that holds, as an export writes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldEdge {
-    pub from: i64,
-    pub to: i64,
-    pub at_ms: i64,
-    /// A mute's end, epoch ms (none: for good).
-    pub expires_at_ms: Option<i64>,
-    /// A pending follow request rather than a follow.
-    pub requested: bool,
-}
-
-/// Up to `limit` of `tenant`'s edges of `relation` that hold (follows and pending requests, blocks,
-/// unexpired mutes) after the pair `after`, in primary-key order: one page of an export, whatever the
-/// graph's size.
-pub async fn held_edges_after(
-    db: &Database,
-    tenant: &TenantId,
-    relation: Relation,
-    after: (i64, i64),
-    limit: u32,
-) -> Result<Vec<HeldEdge>, sqlx::Error> {
-    let (held, expires) = match relation {
-        Relation::Mute => (format!("rel_status = {ACTIVE} AND (expires_at IS NULL OR expires_at > ?)"), "expires_at"),
-        Relation::Follow => (format!("rel_status IN ({ACTIVE}, {REQUESTED})"), "NULL"),
-        Relation::Block => (format!("rel_status = {ACTIVE}"), "NULL"),
-    };
-    let sql = format!(
-        "SELECT from_user_id, to_user_id, rel_status, created_at, {expires} FROM {} WHERE tenant_id = ? AND {held} \
-         AND (from_user_id > ? OR (from_user_id = ? AND to_user_id > ?)) ORDER BY from_user_id, to_user_id LIMIT ?",
-        table(relation)
-    );
-    let mut query = sqlx::query(&sql).bind(tenant.as_str());
-    if relation == Relation::Mute {
-        query = query.bind(now_ms());
-    }
-    let (from, to) = after;
-    let rows = query.bind(from).bind(from).bind(to).bind(i64::from(limit)).fetch_all(db.reader()).await?;
-    rows.iter()
-        .map(|row| {
-            Ok(HeldEdge {
-                from: row.try_get(0)?,
-                to: row.try_get(1)?,
-                requested: RelStatus::from_stored(row.try_get(2)?)? == RelStatus::Requested,
-                at_ms: row.try_get(3)?,
-                expires_at_ms: row.try_get(4)?,
-            })
-        })
-        .collect()
-}
-
-/// Every tenant with pairs in the truth: those a rebuild, or a build again after an import, goes through.
-pub async fn tenants_with_pairs(db: &Database) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar("SELECT DISTINCT tenant_id FROM following ORDER BY tenant_id").fetch_all(db.reader()).await
 }

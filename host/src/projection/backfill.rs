@@ -6,12 +6,10 @@
 //! each pair's row is consistent on its own. Rows at version 0 (a block's flag on a pair never followed)
 //! are no state of the pair and are left out.
 
-use sqlx::Row;
-
 use crate::db::Database;
-use crate::graph::TenantId;
+use crate::graph::{changed_pairs, recently_changed_follows, stored_edges_after, RelStatus, StoredEdge, TenantId};
 use crate::outbox::{EventId, EventType, Relation};
-use crate::plugins::{RelationEvent, RelationKind};
+use crate::plugins::RelationEvent;
 
 /// Pairs per page: one plugin call and one cache script each, so a tenant's build holds the shared Redis and
 /// its plugin instance no longer than a couple of live batches do.
@@ -38,9 +36,7 @@ impl<'a> Snapshot<'a> {
             if every_kind { vec![Relation::Follow, Relation::Block, Relation::Mute] } else { vec![Relation::Follow] };
         let mut total = 0;
         for relation in &edges {
-            let sql = format!("SELECT COUNT(*) FROM {} WHERE tenant_id = ? AND version > 0", table(*relation));
-            let count: i64 = sqlx::query_scalar(&sql).bind(tenant.as_str()).fetch_one(db.reader()).await?;
-            total += count.max(0) as u64;
+            total += changed_pairs(db, tenant, *relation).await?;
         }
         Ok(Self { db, tenant, edges, every_kind, after: (i64::MIN, i64::MIN), total })
     }
@@ -48,28 +44,14 @@ impl<'a> Snapshot<'a> {
     /// The next page of snapshot events; empty once every edge was read.
     pub async fn next_page(&mut self) -> Result<Vec<RelationEvent>, sqlx::Error> {
         while let Some(&relation) = self.edges.first() {
-            let (after_from, after_to) = self.after;
-            let sql = format!(
-                "{} WHERE f.tenant_id = ? AND f.version > 0 AND (f.from_user_id > ? OR (f.from_user_id = ? \
-                 AND f.to_user_id > ?)) \
-                 ORDER BY f.from_user_id, f.to_user_id LIMIT ?",
-                snapshot_rows(relation)
-            );
-            let rows = sqlx::query(&sql)
-                .bind(self.tenant.as_str())
-                .bind(after_from)
-                .bind(after_from)
-                .bind(after_to)
-                .bind(PAGE)
-                .fetch_all(self.db.reader())
-                .await?;
-            let Some(last) = rows.last() else {
+            let page = stored_edges_after(self.db, self.tenant, relation, self.after, PAGE).await?;
+            let Some(last) = page.last() else {
                 self.edges.remove(0);
                 self.after = (i64::MIN, i64::MIN);
                 continue;
             };
-            self.after = (last.try_get(0)?, last.try_get(1)?);
-            return rows.iter().map(|row| snapshot_event(self.tenant, relation, self.every_kind, row)).collect();
+            self.after = (last.from, last.to);
+            return Ok(page.iter().map(|edge| snapshot_event(self.tenant, relation, self.every_kind, edge)).collect());
         }
         Ok(Vec::new())
     }
@@ -83,76 +65,38 @@ pub async fn recent_changes(
     last: u32,
     every_kind: bool,
 ) -> Result<Vec<RelationEvent>, sqlx::Error> {
-    let sql = format!(
-        "{} WHERE f.tenant_id = ? AND f.version > 0 ORDER BY f.updated_at DESC LIMIT ?",
-        snapshot_rows(Relation::Follow)
-    );
-    let rows = sqlx::query(&sql).bind(tenant.as_str()).bind(i64::from(last)).fetch_all(db.reader()).await?;
-    rows.iter().map(|row| snapshot_event(tenant, Relation::Follow, every_kind, row)).collect()
+    let edges = recently_changed_follows(db, tenant, last).await?;
+    Ok(edges.iter().map(|edge| snapshot_event(tenant, Relation::Follow, every_kind, edge)).collect())
 }
 
-fn table(relation: Relation) -> &'static str {
-    match relation {
-        Relation::Follow => "following",
-        Relation::Block => "blocks",
-        Relation::Mute => "mutes",
-    }
-}
-
-/// An edge's row (as `f`): from, to, status, version, created, updated, whether the reverse follow edge is
-/// a follow (a snapshot event says whether it was followed back too), and a mute's end and flag.
-fn snapshot_rows(relation: Relation) -> &'static str {
-    match relation {
-        Relation::Follow => {
-            "SELECT f.from_user_id, f.to_user_id, f.rel_status, f.version, f.created_at, f.updated_at, \
-             COALESCE(r.rel_status, 0) FROM following f LEFT JOIN following r ON r.tenant_id = f.tenant_id \
-             AND r.from_user_id = f.to_user_id AND r.to_user_id = f.from_user_id"
-        }
-        Relation::Block => {
-            "SELECT f.from_user_id, f.to_user_id, f.rel_status, f.version, f.created_at, f.updated_at, 0 FROM blocks f"
-        }
-        Relation::Mute => {
-            "SELECT f.from_user_id, f.to_user_id, f.rel_status, f.version, f.created_at, f.updated_at, 0, \
-             f.expires_at, f.notifications FROM mutes f"
-        }
-    }
-}
-
-/// The event that brings a projection to the state of the edge in `row` (of [`snapshot_rows`]): the kind
-/// that leaves the edge so (an ended edge: the kind that ends it, which only raises floors). A pending
-/// request is a `follow-requested` for a relation projector (`every_kind`); for the others, which are
-/// handed follows only, no follow: an `unfollow`.
-fn snapshot_event(
-    tenant: &TenantId,
-    relation: Relation,
-    every_kind: bool,
-    row: &sqlx::any::AnyRow,
-) -> Result<RelationEvent, sqlx::Error> {
-    let (follower, followee, version): (i64, i64, i64) = (row.try_get(0)?, row.try_get(1)?, row.try_get(3)?);
-    let status: i64 = row.try_get(2)?;
-    let requested = every_kind && relation == Relation::Follow && status == 2;
-    let holds = status == 1 || requested;
-    let event_type = match (relation, status) {
-        (Relation::Follow, 1) => EventType::Follow,
-        (Relation::Follow, _) if requested => EventType::FollowRequested,
-        (Relation::Follow, _) => EventType::Unfollow,
-        (Relation::Block, 1) => EventType::Block,
-        (Relation::Block, _) => EventType::Unblock,
-        (Relation::Mute, 1) => EventType::Mute,
-        (Relation::Mute, _) => EventType::Unmute,
+/// The event that brings a projection to the state of `edge`: the kind that leaves the edge so (an ended
+/// edge: the kind that ends it, which only raises floors). A pending request is a `follow-requested` for a
+/// relation projector (`every_kind`); for the others, which are handed follows only, no follow: an
+/// `unfollow`.
+fn snapshot_event(tenant: &TenantId, relation: Relation, every_kind: bool, edge: &StoredEdge) -> RelationEvent {
+    let requested = every_kind && edge.status == RelStatus::Requested;
+    let holds = edge.status == RelStatus::Active || requested;
+    let event_type = match (relation, edge.status == RelStatus::Active) {
+        (Relation::Follow, true) => EventType::Follow,
+        (Relation::Follow, false) if requested => EventType::FollowRequested,
+        (Relation::Follow, false) => EventType::Unfollow,
+        (Relation::Block, true) => EventType::Block,
+        (Relation::Block, false) => EventType::Unblock,
+        (Relation::Mute, true) => EventType::Mute,
+        (Relation::Mute, false) => EventType::Unmute,
     };
-    let mute = relation == Relation::Mute;
-    Ok(RelationEvent {
-        event_id: EventId { tenant: tenant.as_str(), relation, from: follower, to: followee, version }.to_string(),
+    let (from, to, version) = (edge.from, edge.to, edge.version);
+    RelationEvent {
+        event_id: EventId { tenant: tenant.as_str(), relation, from, to, version }.to_string(),
         tenant: tenant.to_string(),
-        kind: RelationKind::from(event_type),
-        follower,
-        followee,
+        kind: event_type.into(),
+        follower: from,
+        followee: to,
         version,
-        occurred_at_ms: row.try_get(if holds { 4 } else { 5 })?,
-        followed_back: row.try_get::<i64, _>(6)? == 1,
+        occurred_at_ms: if holds { edge.created_at_ms } else { edge.updated_at_ms },
+        followed_back: edge.followed_back,
         actor: None,
-        expires_at_ms: if mute { row.try_get(7)? } else { None },
-        notifications: mute && row.try_get::<i64, _>(8)? == 1,
-    })
+        expires_at_ms: edge.expires_at_ms,
+        notifications: edge.notifications,
+    }
 }

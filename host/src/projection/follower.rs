@@ -7,8 +7,8 @@ use sqlx::{Any, Executor, Transaction};
 
 use super::events::{occurred_at_ms, Unprojectable};
 use crate::db::{Database, DatabaseKind};
-use crate::graph::import::WrittenFollow;
 use crate::graph::TenantId;
+use crate::graph::WrittenFollow;
 use crate::outbox::{ChangeEvent, EventType};
 
 /// The status a follower row takes from an event of its pair; `None`: not an event of a follow's pair.

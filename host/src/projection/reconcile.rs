@@ -11,6 +11,7 @@ use strand_contract::{FOLLOWERS, FOLLOWING, FOLLOWINGS, FOLLOW_COUNTS, FOLLOW_LI
 
 use crate::cache::{Cache, CacheError, PageStart, Space};
 use crate::db::Database;
+use crate::graph::{every_follow_pair, every_kept_count, RelStatus};
 
 /// Every difference found.
 #[derive(Debug, Default)]
@@ -54,8 +55,8 @@ pub enum ReconcileError {
 /// users' following lists.
 pub async fn reconcile(db: &Database, cache: Option<&Cache>, sample_lists: usize) -> Result<Report, ReconcileError> {
     let mut report = Report::default();
-    let truth = pairs(db, "following").await?;
-    let projected = pairs(db, "follower").await?;
+    let truth: BTreeMap<_, _> = every_follow_pair(db).await?.into_iter().collect();
+    let projected = projected_pairs(db).await?;
     report.pairs_checked = truth.len() as u64;
     for (pair, state) in &truth {
         match projected.get(pair) {
@@ -69,7 +70,7 @@ pub async fn reconcile(db: &Database, cache: Option<&Cache>, sample_lists: usize
     let erased: Vec<&(String, i64, i64)> =
         projected.iter().filter(|(pair, _)| !truth.contains_key(*pair)).map(|(pair, _)| pair).collect();
     for pair in &erased {
-        if projected[*pair].0 != 0 {
+        if projected[*pair].0 != RelStatus::None {
             report.differences.push(format!("follower {pair:?}: not in the truth"));
         }
     }
@@ -82,7 +83,7 @@ pub async fn reconcile(db: &Database, cache: Option<&Cache>, sample_lists: usize
         followers.entry((tenant.clone(), *to)).or_default();
     }
     for ((tenant, from, to), (status, _)) in &truth {
-        let active = i64::from(*status == 1);
+        let active = i64::from(*status == RelStatus::Active);
         *followings.entry((tenant.clone(), *from)).or_default() += active;
         *followers.entry((tenant.clone(), *to)).or_default() += active;
         let list = lists.entry((tenant.clone(), *from)).or_default();
@@ -129,14 +130,7 @@ async fn check_counts(
     followers: &BTreeMap<(String, i64), i64>,
     report: &mut Report,
 ) -> Result<(), sqlx::Error> {
-    let kept: BTreeMap<(String, i64), (i64, i64)> = sqlx::query_as::<_, (String, i64, i64, i64)>(
-        "SELECT tenant_id, user_id, followings, followers FROM follow_counts",
-    )
-    .fetch_all(db.reader())
-    .await?
-    .into_iter()
-    .map(|(tenant, user, followings, followers)| ((tenant, user), (followings, followers)))
-    .collect();
+    let kept: BTreeMap<(String, i64), (i64, i64)> = every_kept_count(db).await?.into_iter().collect();
     let users: BTreeSet<&(String, i64)> = followings.keys().chain(followers.keys()).chain(kept.keys()).collect();
     for user in users {
         let counted = (followings.get(user).copied().unwrap_or(0), followers.get(user).copied().unwrap_or(0));
@@ -148,14 +142,17 @@ async fn check_counts(
     Ok(())
 }
 
-/// Every pair of `table` (`following` or `follower`): (tenant, follower, followee) → (status, version).
-async fn pairs(db: &Database, table: &str) -> Result<BTreeMap<(String, i64, i64), (i64, i64)>, sqlx::Error> {
+/// Every pair of the `follower` table: (tenant, follower, followee) → (status, version).
+async fn projected_pairs(db: &Database) -> Result<BTreeMap<(String, i64, i64), (RelStatus, i64)>, sqlx::Error> {
     // Version 0: a row holding only a block's flag (no change of the pair ever), which nothing derives.
-    let sql = format!("SELECT tenant_id, from_user_id, to_user_id, rel_status, version FROM {table} WHERE version > 0");
-    sqlx::query(&sql)
+    let sql = "SELECT tenant_id, from_user_id, to_user_id, rel_status, version FROM follower WHERE version > 0";
+    sqlx::query(sql)
         .fetch_all(db.reader())
         .await?
         .iter()
-        .map(|row| Ok(((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?), (row.try_get(3)?, row.try_get(4)?))))
+        .map(|row| {
+            let pair = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+            Ok((pair, (RelStatus::from_stored(row.try_get(3)?)?, row.try_get(4)?)))
+        })
         .collect()
 }

@@ -1,7 +1,7 @@
 //! Import of an existing graph into a tenant, streamed line by line (a 10 M-edge graph is never held in
 //! memory): NDJSON as the tenant export writes it, or CSV of follows.
 //!
-//! Follows go in batches (`graph::import`: the rules of a single follow, no bus event per edge) and the
+//! Follows go in batches (`merge.rs`: the rules of a single follow, no bus event per edge) and the
 //! `follower` table is kept in each batch's transaction; blocks and mutes go one by one through the ordinary
 //! write path, with their events (a block ends follows both ways, as it would live). Merge semantics: an edge
 //! that holds is kept, so importing the same graph twice changes nothing the second time. However the import
@@ -16,8 +16,8 @@ use utoipa::ToSchema;
 
 use super::export::EdgeLine;
 use super::marks;
+use super::merge::{self, ImportedFollow, Outcome};
 use crate::db::{held, is_lock_conflict, Database};
-use crate::graph::import::{self, ImportedFollow, Outcome};
 use crate::graph::{change, Act, RelationCommand, TenantId, UserId, WriteError};
 use crate::projection::follower;
 use crate::util::time::now_ms;
@@ -279,7 +279,7 @@ impl Importer {
             if !marks::renew(&mut tx, &self.tenant).await? {
                 return Err(ImportError::Lost);
             }
-            let (outcomes, written) = import::follows(&mut tx, kind, &self.tenant, &self.batch, self.now).await?;
+            let (outcomes, written) = merge::follows(&mut tx, kind, &self.tenant, &self.batch, self.now).await?;
             follower::apply_imported(&mut tx, kind, &self.tenant, &written).await?;
             tx.commit().await?;
             Ok(outcomes)

@@ -3,3 +3,4 @@
 pub mod export;
 pub mod import;
 pub mod marks;
+pub mod merge;

@@ -90,6 +90,16 @@ pub fn table(relation: Relation) -> &'static str {
     }
 }
 
+/// A `following` row a batch wrote (an import's), for the caller's projection of it in the same transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrittenFollow {
+    pub from: i64,
+    pub to: i64,
+    pub status: RelStatus,
+    pub version: i64,
+    pub created_at: i64,
+}
+
 /// An edge's row as the transaction found it (`RelStatus::None` at version 0 when there is no row).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EdgeRow {

@@ -5,12 +5,10 @@
 //! for both databases (`decide.rs`), never from a plain affected-rows count (sqlx's MySQL driver sets
 //! CLIENT_FOUND_ROWS, so a no-op update reports one row). Deadlocks and lock time-outs are retried whole.
 
-pub mod bulk;
 mod command;
-mod counts;
+pub(super) mod counts;
 pub(super) mod decide;
-pub(super) mod edge;
-pub mod import;
+pub mod edge;
 mod transaction;
 
 use std::time::Duration;
@@ -18,6 +16,7 @@ use std::time::Duration;
 pub use command::{
     Act, FollowContext, FollowDecision, FollowPolicy, PrivateNeedsApproval, RelationChange, RelationCommand, WriteError,
 };
+pub use edge::RelStatus;
 
 use self::transaction::{Asked, Attempt};
 use crate::db::{is_lock_conflict, Database};

@@ -1,5 +1,5 @@
 //! An import's batch of follows into the truth: each pair read under its lock with the reverse pair and both
-//! accounts, decided by the rule table a single follow obeys (`decide.rs`: a block either way or an inactive
+//! accounts, decided by the rule table a single follow obeys (`graph::follow_by_host`: a block either way or an inactive
 //! account refuses it, a private target turns it into a request, a follow that holds is kept, a request the
 //! target no longer has to approve becomes the follow), and written in one multi-row upsert with its version
 //! raised by one, and the follow counts it changes — without an outbox row: an import is projected by building
@@ -12,12 +12,10 @@ use std::collections::HashMap;
 
 use sqlx::{Any, Executor, Row, Transaction};
 
-use super::command::WriteError;
-use super::counts::CountChanges;
-use super::decide::{follow_by_host, PairState};
-use super::edge::RelStatus;
 use crate::db::DatabaseKind;
-use crate::graph::{AccountState, TenantId, UserId};
+use crate::graph::{
+    follow_by_host, AccountState, CountChanges, PairState, RelStatus, TenantId, UserId, WriteError, WrittenFollow,
+};
 
 /// One follow of an imported graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,16 +42,6 @@ pub enum Outcome {
     Blocked,
     /// One of the accounts is suspended or deleted.
     Inactive,
-}
-
-/// A `following` row a batch wrote, for the caller's projections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WrittenFollow {
-    pub from: i64,
-    pub to: i64,
-    pub status: RelStatus,
-    pub version: i64,
-    pub created_at: i64,
 }
 
 /// A pair's row as the batch read it.

@@ -8,11 +8,9 @@
 
 use sqlx::{Any, Executor, Row, Transaction};
 
-use super::counts::CountChanges;
-use super::decide::{follow_by_host, PairState};
-use super::edge::{table, RelStatus, ACTIVE, NONE, REQUESTED};
 use crate::db::{Database, DatabaseKind};
-use crate::graph::{AccountState, TenantId, UserId};
+use crate::graph::edge::{table, RelStatus, ACTIVE, NONE, REQUESTED};
+use crate::graph::{follow_by_host, AccountState, CountChanges, PairState, TenantId, UserId};
 use crate::outbox::{self, ChangeEvent, Changed, EventType, Relation};
 
 /// Which of the account's edges: those pointing at it (its followers, who block or mute it) or its own.
