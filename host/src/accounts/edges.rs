@@ -251,7 +251,12 @@ fn ids(values: &[i64]) -> String {
 }
 
 /// How many blocks or mutes (`relation`) of the account on `side` hold.
-pub async fn held_left(db: &Database, scope: &Scope<'_>, relation: Relation, side: Side) -> Result<i64, sqlx::Error> {
+pub async fn relations_left(
+    db: &Database,
+    scope: &Scope<'_>,
+    relation: Relation,
+    side: Side,
+) -> Result<i64, sqlx::Error> {
     let (mine, _) = side.columns();
     let sql = format!(
         "SELECT COUNT(*) FROM {} WHERE tenant_id = ? AND {mine} = ? AND rel_status = {ACTIVE}",
@@ -262,7 +267,7 @@ pub async fn held_left(db: &Database, scope: &Scope<'_>, relation: Relation, sid
 
 /// One batch ending the blocks or mutes (`relation`) of the account on `side`, each with its `unblock` or
 /// `unmute`; returns how many ended. A block's flag on its follow row goes with the row when it is erased.
-pub async fn end_held(
+pub async fn end_relations(
     tx: &mut Transaction<'_, Any>,
     scope: &Scope<'_>,
     relation: Relation,

@@ -29,7 +29,7 @@ pub enum Step {
     /// The account's follows and requests on one side ended, hidden or restored.
     Follows(Side, FollowAction),
     /// The blocks or mutes of the account on one side ended.
-    Held(Relation, Side),
+    EndRelations(Relation, Side),
     /// Every row of the account's relations erased.
     Erase,
     /// What else the host holds naming the account: sampled requests and follow attempts, plugin log lines
@@ -50,10 +50,10 @@ pub fn of(kind: JobKind, with_followings: bool) -> Vec<Step> {
         JobKind::Delete => vec![
             Step::Follows(Incoming, End),
             Step::Follows(Outgoing, End),
-            Step::Held(Relation::Block, Outgoing),
-            Step::Held(Relation::Block, Incoming),
-            Step::Held(Relation::Mute, Outgoing),
-            Step::Held(Relation::Mute, Incoming),
+            Step::EndRelations(Relation::Block, Outgoing),
+            Step::EndRelations(Relation::Block, Incoming),
+            Step::EndRelations(Relation::Mute, Outgoing),
+            Step::EndRelations(Relation::Mute, Incoming),
             Step::Erase,
             Step::Traces,
         ],
@@ -74,7 +74,7 @@ impl Step {
             Step::Follows(s, FollowAction::End) => format!("end follows and requests {}", side(s)),
             Step::Follows(s, FollowAction::Hide) => format!("hide follows and requests {}", side(s)),
             Step::Follows(s, FollowAction::Restore) => format!("restore follows and requests {}", side(s)),
-            Step::Held(r, s) => format!("end {r}s {}", side(s)),
+            Step::EndRelations(r, s) => format!("end {r}s {}", side(s)),
             Step::Erase => "erase its rows".to_owned(),
             Step::Traces => "erase its traces".to_owned(),
             Step::Activate => "activate".to_owned(),
@@ -88,7 +88,7 @@ impl Step {
         let scope = Scope { kind: db.kind(), tenant, account, limit: 0, at_ms: 0 };
         match *self {
             Step::Follows(side, action) => edges::follows_left(db, &scope, side, action).await,
-            Step::Held(relation, side) => edges::held_left(db, &scope, relation, side).await,
+            Step::EndRelations(relation, side) => edges::relations_left(db, &scope, relation, side).await,
             Step::Move(side) => edges::moves_left(db, &scope, side).await,
             Step::Erase | Step::Traces | Step::Activate => Ok(0),
         }
@@ -104,7 +104,7 @@ impl Step {
     ) -> Result<Option<u64>, sqlx::Error> {
         let changed = match *self {
             Step::Follows(side, action) => edges::follows(tx, scope, side, action).await?,
-            Step::Held(relation, side) => edges::end_held(tx, scope, relation, side).await?,
+            Step::EndRelations(relation, side) => edges::end_relations(tx, scope, relation, side).await?,
             Step::Move(side) => {
                 let destination =
                     destination.ok_or_else(|| sqlx::Error::Protocol("a move without its destination".into()))?;

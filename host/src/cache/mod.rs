@@ -114,7 +114,7 @@ pub enum Applied {
 /// What the lock script did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lock {
-    Held,
+    HeldByAnother,
     Renewed,
     Taken,
 }
@@ -289,7 +289,7 @@ impl Cache {
     /// space.
     pub async fn lock(&self, space: Space<'_>, owner: &str, ttl: Duration) -> Result<bool, CacheError> {
         Ok(match self.take_lock(space, owner, ttl, false).await? {
-            Lock::Held => false,
+            Lock::HeldByAnother => false,
             Lock::Renewed => true,
             Lock::Taken => {
                 let copies = (0..SHARDS).map(|shard| self.set(space.builder_key_in(shard), owner, Some(MARKER_TTL)));
@@ -316,7 +316,7 @@ impl Cache {
         let args =
             [owner.as_bytes().to_vec(), ttl.as_millis().to_string().into_bytes(), vec![b'0' + u8::from(renew_only)]];
         Ok(match self.eval::<i64>(&script::LOCK, &[space.lock_key()], &args).await? {
-            0 => Lock::Held,
+            0 => Lock::HeldByAnother,
             1 => Lock::Renewed,
             _ => Lock::Taken,
         })

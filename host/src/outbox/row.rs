@@ -77,7 +77,7 @@ impl TryFrom<StoredRow> for OutboxRow {
     }
 }
 
-/// The columns [`OutboxRow::from_row`] reads, in its order (`relay_parked` has them too).
+/// The columns [`StoredRow::from_row`] reads, in its order (`relay_parked` has them too).
 pub const OUTBOX_COLUMNS: &str =
     "id, tenant_id, aggregate_type, aggregate_id, event_type, event_key, payload, traceparent";
 
@@ -97,10 +97,12 @@ impl OutboxRow {
             change: event,
         }
     }
+}
 
-    /// A row selected with [`OUTBOX_COLUMNS`]; a corrupt one is a decode error.
+impl StoredRow {
+    /// A row selected with [`OUTBOX_COLUMNS`].
     pub fn from_row(row: &AnyRow) -> Result<Self, sqlx::Error> {
-        let stored = StoredRow {
+        Ok(Self {
             id: row.try_get(0)?,
             tenant: row.try_get(1)?,
             aggregate_type: row.try_get(2)?,
@@ -109,7 +111,6 @@ impl OutboxRow {
             key: row.try_get(5)?,
             payload: row.try_get(6)?,
             traceparent: row.try_get(7)?,
-        };
-        Self::try_from(stored).map_err(|corrupt| sqlx::Error::Decode(corrupt.into()))
+        })
     }
 }

@@ -59,7 +59,7 @@ impl Leadership {
     async fn check_or_take(db: &Database, name: &str, held: &mut Option<Leadership>) -> Lead {
         if let Some(leadership) = held {
             if leadership.still_held().await {
-                return Lead::Held;
+                return Lead::Kept;
             }
             tracing::error!("lost the relay lock (connection or server lost); standing by");
             *held = None;
@@ -85,7 +85,7 @@ pub enum Lead {
     /// Another relay leads, or the lock cannot be checked.
     Standby,
     /// This relay led before the call and still does.
-    Held,
+    Kept,
     /// This relay took the lock in this call: what another relay did meanwhile must be accounted for.
     Taken,
 }

@@ -104,6 +104,13 @@ impl RelayError {
     }
 }
 
+/// Rows selected with [`OUTBOX_COLUMNS`](crate::outbox::OUTBOX_COLUMNS) (from `outbox` or `relay_parked`),
+/// checked: a corrupt one stops the relay, naming it ([`RelayError::CorruptOutbox`]).
+fn outbox_rows(rows: &[sqlx::any::AnyRow]) -> Result<Vec<crate::outbox::OutboxRow>, RelayError> {
+    let checked = |row| Ok(crate::outbox::OutboxRow::try_from(crate::outbox::StoredRow::from_row(row)?)?);
+    rows.iter().map(checked).collect()
+}
+
 /// The broker refused a message for one of a tenant's own topics (the shared events topic's refusals fail
 /// the whole batch instead): the row is parked, or kept parked.
 #[derive(Debug, thiserror::Error)]

@@ -322,7 +322,7 @@ impl Outlet {
         metrics::gauge!(RELAY_PARKED_ROWS.name, "tenant" => tenant.to_string()).set(left as f64);
         let select = format!("SELECT {OUTBOX_COLUMNS} FROM relay_parked WHERE tenant_id = ? ORDER BY id LIMIT ?");
         let rows = sqlx::query(&select).bind(tenant.as_str()).bind(RETRY_BATCH).fetch_all(db.reader()).await?;
-        let events = rows.iter().map(OutboxRow::from_row).collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let events = super::outbox_rows(&rows)?;
         if events.is_empty() {
             return Ok(0);
         }

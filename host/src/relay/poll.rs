@@ -15,7 +15,7 @@ use std::time::Duration;
 use super::outlet::Outlet;
 use super::{Checkpoint, Lead, Leadership, RelayError, RELAY_LOCK};
 use crate::db::Database;
-use crate::outbox::{OutboxRow, OUTBOX_COLUMNS};
+use crate::outbox::OUTBOX_COLUMNS;
 use crate::util::backoff::Backoff;
 
 /// The longest wait after failed batches.
@@ -42,13 +42,11 @@ impl PollRelay {
     /// is read in one statement and published holding no connection; its rows are deleted only once the bus
     /// has them (a row already gone — another relay published it — rolls the deletion back whole).
     pub async fn publish_batch(&self) -> Result<usize, RelayError> {
-        let events = sqlx::query(&format!("SELECT {OUTBOX_COLUMNS} FROM outbox ORDER BY id LIMIT ?"))
+        let rows = sqlx::query(&format!("SELECT {OUTBOX_COLUMNS} FROM outbox ORDER BY id LIMIT ?"))
             .bind(i64::from(self.batch))
             .fetch_all(self.db.reader())
-            .await?
-            .iter()
-            .map(OutboxRow::from_row)
-            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+            .await?;
+        let events = super::outbox_rows(&rows)?;
         let count = events.len();
         if count > 0 {
             self.outlet.publish(&self.db, events).await?;

@@ -1,5 +1,5 @@
 //! Per-tenant settings an operator changes at runtime through the admin API, cached in memory: the
-//! policies' failure modes, and the tenant's own JWT keys (`tenant_jwt.rs`).
+//! policies' failure modes, and the tenant's own JWT keys (`jwt_keys.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,4 +1,5 @@
-//! One exponential backoff for every retry loop (as Vector's `common/backoff.rs`): the first wait, doubled
+//! One exponential backoff for every retry loop that waits on another service or a failing plugin (as
+//! Vector's `common/backoff.rs`; lock-conflict retries of a transaction wait a few milliseconds inline): the first wait, doubled
 //! after each failure up to a ceiling, started over after a success.
 
 use std::time::Duration;

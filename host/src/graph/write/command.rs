@@ -86,8 +86,9 @@ impl<'a> RelationCommand<'a> {
         Self::new(tenant, from, Act::Unfollow, to)
     }
 
-    /// The edges the decision depends on, each with how it is locked, in the order they are locked (every
-    /// transaction takes `following` rows before `blocks` rows, and of two pairs the actor's first).
+    /// The edges the decision depends on, each with how it is locked, in the order they are locked (of two
+    /// pairs the actor's first; a block creates its `blocks` row before it locks the two follow rows, an
+    /// unblock locks its follow row before the block — ARCHITECTURE.md, "Lock order").
     pub(super) fn reads(&self) -> Vec<(Edge, Lock)> {
         let (a, s) = (self.actor, self.subject);
         match self.act {

@@ -34,7 +34,7 @@ use super::outlet::{Dispatched, Outlet};
 use super::{Lead, Leadership, RelayError, RELAY_LOCK};
 use crate::db::{held, Database};
 use crate::ops::metrics::RELAY_SERVER_CHANGES;
-use crate::outbox::{OutboxRow, OUTBOX_COLUMNS};
+use crate::outbox::OUTBOX_COLUMNS;
 use crate::util::backoff::Backoff;
 
 /// How often the server sends a heartbeat on an idle link.
@@ -288,7 +288,7 @@ impl BinlogRelay {
             let sql = format!("SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id IN ({placeholders}) ORDER BY id");
             let rows =
                 chunk.iter().fold(sqlx::query(&sql), |query, id| query.bind(id)).fetch_all(self.db.reader()).await?;
-            let events = rows.iter().map(OutboxRow::from_row).collect::<Result<Vec<_>, sqlx::Error>>()?;
+            let events = super::outbox_rows(&rows)?;
             self.outlet.publish(&self.db, events).await?;
         }
         let mut db = self.db.writer().acquire().await?;

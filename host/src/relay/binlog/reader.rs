@@ -288,22 +288,28 @@ mod tests {
 
     #[test]
     fn an_insert_is_decoded_by_logged_names_or_by_position() {
+        let written = row(7);
         let values = [
             BinlogValue::Value(Value::Int(7)),
             BinlogValue::Value(Value::Bytes(b"acme".to_vec())),
-            BinlogValue::Value(Value::Bytes(b"{\"type\":\"follow\"}".to_vec())),
+            BinlogValue::Value(Value::Bytes(b"follow".to_vec())),
+            BinlogValue::Value(Value::Bytes(written.payload.clone().into_bytes())),
         ];
-        let named = ["id", "tenant_id", "payload"].map(String::from);
-        let by_name = table(&[]).decode(named.into_iter().zip(values.iter().map(Some))).unwrap();
-        assert_eq!(
-            (by_name.id, by_name.tenant.as_str(), by_name.payload.as_str()),
-            (7, "acme", "{\"type\":\"follow\"}")
-        );
+        let columns = ["id", "tenant_id", "event_type", "payload"];
+        let by_name = table(&[]).decode(columns.map(String::from).into_iter().zip(values.iter().map(Some))).unwrap();
+        assert_eq!((by_name.id, by_name.tenant.as_str(), &by_name.change), (7, "acme", &written.change));
 
-        let unnamed = ["@1", "@2", "@3"].map(String::from);
-        let by_position =
-            table(&["id", "tenant_id", "payload"]).decode(unnamed.into_iter().zip(values.iter().map(Some))).unwrap();
+        let unnamed = ["@1", "@2", "@3", "@4"].map(String::from);
+        let by_position = table(&columns).decode(unnamed.into_iter().zip(values.iter().map(Some))).unwrap();
         assert_eq!(by_position, by_name);
+    }
+
+    #[test]
+    fn a_corrupt_insert_stops_the_relay_naming_its_row() {
+        let values = [BinlogValue::Value(Value::Int(7)), BinlogValue::Value(Value::Bytes(b"acme".to_vec()))];
+        let columns = ["id", "tenant_id"].map(String::from);
+        let refused = table(&[]).decode(columns.into_iter().zip(values.iter().map(Some))).unwrap_err();
+        assert!(matches!(&refused, RelayError::CorruptOutbox(corrupt) if corrupt.id == 7), "{refused}");
     }
 
     #[test]
