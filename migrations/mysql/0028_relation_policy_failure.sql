@@ -1,4 +1,3 @@
--- The relation policy's own failure mode (it followed the rate limiter's before); existing tenants keep
--- what they had. Expand-only: a release without the column still reads and writes the table.
-ALTER TABLE tenant_settings ADD COLUMN relation_policy_fail_closed INT NOT NULL DEFAULT 0;
-UPDATE tenant_settings SET relation_policy_fail_closed = rate_limit_fail_closed;
+-- The relation policy's own failure mode: NULL (every row at first, and whatever a release without the
+-- column writes) follows the rate limiter's, as before the column. Expand-only.
+ALTER TABLE tenant_settings ADD COLUMN relation_policy_fail_closed INT NULL;

@@ -18,7 +18,7 @@ pub use read::{
 };
 pub use scan::{
     changed_pairs, every_follow_pair, every_kept_count, held_edges_after, recently_changed_follows, stored_edges_after,
-    tenants_with_pairs, HeldEdge, StoredEdge,
+    tenants_with_pairs, FollowPairs, HeldEdge, StoredEdge,
 };
 pub use settings::{settings, update_settings, Settings};
 /// The truth's primitives for the batch writers of `accounts/` and `transfer/`: the rule table's host form,

@@ -156,12 +156,26 @@ fn stored_edge(relation: Relation, row: &AnyRow) -> Result<StoredEdge, sqlx::Err
     })
 }
 
-/// Every changed follow pair of every tenant: (tenant, follower, followee) → (state, version).
-pub async fn every_follow_pair(db: &Database) -> Result<Vec<((String, i64, i64), (RelStatus, i64))>, sqlx::Error> {
-    let rows =
-        sqlx::query("SELECT tenant_id, from_user_id, to_user_id, rel_status, version FROM following WHERE version > 0")
-            .fetch_all(db.reader())
-            .await?;
+/// The tables of follow pairs: the truth's, and the `follower` projection of it (the same pairs and
+/// columns, keyed by followee), which reconciliation holds against it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowPairs {
+    Following,
+    Follower,
+}
+
+/// Every changed pair of `table`, of every tenant: (tenant, follower, followee) → (state, version).
+pub async fn every_follow_pair(
+    db: &Database,
+    table: FollowPairs,
+) -> Result<Vec<((String, i64, i64), (RelStatus, i64))>, sqlx::Error> {
+    let table = match table {
+        FollowPairs::Following => "following",
+        FollowPairs::Follower => "follower",
+    };
+    // Version 0: a row holding only a block's flag (no change of the pair ever), which nothing derives.
+    let sql = format!("SELECT tenant_id, from_user_id, to_user_id, rel_status, version FROM {table} WHERE version > 0");
+    let rows = sqlx::query(&sql).fetch_all(db.reader()).await?;
     rows.iter()
         .map(|row| {
             let pair = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);

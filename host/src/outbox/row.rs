@@ -45,8 +45,10 @@ pub struct StoredRow {
     pub traceparent: Option<String>,
 }
 
-/// A stored row the relay cannot publish: it names no valid tenant or event type, or its payload is not an
-/// event. Never skipped: the relay stops on it, and an operator repairs the row.
+/// A stored row the relay cannot publish: it names no valid tenant or event type, its payload is not an
+/// event, or not one of that tenant and type. Never skipped: the batch holding it fails and is tried again
+/// (each failure logged with the row's id) until an operator repairs the row; a corrupt parked row holds up
+/// only its own tenant's parked rows.
 #[derive(Debug, thiserror::Error)]
 #[error("outbox row {id} is corrupt: {detail}")]
 pub struct CorruptRow {
@@ -62,7 +64,15 @@ impl TryFrom<StoredRow> for OutboxRow {
         let tenant = stored.tenant.parse().map_err(|e: crate::graph::InvalidTenantId| corrupt(e.to_string()))?;
         let event_type =
             stored.event_type.parse().map_err(|e: crate::util::str_enum::UnknownName| corrupt(e.to_string()))?;
-        let change = serde_json::from_str(&stored.payload).map_err(|e| corrupt(format!("its payload: {e}")))?;
+        let change: ChangeEvent =
+            serde_json::from_str(&stored.payload).map_err(|e| corrupt(format!("its payload: {e}")))?;
+        if change.tenant != stored.tenant || change.event_type != event_type {
+            let row = format!("tenant {}, {}", stored.tenant, stored.event_type);
+            return Err(corrupt(format!(
+                "its payload is of tenant {}, {}; the row says {row}",
+                change.tenant, change.event_type
+            )));
+        }
         Ok(Self {
             id: stored.id,
             tenant,
@@ -112,5 +122,33 @@ impl StoredRow {
             payload: row.try_get(6)?,
             traceparent: row.try_get(7)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(tenant: &str, event_type: &str, payload: String) -> StoredRow {
+        StoredRow { id: 9, tenant: tenant.into(), event_type: event_type.into(), payload, ..StoredRow::default() }
+    }
+
+    #[test]
+    fn a_row_is_checked_once_against_its_own_payload() {
+        let acme: TenantId = "acme".parse().unwrap();
+        let written = OutboxRow::published(9, &acme, (&crate::plugins::sample_events()[0]).into());
+        let read = OutboxRow::try_from(stored("acme", "follow", written.payload.clone())).unwrap();
+        assert_eq!((read.tenant, read.event_type, read.change), (acme, EventType::Follow, written.change));
+
+        for (tenant, event_type, payload) in [
+            ("globex", "follow", written.payload.clone()),
+            ("acme", "unfollow", written.payload.clone()),
+            ("acme", "follow", "{}".to_owned()),
+            ("acme", "followed", written.payload.clone()),
+            ("no tenant", "follow", written.payload.clone()),
+        ] {
+            let refused = OutboxRow::try_from(stored(tenant, event_type, payload)).unwrap_err();
+            assert_eq!(refused.id, 9, "{refused}");
+        }
     }
 }

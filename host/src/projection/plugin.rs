@@ -41,7 +41,7 @@ pub const DEFAULT_TENANT_BUDGET: Duration = Duration::from_millis(1000);
 /// A parked tenant's events are tried after 200 ms, doubling up to a minute; the table is read again every
 /// 30 s (what another worker parked, or this one before a restart).
 const PACE: Pace = Pace {
-    first_try: Duration::from_millis(200),
+    wait_first: true,
     backoff: Duration::from_millis(200),
     at_most: Duration::from_secs(60),
     reload: Duration::from_secs(30),
@@ -230,6 +230,7 @@ impl PluginProjection {
             for tenant in self.parked.tenants().await?.iter().filter_map(|t| t.parse::<TenantId>().ok()) {
                 self.held.park(tenant);
             }
+            self.held.reloaded();
         }
         for (tenant, plugin) in stale_spaces(&self.projector).await? {
             self.start_build(&tenant, &plugin);

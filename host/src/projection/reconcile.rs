@@ -5,13 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use sqlx::Row;
 
 use strand_contract::{FOLLOWERS, FOLLOWING, FOLLOWINGS, FOLLOW_COUNTS, FOLLOW_LISTS};
 
 use crate::cache::{Cache, CacheError, PageStart, Space};
 use crate::db::Database;
-use crate::graph::{every_follow_pair, every_kept_count, RelStatus};
+use crate::graph::{every_follow_pair, every_kept_count, FollowPairs, RelStatus};
 
 /// Every difference found.
 #[derive(Debug, Default)]
@@ -55,8 +54,8 @@ pub enum ReconcileError {
 /// users' following lists.
 pub async fn reconcile(db: &Database, cache: Option<&Cache>, sample_lists: usize) -> Result<Report, ReconcileError> {
     let mut report = Report::default();
-    let truth: BTreeMap<_, _> = every_follow_pair(db).await?.into_iter().collect();
-    let projected = projected_pairs(db).await?;
+    let truth: BTreeMap<_, _> = every_follow_pair(db, FollowPairs::Following).await?.into_iter().collect();
+    let projected: BTreeMap<_, _> = every_follow_pair(db, FollowPairs::Follower).await?.into_iter().collect();
     report.pairs_checked = truth.len() as u64;
     for (pair, state) in &truth {
         match projected.get(pair) {
@@ -140,19 +139,4 @@ async fn check_counts(
         }
     }
     Ok(())
-}
-
-/// Every pair of the `follower` table: (tenant, follower, followee) → (status, version).
-async fn projected_pairs(db: &Database) -> Result<BTreeMap<(String, i64, i64), (RelStatus, i64)>, sqlx::Error> {
-    // Version 0: a row holding only a block's flag (no change of the pair ever), which nothing derives.
-    let sql = "SELECT tenant_id, from_user_id, to_user_id, rel_status, version FROM follower WHERE version > 0";
-    sqlx::query(sql)
-        .fetch_all(db.reader())
-        .await?
-        .iter()
-        .map(|row| {
-            let pair = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
-            Ok((pair, (RelStatus::from_stored(row.try_get(3)?)?, row.try_get(4)?)))
-        })
-        .collect()
 }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use crate::graph::{FollowContext, FollowDecision, FollowPolicy, PrivateNeedsApproval, TenantId, UserId, WriteError};
 use crate::plugins::{Admission, Chosen, FollowAttempt, OnePerTenant, PluginRegistry, PolicyPlugin};
-use crate::tenancy::settings::{FailureMode, TenantSettings};
+use crate::tenancy::settings::{FailureMode, TenantConfig, TenantSettings};
 
 pub use self::sample::{recent_attempts, AttemptSample, SampledAttempt};
 
@@ -38,7 +38,8 @@ pub enum TenantPolicy<'a> {
 
 impl RelationPolicies {
     pub fn new(registry: Arc<PluginRegistry>, tenants: Arc<TenantSettings>) -> Self {
-        let policy = PolicyPlugin::new(registry, tenants, OnePerTenant::RelationPolicy, |c| c.relation_policy_failure);
+        let policy =
+            PolicyPlugin::new(registry, tenants, OnePerTenant::RelationPolicy, TenantConfig::relation_policy_failure);
         Self { policy }
     }
 

@@ -105,7 +105,7 @@ impl RelayError {
 }
 
 /// Rows selected with [`OUTBOX_COLUMNS`](crate::outbox::OUTBOX_COLUMNS) (from `outbox` or `relay_parked`),
-/// checked: a corrupt one stops the relay, naming it ([`RelayError::CorruptOutbox`]).
+/// checked: a corrupt one fails the batch, naming it ([`RelayError::CorruptOutbox`]; never skipped).
 fn outbox_rows(rows: &[sqlx::any::AnyRow]) -> Result<Vec<crate::outbox::OutboxRow>, RelayError> {
     let checked = |row| Ok(crate::outbox::OutboxRow::try_from(crate::outbox::StoredRow::from_row(row)?)?);
     rows.iter().map(checked).collect()

@@ -41,7 +41,7 @@ const RETRY_BATCH: i64 = 256;
 /// read again every 30 s (what another relay parked, or a parking whose transaction committed after a retry
 /// found the tenant's rows gone).
 const PACE: Pace = Pace {
-    first_try: Duration::ZERO,
+    wait_first: false,
     backoff: Duration::from_secs(1),
     at_most: Duration::from_secs(300),
     reload: Duration::from_secs(30),
@@ -286,7 +286,10 @@ impl Outlet {
     pub async fn retry_due(&self, db: &Database) {
         if self.parked.reload_due() {
             match parked_tenants(db).await {
-                Ok(tenants) => tenants.into_iter().for_each(|tenant| self.parked.park(tenant)),
+                Ok(tenants) => {
+                    tenants.into_iter().for_each(|tenant| self.parked.park(tenant));
+                    self.parked.reloaded();
+                }
 
                 Err(e) => tracing::error!(error = %e, "cannot read the parked tenants; trying again"),
             }
@@ -391,14 +394,18 @@ async fn delete_rows(tx: &mut AnyConnection, table: &'static str, ids: &[i64]) -
     Ok(())
 }
 
-/// The tenants with parked rows.
+/// The tenants with parked rows (a tenant id that is not one is logged and left: it holds no other tenant).
 async fn parked_tenants(db: &Database) -> Result<Vec<TenantId>, sqlx::Error> {
     let tenants: Vec<String> =
         sqlx::query_scalar("SELECT DISTINCT tenant_id FROM relay_parked").fetch_all(db.reader()).await?;
-    tenants
-        .iter()
-        .map(|t| t.parse().map_err(|e: crate::graph::InvalidTenantId| sqlx::Error::Decode(e.into())))
-        .collect()
+    let parsed = tenants.into_iter().filter_map(|tenant| match tenant.parse() {
+        Ok(tenant) => Some(tenant),
+        Err(error) => {
+            tracing::error!(%error, "relay_parked holds rows of an invalid tenant id; they are left there");
+            None
+        }
+    });
+    Ok(parsed.collect())
 }
 
 /// How one tenant's rows of a batch were routed.

@@ -33,9 +33,10 @@ pub struct TenantConfig {
     /// The rate limiter's: open lets the write through, closed refuses it (503).
     pub rate_limit_failure: FailureMode,
     /// The relation policy's: open lets the host's rule decide (a private account's follow awaits approval),
-    /// closed refuses the follow (503).
-    #[serde(default)]
-    pub relation_policy_failure: FailureMode,
+    /// closed refuses the follow (503). Absent: the rate limiter's (what a tenant set before the setting
+    /// existed keeps meaning what it meant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relation_policy_failure: Option<FailureMode>,
     /// Whether requests may pin a candidate policy version with `Strand-Pinned-Version` (test traffic for
     /// a canary, also one at 0%). Off by default: users cannot choose their policy.
     #[serde(default)]
@@ -50,6 +51,13 @@ pub struct TenantSettings {
     /// Held by a refresh from its read to its store and by a change from its write to its store, so a
     /// refresh that read the table before a change cannot put the old settings back over it.
     changes: tokio::sync::Mutex<()>,
+}
+
+impl TenantConfig {
+    /// What a failing relation policy does: its own mode, else the rate limiter's.
+    pub fn relation_policy_failure(&self) -> FailureMode {
+        self.relation_policy_failure.unwrap_or(self.rate_limit_failure)
+    }
 }
 
 impl TenantSettings {
@@ -79,11 +87,12 @@ impl TenantSettings {
         for row in rows {
             let tenant: String = row.try_get(0)?;
             let mode = |closed: i64| if closed == 1 { FailureMode::Closed } else { FailureMode::Open };
+            let relation_policy: Option<i64> = row.try_get(2)?;
             match tenant.parse() {
                 Ok(tenant) => {
                     let config = TenantConfig {
                         rate_limit_failure: mode(row.try_get(1)?),
-                        relation_policy_failure: mode(row.try_get(2)?),
+                        relation_policy_failure: relation_policy.map(mode),
                         allow_pinned_versions: row.try_get::<i64, _>(3)? == 1,
                     };
                     settings.insert(tenant, config);
@@ -109,7 +118,7 @@ impl TenantSettings {
         )
         .bind(tenant.as_str())
         .bind(i64::from(config.rate_limit_failure == FailureMode::Closed))
-        .bind(i64::from(config.relation_policy_failure == FailureMode::Closed))
+        .bind(config.relation_policy_failure.map(|mode| i64::from(mode == FailureMode::Closed)))
         .bind(i64::from(config.allow_pinned_versions))
         .bind(now_ms())
         .execute(&mut *tx)

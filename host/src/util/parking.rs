@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::backoff::Backoff;
 
 /// Most characters of a parking reason kept in a stage's table.
-pub const REASON_CHARS: usize = 1000;
+const REASON_CHARS: usize = 1000;
 
 /// A reason as the stage's table keeps it.
 pub fn kept_reason(reason: &str) -> String {
@@ -27,8 +27,9 @@ pub fn kept_reason(reason: &str) -> String {
 /// How a stage tries its parked tenants again.
 #[derive(Debug, Clone, Copy)]
 pub struct Pace {
-    /// After parking, the first try comes this late.
-    pub first_try: Duration,
+    /// Whether a parked tenant's first try waits one `backoff` (a projection: a build, or a neighbour's
+    /// spinning, may be over by then), or comes at once (the relay).
+    pub wait_first: bool,
     /// The wait after a failed try, doubled after each next one up to `at_most`.
     pub backoff: Duration,
     pub at_most: Duration,
@@ -86,8 +87,12 @@ impl<K: Clone + Eq + Hash> Parking<K> {
 
     /// A first try as this stage makes it after parking.
     fn first(&self) -> Retry {
-        let retry = Retry { at: Instant::now(), backoff: Backoff::new(self.pace.backoff, self.pace.at_most) };
-        retry.after(self.pace.first_try)
+        let now = Retry { at: Instant::now(), backoff: Backoff::new(self.pace.backoff, self.pace.at_most) };
+        if self.pace.wait_first {
+            now.after_failure()
+        } else {
+            now
+        }
     }
 
     pub fn is_parked<Q: Eq + Hash + ?Sized>(&self, tenant: &Q) -> bool
@@ -103,15 +108,16 @@ impl<K: Clone + Eq + Hash> Parking<K> {
         self.lock().entry(tenant).or_insert(first);
     }
 
-    /// Whether the table is to be read again now ([`Pace::reload`] since the last time, or never yet); the
-    /// caller then parks each tenant it finds there.
+    /// Whether the table is to be read again now ([`Pace::reload`] since the last read, or none yet); the
+    /// caller then parks each tenant it finds there and says [`Parking::reloaded`] (a failed read is tried
+    /// again at the next call).
     pub fn reload_due(&self) -> bool {
-        let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        let due = loaded.is_none_or(|at| at.elapsed() >= self.pace.reload);
-        if due {
-            *loaded = Some(Instant::now());
-        }
-        due
+        self.loaded.lock().unwrap_or_else(PoisonError::into_inner).is_none_or(|at| at.elapsed() >= self.pace.reload)
+    }
+
+    /// The table was read and its tenants parked.
+    pub fn reloaded(&self) {
+        *self.loaded.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
     }
 
     /// The parked tenants due for a try, earliest first, of those `eligible` says.
@@ -165,7 +171,7 @@ mod tests {
     use super::*;
 
     const PACE: Pace = Pace {
-        first_try: Duration::from_secs(1),
+        wait_first: true,
         backoff: Duration::from_secs(2),
         at_most: Duration::from_secs(5),
         reload: Duration::from_secs(30),
@@ -176,12 +182,12 @@ mod tests {
         let parking = Parking::new(PACE);
         parking.park("acme");
         assert!(parking.is_parked(&"acme"));
-        assert!(parking.due(|_| true).is_empty(), "the first try comes after first_try");
-        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(parking.due(|_| true).is_empty(), "the first try waits the first backoff");
+        tokio::time::advance(Duration::from_secs(2)).await;
         assert_eq!(parking.due(|_| true).len(), 1);
         assert!(parking.due(|t| *t != "acme").is_empty(), "only the eligible");
         let waits: Vec<Duration> = (0..4).map(|_| parking.failed(&"acme").unwrap()).collect();
-        assert_eq!(waits, [2, 4, 5, 5].map(Duration::from_secs));
+        assert_eq!(waits, [4, 5, 5, 5].map(Duration::from_secs));
         parking.hurry(&"acme");
         let (_, retry) = parking.due(|_| true).remove(0);
         assert_eq!(retry.after_failure().wait(), Duration::from_secs(5), "hurrying keeps the backoff");
@@ -198,8 +204,13 @@ mod tests {
         let before = parking.lock()[&"acme"].at;
         parking.park("acme");
         assert_eq!(parking.lock()[&"acme"].at, before);
-        assert!(parking.reload_due() && !parking.reload_due());
+        assert!(parking.reload_due() && parking.reload_due(), "due until a read succeeds");
+        parking.reloaded();
+        assert!(!parking.reload_due());
         tokio::time::advance(PACE.reload).await;
         assert!(parking.reload_due());
+        let at_once = Parking::new(Pace { wait_first: false, ..PACE });
+        at_once.park("acme");
+        assert_eq!(at_once.due(|_| true).len(), 1, "the relay tries at once");
     }
 }

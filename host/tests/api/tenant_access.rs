@@ -94,7 +94,7 @@ async fn a_tenant_key_reaches_only_its_own_tenant(backend: Backend) {
     assert_eq!(server.admin().get("/admin/v1/tenants/globex/plugins").await.body, globex_before);
     assert_eq!(
         server.admin().get("/admin/v1/tenants/globex/settings").await.body,
-        json!({"rate_limit_failure": "open", "relation_policy_failure": "open", "allow_pinned_versions": false})
+        json!({"rate_limit_failure": "open", "allow_pinned_versions": false})
     );
     assert_eq!(server.client("globex", 1).put("/v1/me/following/2").await.status, 200, "globex is untouched");
     let audit = server.admin().get("/admin/v1/audit?tenant=globex").await.body;

@@ -63,7 +63,7 @@ async fn the_following_cap_refuses_past_the_cap_with_its_own_code(backend: Backe
 
 async fn a_trapping_policy_takes_the_tenants_failure_mode(backend: Backend) {
     let server = TestServer::start(backend).await;
-    for tenant in ["open", "closed"] {
+    for tenant in ["open", "closed", "legacy"] {
         let deployed =
             deploy(&server, tenant, "relation-policy", "default", test_plugin("trapping-relation-policy")).await;
         assert_eq!(deployed.status, 200, "{deployed:?}");
@@ -72,6 +72,13 @@ async fn a_trapping_policy_takes_the_tenants_failure_mode(backend: Backend) {
     let closed = json!({"rate_limit_failure": "open", "relation_policy_failure": "closed"});
     let set = server.admin().send_json(Method::PUT, "/admin/v1/tenants/closed/settings", &closed).await;
     assert_eq!(set.status, 200, "{set:?}");
+    // Settings that do not name it (written before it existed) keep meaning what they meant: the rate
+    // limiter's mode.
+    let legacy = json!({"rate_limit_failure": "closed"});
+    let set = server.admin().send_json(Method::PUT, "/admin/v1/tenants/legacy/settings", &legacy).await;
+    assert_eq!(set.status, 200, "{set:?}");
+    let refused = server.client("legacy", 1).put("/v1/me/following/666").await;
+    assert_eq!((refused.status, refused.code()), (503, "relation_policy_unavailable"), "{refused:?}");
 
     assert_eq!(server.client("open", 1).follow(666).await["following"], true, "failing open: the host's rule decides");
     let refused = server.client("closed", 1).put("/v1/me/following/666").await;

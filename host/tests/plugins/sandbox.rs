@@ -37,10 +37,7 @@ async fn hostile_plugins_are_stopped_and_the_tenants_failure_mode_applies() {
     assert_eq!(alice.put("/v1/me/following/5").await.status, 200);
     assert_eq!(server.client("globex", 1).put("/v1/me/following/666").await.status, 200);
     let settings = server.admin().get("/admin/v1/tenants/acme/settings").await;
-    assert_eq!(
-        settings.body,
-        json!({"rate_limit_failure": "closed", "relation_policy_failure": "open", "allow_pinned_versions": false})
-    );
+    assert_eq!(settings.body, json!({"rate_limit_failure": "closed", "allow_pinned_versions": false}));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -63,7 +63,9 @@ pub async fn set_settings(
     let set = state.tenants.set(&tenant, config).await.map_err(ApiError::from);
     let detail = format!(
         "rate_limit_failure {:?}, relation_policy_failure {:?}, allow_pinned_versions {}",
-        config.rate_limit_failure, config.relation_policy_failure, config.allow_pinned_versions
+        config.rate_limit_failure,
+        config.relation_policy_failure(),
+        config.allow_pinned_versions
     )
     .to_lowercase();
     let change = Change { detail, ..Change::of(AuditAction::SetSettings) };
