@@ -13,16 +13,11 @@ use crate::graph::edge::{table, RelStatus, ACTIVE, NONE, REQUESTED};
 use crate::graph::{follow_by_host, AccountState, CountChanges, PairState, TenantId, UserId};
 use crate::outbox::{self, ChangeEvent, Changed, EventType, Relation};
 
-/// Which of the account's edges: those pointing at it (its followers, who block or mute it) or its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    Incoming,
-    Outgoing,
-}
+use super::rules::{self, Side};
 
 impl Side {
     /// (the column holding the account, the column holding the counterpart).
-    fn columns(self) -> (&'static str, &'static str) {
+    pub(super) fn columns(self) -> (&'static str, &'static str) {
         match self {
             Side::Incoming => ("to_user_id", "from_user_id"),
             Side::Outgoing => ("from_user_id", "to_user_id"),
@@ -41,7 +36,7 @@ impl Side {
     }
 
     /// The edge between `account` and `counterpart` on this side.
-    fn edge(self, account: i64, counterpart: i64) -> (i64, i64) {
+    pub(super) fn edge(self, account: i64, counterpart: i64) -> (i64, i64) {
         match self {
             Side::Incoming => (counterpart, account),
             Side::Outgoing => (account, counterpart),
@@ -143,9 +138,6 @@ pub async fn follows(
     let mut counts = CountChanges::default();
     for row in &rows {
         let counterpart: i64 = row.try_get(0)?;
-        if inactive.contains(&counterpart) {
-            continue;
-        }
         let (status, version, created_at, hidden) = (
             RelStatus::from_stored(row.try_get(1)?)?,
             row.try_get::<i64, _>(2)?,
@@ -155,17 +147,18 @@ pub async fn follows(
         let (new_status, new_hidden) = match action {
             FollowAction::End => (RelStatus::None, RelStatus::None),
             FollowAction::Hide => (RelStatus::None, status),
-            FollowAction::Restore => (hidden, RelStatus::None),
+            FollowAction::Restore => {
+                // Suspended or deleted: the same to a restore.
+                let state =
+                    if inactive.contains(&counterpart) { AccountState::Suspended } else { AccountState::Active };
+                match rules::restored(hidden, state) {
+                    Some(restored) => (restored, RelStatus::None),
+                    None => continue,
+                }
+            }
         };
         let was = if action == FollowAction::Restore { RelStatus::None } else { status };
-        let event_type = match (was, new_status, side) {
-            (_, RelStatus::Active, _) => EventType::Follow,
-            (_, RelStatus::Requested, _) => EventType::FollowRequested,
-            (RelStatus::Active, _, _) => EventType::Unfollow,
-            // A request to the account ends as its target's answer, one of its own as withdrawn.
-            (_, _, Side::Incoming) => EventType::FollowRequestRejected,
-            (_, _, Side::Outgoing) => EventType::FollowRequestWithdrawn,
-        };
+        let event_type = rules::event_of(was, new_status, side);
         let (from, to) = side.edge(account, counterpart);
         counts.edge(from, to, status, new_status);
         written.push(format!(

@@ -5,6 +5,7 @@
 
 mod edges;
 mod job;
+mod rules;
 mod runner;
 mod steps;
 

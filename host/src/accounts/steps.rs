@@ -3,7 +3,8 @@
 
 use sqlx::{Any, Transaction};
 
-use super::edges::{self, FollowAction, Scope, Side};
+use super::edges::{self, FollowAction, Scope};
+use super::rules::Side;
 use crate::db::Database;
 use crate::graph::{AccountState, TenantId, UserId};
 use crate::outbox::Relation;

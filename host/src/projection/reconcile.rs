@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-
 use strand_contract::{FOLLOWERS, FOLLOWING, FOLLOWINGS, FOLLOW_COUNTS, FOLLOW_LISTS};
 
 use crate::cache::{Cache, CacheError, PageStart, Space};
