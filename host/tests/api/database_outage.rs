@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use strand::config::RelayMode;
-use strand_test_support::{outbox_rows, wait_until, Backend, MariaDb, TestServer};
+use strand_test_support::{outbox_rows, try_wait_until, wait_until, Backend, MariaDb, TestServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn while_the_database_is_down_requests_get_503_and_service_resumes_without_a_restart() {
@@ -34,10 +34,17 @@ async fn while_the_database_is_down_requests_get_503_and_service_resumes_without
     // Handed back: dropping it would stop the server for good.
     let _mariadb = tokio::task::spawn_blocking(move || mariadb.come_back().map(|()| mariadb)).await.unwrap().unwrap();
     // Polled by readiness, not by writes: a write loop would run into the rate limit.
-    wait_until("the node is ready again", Duration::from_secs(60), || async {
-        server.anonymous().get("/readyz").await.status == 200
+    let last = std::sync::Mutex::new(None);
+    let ready = try_wait_until("the node is ready again", Duration::from_secs(60), || async {
+        let reply = server.anonymous().get("/readyz").await;
+        let ready = reply.status == 200;
+        *last.lock().unwrap() = Some(reply);
+        ready
     })
     .await;
+    if let Err(timed_out) = ready {
+        panic!("{timed_out}; the last /readyz answer: {:?}", last.lock().unwrap().take());
+    }
     assert_eq!(client.put("/v1/me/following/3").await.status, 200, "the same process writes again");
     assert_eq!(client.get("/v1/users/1/counts").await.body["followings"], 2);
     wait_until("the relay published what was committed", Duration::from_secs(60), || async {
