@@ -50,28 +50,27 @@ pub struct StoredRow {
 /// (each failure logged with the row's id) until an operator repairs the row; a corrupt parked row holds up
 /// only its own tenant's parked rows.
 #[derive(Debug, thiserror::Error)]
-#[error("outbox row {id} is corrupt: {detail}")]
+#[error("outbox row {id} is corrupt")]
 pub struct CorruptRow {
     pub id: i64,
-    pub detail: String,
+    #[source]
+    pub cause: Box<dyn std::error::Error + Send + Sync>,
 }
 
 impl TryFrom<StoredRow> for OutboxRow {
     type Error = CorruptRow;
 
     fn try_from(stored: StoredRow) -> Result<Self, CorruptRow> {
-        let corrupt = |detail: String| CorruptRow { id: stored.id, detail };
-        let tenant = stored.tenant.parse().map_err(|e: crate::graph::InvalidTenantId| corrupt(e.to_string()))?;
+        let id = stored.id;
+        let corrupt = |cause: Box<dyn std::error::Error + Send + Sync>| CorruptRow { id, cause };
+        let tenant = stored.tenant.parse().map_err(|e: crate::graph::InvalidTenantId| corrupt(e.into()))?;
         let event_type =
-            stored.event_type.parse().map_err(|e: crate::util::str_enum::UnknownName| corrupt(e.to_string()))?;
-        let change: ChangeEvent =
-            serde_json::from_str(&stored.payload).map_err(|e| corrupt(format!("its payload: {e}")))?;
+            stored.event_type.parse().map_err(|e: crate::util::str_enum::UnknownName| corrupt(e.into()))?;
+        let change: ChangeEvent = serde_json::from_str(&stored.payload).map_err(|e| corrupt(e.into()))?;
         if change.tenant != stored.tenant || change.event_type != event_type {
             let row = format!("tenant {}, {}", stored.tenant, stored.event_type);
-            return Err(corrupt(format!(
-                "its payload is of tenant {}, {}; the row says {row}",
-                change.tenant, change.event_type
-            )));
+            let said = format!("its payload is of tenant {}, {}; the row says {row}", change.tenant, change.event_type);
+            return Err(corrupt(said.into()));
         }
         Ok(Self {
             id: stored.id,

@@ -44,8 +44,8 @@ pub enum TenantKeyError {
     Exists { tenant: String, name: String },
     #[error("tenant {tenant} has no key named {name:?}")]
     NotFound { tenant: String, name: String },
-    #[error("no randomness for a secret: {0}")]
-    Randomness(String),
+    #[error("no randomness for a secret")]
+    Randomness(#[source] getrandom::Error),
     #[error(transparent)]
     Database(#[from] sqlx::Error),
 }
@@ -58,7 +58,7 @@ pub async fn issue(db: &Database, tenant: &TenantId, name: &str) -> Result<Issue
         return Err(TenantKeyError::InvalidName(name.to_owned()));
     }
     let mut random = [0_u8; 32];
-    getrandom::fill(&mut random).map_err(|e| TenantKeyError::Randomness(e.to_string()))?;
+    getrandom::fill(&mut random).map_err(TenantKeyError::Randomness)?;
     let secret = format!("{KEY_PREFIX}{}", URL_SAFE_NO_PAD.encode(random));
     let created = now_ms();
     let inserted =
