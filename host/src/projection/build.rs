@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use super::backfill::Snapshot;
 use super::history::{cannot_replay, RetainedLog};
+use super::kept::importing;
 use super::progress::{self, BackfillState};
 use super::projector::{builder_id, PluginProjectionError, Projector, LOCK_TTL};
 use crate::bus::Topology;
@@ -211,7 +212,9 @@ pub async fn build_again(cache: &Cache, registry: &PluginRegistry, tenant: &Tena
 /// tenants and those that deployed it (a new version or shadow was deployed, a tenant is new, the
 /// in-process cache is empty after a restart): the worker builds them in the background, so that reads use
 /// them before the tenant's next write, and a deploy's build shows in the admin API even for a tenant with
-/// no pairs yet.
+/// no pairs yet. A tenant an import is writing into is left until the import ends, which clears its spaces
+/// to be built once from the whole truth: built meanwhile, they were built twice, and the build beside the
+/// import took most of its CPU (300 000 edges: 4 300 edges/s with the build beside it, 24 000 without).
 pub(super) async fn stale_spaces(
     projection: &Projector,
 ) -> Result<Vec<(TenantId, Arc<ActivePlugin>)>, PluginProjectionError> {
@@ -226,6 +229,9 @@ pub(super) async fn stale_spaces(
         };
     }
     tenants.extend(projection.deploying_tenants());
+    for importing in importing(projection.db()).await? {
+        tenants.retain(|tenant| tenant.as_str() != importing);
+    }
     let mut stale = Vec::new();
     for tenant in tenants {
         for plugin in projection.active(&tenant).into_iter().chain(projection.shadow(&tenant)) {

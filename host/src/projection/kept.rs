@@ -94,9 +94,7 @@ pub async fn restore(db: &Database, cache: &MemoryCache) -> Result<bool, sqlx::E
     let snapshot: Option<Vec<u8>> =
         sqlx::query_scalar("SELECT snapshot FROM kept_spaces WHERE id = 1").fetch_optional(db.reader()).await?;
     let Some(snapshot) = snapshot else { return Ok(false) };
-    let importing: Vec<String> =
-        sqlx::query_scalar("SELECT tenant_id FROM tenant_imports").fetch_all(db.reader()).await?;
-    let leave_out: Vec<String> = importing.iter().map(|tenant| format!("{{{tenant}:")).collect();
+    let leave_out: Vec<String> = importing(db).await?.iter().map(|tenant| format!("{{{tenant}:")).collect();
     if let Err(error) = cache.restore(&snapshot, &leave_out) {
         tracing::warn!(%error, "the kept spaces cannot be read; they are built from the truth");
         return Ok(false);
@@ -131,4 +129,10 @@ pub async fn forget(db: &Database) -> Result<(), sqlx::Error> {
     sqlx::query("DELETE FROM kept_spaces").execute(&mut *tx).await?;
     sqlx::query("DELETE FROM bus_positions WHERE consumer LIKE ?").bind(format!("{KEPT}%")).execute(&mut *tx).await?;
     tx.commit().await
+}
+
+/// The tenants an import is writing into (their marks in `tenant_imports`, `transfer::marks`): their spaces
+/// are cleared and built once the import ends, so none is built or kept meanwhile.
+pub(super) async fn importing(db: &Database) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT tenant_id FROM tenant_imports").fetch_all(db.reader()).await
 }
