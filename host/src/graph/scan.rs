@@ -35,21 +35,22 @@ pub async fn held_edges_after(
     limit: u32,
 ) -> Result<Vec<HeldEdge>, sqlx::Error> {
     let (held, expires) = match relation {
-        Relation::Mute => (format!("rel_status = {ACTIVE} AND (expires_at IS NULL OR expires_at > ?)"), "expires_at"),
-        Relation::Follow => (format!("rel_status IN ({ACTIVE}, {REQUESTED})"), "NULL"),
-        Relation::Block => (format!("rel_status = {ACTIVE}"), "NULL"),
+        Relation::Mute => {
+            (format!("f.rel_status = {ACTIVE} AND (f.expires_at IS NULL OR f.expires_at > ?)"), "f.expires_at")
+        }
+        Relation::Follow => (format!("f.rel_status IN ({ACTIVE}, {REQUESTED})"), "NULL"),
+        Relation::Block => (format!("f.rel_status = {ACTIVE}"), "NULL"),
     };
     let sql = format!(
-        "SELECT from_user_id, to_user_id, rel_status, created_at, {expires} FROM {} WHERE tenant_id = ? AND {held} \
-         AND (from_user_id > ? OR (from_user_id = ? AND to_user_id > ?)) ORDER BY from_user_id, to_user_id LIMIT ?",
+        "SELECT f.from_user_id, f.to_user_id, f.rel_status, f.created_at, {expires} FROM {} f WHERE f.tenant_id = ? \
+         AND {held} AND {PAGE_AFTER}",
         table(relation)
     );
     let mut query = sqlx::query(&sql).bind(tenant.as_str());
     if relation == Relation::Mute {
         query = query.bind(now_ms());
     }
-    let (from, to) = after;
-    let rows = query.bind(from).bind(from).bind(to).bind(i64::from(limit)).fetch_all(db.reader()).await?;
+    let rows = bind_page_after(query, after, i64::from(limit)).fetch_all(db.reader()).await?;
     rows.iter()
         .map(|row| {
             Ok(HeldEdge {
@@ -61,6 +62,19 @@ pub async fn held_edges_after(
             })
         })
         .collect()
+}
+
+/// A page of an edge table `f` after a pair, in primary-key order ([`bind_page_after`] binds it).
+const PAGE_AFTER: &str =
+    "(f.from_user_id > ? OR (f.from_user_id = ? AND f.to_user_id > ?)) ORDER BY f.from_user_id, f.to_user_id LIMIT ?";
+
+/// Binds [`PAGE_AFTER`]: up to `limit` pairs after `after`.
+fn bind_page_after<'q>(
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    (from, to): (i64, i64),
+    limit: i64,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    query.bind(from).bind(from).bind(to).bind(limit)
 }
 
 /// Every tenant with pairs in the truth: those a rebuild, or a build again after an import, goes through.
@@ -98,14 +112,9 @@ pub async fn stored_edges_after(
     after: (i64, i64),
     limit: i64,
 ) -> Result<Vec<StoredEdge>, sqlx::Error> {
-    let sql = format!(
-        "{} WHERE f.tenant_id = ? AND f.version > 0 AND (f.from_user_id > ? OR (f.from_user_id = ? \
-         AND f.to_user_id > ?)) ORDER BY f.from_user_id, f.to_user_id LIMIT ?",
-        stored_edges(relation)
-    );
-    let (from, to) = after;
-    let rows = sqlx::query(&sql).bind(tenant.as_str()).bind(from).bind(from).bind(to).bind(limit);
-    rows.fetch_all(db.reader()).await?.iter().map(|row| stored_edge(relation, row)).collect()
+    let sql = format!("{} WHERE f.tenant_id = ? AND f.version > 0 AND {PAGE_AFTER}", stored_edges(relation));
+    let query = bind_page_after(sqlx::query(&sql).bind(tenant.as_str()), after, limit);
+    query.fetch_all(db.reader()).await?.iter().map(|row| stored_edge(relation, row)).collect()
 }
 
 /// `tenant`'s `last` follow edges changed most recently, newest first.

@@ -229,9 +229,8 @@ pub(super) async fn stale_spaces(
         };
     }
     tenants.extend(projection.deploying_tenants());
-    for importing in importing(projection.db()).await? {
-        tenants.retain(|tenant| tenant.as_str() != importing);
-    }
+    let importing = importing(projection.db()).await?;
+    tenants.retain(|tenant| !importing.iter().any(|i| i == tenant.as_str()));
     let mut stale = Vec::new();
     for tenant in tenants {
         for plugin in projection.active(&tenant).into_iter().chain(projection.shadow(&tenant)) {

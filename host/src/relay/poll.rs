@@ -15,6 +15,7 @@ use std::time::Duration;
 use super::outlet::Outlet;
 use super::{Checkpoint, Lead, Leadership, RelayError, RELAY_LOCK};
 use crate::db::Database;
+use crate::ops::observability::causes;
 use crate::outbox::OUTBOX_COLUMNS;
 use crate::util::backoff::Backoff;
 
@@ -91,7 +92,7 @@ impl PollRelay {
                 }
                 Err(e) => {
                     let retry_in = backoff.next_wait();
-                    tracing::error!(error = %e, ?retry_in, "relay batch failed; retrying");
+                    tracing::error!(error = %causes(&e), ?retry_in, "relay batch failed; retrying");
                     retry_in
                 }
             };

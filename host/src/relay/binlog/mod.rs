@@ -34,6 +34,7 @@ use super::outlet::{Dispatched, Outlet};
 use super::{Lead, Leadership, RelayError, RELAY_LOCK};
 use crate::db::{held, Database};
 use crate::ops::metrics::RELAY_SERVER_CHANGES;
+use crate::ops::observability::causes;
 use crate::outbox::OUTBOX_COLUMNS;
 use crate::util::backoff::Backoff;
 
@@ -94,7 +95,7 @@ impl BinlogRelay {
                 match self.follow(&mut leadership, shutdown.as_mut()).await {
                     Ok(()) => return Ok(()),
                     Err(e) if e.needs_operator() => {
-                        tracing::error!(error = %e, "the binlog relay stopped");
+                        tracing::error!(error = %causes(&e), "the binlog relay stopped");
                         return Err(e);
                     }
                     Err(e) => {
@@ -103,7 +104,7 @@ impl BinlogRelay {
                             backoff.reset();
                         }
                         wait = backoff.next_wait();
-                        tracing::error!(error = %e, retry_in = ?wait, "the binlog relay failed; resuming from the checkpoint");
+                        tracing::error!(error = %causes(&e), retry_in = ?wait, "the binlog relay failed; resuming from the checkpoint");
                     }
                 }
             }
