@@ -66,6 +66,8 @@ async fn main() {
     );
 
     let admin = server.admin();
+    let redis = strand_test_support::Redis::shared().expect("Redis").pid().expect("redis-server's pid");
+    let (cpu_me, cpu_db, cpu_redis) = (cpu_time(me).unwrap(), cpu_time(mariadb).unwrap(), cpu_time(redis).unwrap());
     let built = Instant::now();
     let deadline = built + Duration::from_secs(3600);
     loop {
@@ -83,6 +85,13 @@ async fn main() {
         "projections built from the truth in {build:.1?}: {:.0} pairs/s per projector, {:.0} pairs/s for the three",
         edges as f64 / build.as_secs_f64(),
         3.0 * edges as f64 / build.as_secs_f64()
+    );
+    let per_million_pairs = |cpu: Duration| cpu.as_secs_f64() / (3.0 * edges as f64 / 1e6);
+    println!(
+        "build CPU per million pairs (each projector's): strand {:.1} s, redis-server {:.1} s, mariadbd {:.1} s",
+        per_million_pairs(cpu_time(me).unwrap() - cpu_me),
+        per_million_pairs(cpu_time(redis).unwrap() - cpu_redis),
+        per_million_pairs(cpu_time(mariadb).unwrap() - cpu_db)
     );
     println!(
         "end to end (import to counts and lists served): {:.1?}, {:.0} edges/s",

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::edges::Scope;
 use super::job::JobState;
+use super::pace::Pace;
 use super::steps::JobKind;
 use super::steps::{self, Step};
 use crate::db::{held, Database};
@@ -26,8 +27,6 @@ const SLICE: Duration = Duration::from_secs(2);
 const SLICE_BATCHES: u32 = 100;
 /// How often an idle runner looks for a job.
 const IDLE_POLL: Duration = Duration::from_millis(500);
-/// The least share of time a job works (a share of 0 would never end it).
-const MIN_SHARE: f64 = 0.01;
 /// Failed tries of one batch before its job is marked failed.
 const MAX_TRIES: u32 = 8;
 
@@ -38,8 +37,8 @@ pub struct JobRunner {
     owner: String,
     /// Edges per batch (`account_job_batch`): one short transaction each.
     batch: u32,
-    /// The share of time it works (`account_job_share`), in (0, 1].
-    share: f64,
+    /// The most share of time it works (`account_job_share`), in (0, 1]; `pace.rs` chooses within it.
+    most_share: f64,
 }
 
 /// A job as its runner needs it.
@@ -56,21 +55,15 @@ struct Claimed {
 impl JobRunner {
     pub fn new(db: Database, batch: u32, share: f64) -> Self {
         let owner = format!("{}-{:016x}", std::process::id(), rand::random::<u64>());
-        Self { db, owner, batch: batch.max(1), share: share.clamp(MIN_SHARE, 1.0) }
-    }
-
-    /// After a batch that took `worked`: rests so the job works its share of the time.
-    async fn rest(&self, worked: Duration) {
-        if self.share < 1.0 {
-            tokio::time::sleep(worked.mul_f64(1.0 / self.share - 1.0)).await;
-        }
+        Self { db, owner, batch: batch.max(1), most_share: share }
     }
 
     /// Takes and runs jobs until `stop`.
     pub async fn run(&self, stop: CancellationToken) -> Result<(), sqlx::Error> {
+        let mut pace = Pace::new(self.most_share);
         while !stop.is_cancelled() {
             match self.claim().await? {
-                Some(job) => self.work(job, &stop).await?,
+                Some(job) => self.work(job, &mut pace, &stop).await?,
                 None => tokio::select! {
                     () = tokio::time::sleep(IDLE_POLL) => {}
                     () = stop.cancelled() => {}
@@ -128,7 +121,7 @@ impl JobRunner {
 
     /// Runs `job`'s batches from where it stands to its end, or until `stop`, a lost lease or the end of its
     /// slice (then its lease is given back, for the next claim to choose).
-    async fn work(&self, mut job: Claimed, stop: &CancellationToken) -> Result<(), sqlx::Error> {
+    async fn work(&self, mut job: Claimed, pace: &mut Pace, stop: &CancellationToken) -> Result<(), sqlx::Error> {
         let (turn, mut batches) = (std::time::Instant::now(), 0);
         let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
         let mut failures = 0;
@@ -156,7 +149,7 @@ impl JobRunner {
                 Ok(Progress::Edges(n)) => {
                     metrics::counter!(ACCOUNT_JOB_EDGES.name, "kind" => job.kind.as_str()).increment(n);
                     failures = 0;
-                    self.rest(begun.elapsed()).await;
+                    tokio::time::sleep(pace.rest_after(begun.elapsed())).await;
                 }
                 Ok(Progress::StepDone) => {
                     job.phase += 1;

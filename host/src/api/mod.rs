@@ -16,7 +16,7 @@ mod write;
 
 pub use auth::{hs256_secret, mint_hs256, AuthSetupError, Authenticator, Caller, MintClaims};
 pub use problem::{ApiError, Problem};
-pub use relations::{KnownFollowersResponse, RelatedUsersResponse, RelationWriteResponse, SettingsView};
+pub use relations::{KnownFollowersCount, RelatedUsersResponse, RelationWriteResponse, SettingsView};
 pub use seed::NEXT_CURSOR_HEADER;
 pub use v1::{CountsResponse, CountsView, FollowResponse, ListResponse, RelationshipsResponse};
 

@@ -207,6 +207,7 @@ impl ApiError {
                 ImportError::Invalid { .. } | ImportError::Read(_) => "invalid_import",
                 ImportError::Running => "import_running",
                 ImportError::Lost => "import_stalled",
+                ImportError::Stopped(_) => "internal_error",
                 ImportError::Write(e) => return write_code(e),
                 ImportError::Database(e) => database_code(e),
             },

@@ -34,6 +34,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(remove_follower))
         .routes(routes!(settings, set_settings))
         .routes(routes!(known_followers))
+        .routes(routes!(known_followers_count))
 }
 
 /// The longest a mute may last before it must be given without an end (about ten years).
@@ -321,31 +322,42 @@ pub async fn set_settings(
     Ok(Json(view))
 }
 
-/// A page of known followers, with how many there are.
+/// How many known followers there are.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct KnownFollowersResponse {
-    /// Users the caller follows who follow `id`, by when the caller followed them, newest first.
-    pub items: Vec<RelatedUserView>,
-    /// How many there are in all.
+pub struct KnownFollowersCount {
+    /// The users the caller follows who follow `id`, in all.
     pub total: i64,
-    /// Pass as `cursor` to read the next page; null on the last page.
-    pub next_cursor: Option<String>,
-    pub has_more: bool,
 }
 
 /// The users the caller follows who follow `id` (Mastodon's familiar followers, Bluesky's known
-/// followers). The work is bounded by how many the caller follows, whatever `id`'s follower count.
+/// followers), by when the caller followed them, newest first. A page's work is bounded by the page and the
+/// caller's follows it passes over, whatever `id`'s follower count; how many there are in all is
+/// `…/known_followers/count`'s.
 #[utoipa::path(get, path = "/v1/users/{id}/known_followers", tag = "read",
     params(("id" = i64, Path, description = "Whose followers"), PageParams),
-    responses((status = 200, body = KnownFollowersResponse), (status = 400, body = Problem), (status = 401, body = Problem)),
+    responses((status = 200, body = RelatedUsersResponse), (status = 400, body = Problem), (status = 401, body = Problem)),
     security(("bearer" = [])))]
 pub async fn known_followers(
     State(state): State<AppState>,
     caller: Caller,
     UserIdPath(user): UserIdPath,
     ApiQuery(params): ApiQuery<PageParams>,
-) -> Result<Json<KnownFollowersResponse>, ApiError> {
-    let known = graph::known_followers(&state.db, &caller.tenant, caller.user, user, params.to_request()?).await?;
-    let RelatedUsersResponse { items, next_cursor, has_more } = known.page.into();
-    Ok(Json(KnownFollowersResponse { items, total: known.total, next_cursor, has_more }))
+) -> Result<Json<RelatedUsersResponse>, ApiError> {
+    let page = graph::known_followers(&state.db, &caller.tenant, caller.user, user, params.to_request()?).await?;
+    Ok(Json(page.into()))
+}
+
+/// How many users the caller follows who follow `id`: one probe per follow of the caller's, asked apart
+/// from the pages so that a client showing no total pays for none.
+#[utoipa::path(get, path = "/v1/users/{id}/known_followers/count", tag = "read",
+    params(("id" = i64, Path, description = "Whose followers")),
+    responses((status = 200, body = KnownFollowersCount), (status = 400, body = Problem), (status = 401, body = Problem)),
+    security(("bearer" = [])))]
+pub async fn known_followers_count(
+    State(state): State<AppState>,
+    caller: Caller,
+    UserIdPath(user): UserIdPath,
+) -> Result<Json<KnownFollowersCount>, ApiError> {
+    let total = graph::known_followers_count(&state.db, &caller.tenant, caller.user, user).await?;
+    Ok(Json(KnownFollowersCount { total }))
 }

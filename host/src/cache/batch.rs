@@ -220,8 +220,14 @@ impl Batch<'_> {
         let (space, event) = (self.space, &self.events[index]);
         // An expiry is one op per kind of data its key may name.
         let expiries = effects.iter().filter(|e| matches!(e, Effect::Expire(_))).count();
-        push(operands, space.marker_key(shard, event));
-        push(operands, space.versions_key(shard, event));
+        // A build keeps no marker or pair version (the script's floors stand for both).
+        match self.build {
+            Some(_) => operands.extend([Vec::new(), Vec::new()]),
+            None => {
+                push(operands, space.marker_key(shard, event));
+                push(operands, space.versions_key(shard, event));
+            }
+        }
         push(operands, space.floors_key(shard, event));
         push(operands, pair_field(event));
         push(operands, event.version);

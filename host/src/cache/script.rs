@@ -23,12 +23,13 @@ impl CacheScript {
 /// bytes; number of counter checks, per check: counter key, most it may rise, most it may fall; number of
 /// set checks, per check: sorted-set key, how many members, the members (the checks cover every effect of
 /// the call); then per shard group: gate key, gate value, the group's usage counts (keys, bytes), how many
-/// ARGV entries its events take, then per event: marker key, pair-versions hash, floors hash, pair field,
+/// ARGV entries its events take, then per event: marker key, pair-versions hash (both empty in a build: the
+/// floors stand for them), floors hash, pair field,
 /// version, its index in the batch, whether its effects may apply (0: a snapshot's unfollow, or a build
 /// of floors only, which only raise floors), op count, then per op an op code and its operands. Returns {-1} when a gate does not
 /// hold, {-2} when a counter would leave the limit, {-3} when a sorted set would pass its most members (all
 /// before anything is written), else {0, the indices of the events that were new here…}. Every write keeps
-/// the shard's usage counts.
+/// the shard's usage counts (added once per shard group).
 pub static APPLY: LazyLock<CacheScript> = LazyLock::new(|| {
     CacheScript::new(
         r#"
@@ -68,9 +69,9 @@ local applied = {0}
 i = parts
 while i <= #ARGV do
   local keys_count, bytes_count = ARGV[i + 2], ARGV[i + 3]
+  local keys_grown, bytes_grown = 0, 0
   local function grow(keys, bytes)
-    if keys ~= 0 then redis.call('INCRBY', keys_count, keys) end
-    if bytes ~= 0 then redis.call('INCRBY', bytes_count, bytes) end
+    keys_grown, bytes_grown = keys_grown + keys, bytes_grown + bytes
   end
   local function zadd(key, score, member, keep)
     local created = redis.call('EXISTS', key) == 0
@@ -91,15 +92,20 @@ while i <= #ARGV do
     local version, index, applies, n = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6] == '1', tonumber(ARGV[i + 7])
     i = i + 8
     local floor = tonumber(redis.call('HGET', floors, pair) or '0')
-    local fresh = applies and version > floor and redis.call('SET', marker, '1', 'NX', 'PX', ttl)
-    local newer = false
-    if fresh then
-      table.insert(applied, index)
-      if version > tonumber(redis.call('HGET', pairs, pair) or '0') then
+    local fresh, newer = false, false
+    if snapshot then
+      -- A build's event is fresh above its pair's floor (a page applied again is below it), and newer too:
+      -- the build began on a cleared space and is its only writer, so no marker or pair version is kept.
+      fresh = applies and version > floor
+      newer = fresh
+    else
+      fresh = applies and version > floor and redis.call('SET', marker, '1', 'NX', 'PX', ttl)
+      if fresh and version > tonumber(redis.call('HGET', pairs, pair) or '0') then
         redis.call('HSET', pairs, pair, version)
         newer = true
       end
     end
+    if fresh then table.insert(applied, index) end
     if snapshot and version > floor then redis.call('HSET', floors, pair, version) end
     for _ = 1, n do
       local op, key = ARGV[i], ARGV[i + 1]
@@ -152,6 +158,8 @@ while i <= #ARGV do
       end
     end
   end
+  if keys_grown ~= 0 then redis.call('INCRBY', keys_count, keys_grown) end
+  if bytes_grown ~= 0 then redis.call('INCRBY', bytes_count, bytes_grown) end
 end
 return applied
 "#,

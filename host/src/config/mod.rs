@@ -99,9 +99,10 @@ pub struct Config {
     /// Edges an account job (deletion, suspension, restore, move) changes per transaction: each batch holds
     /// the locks of its edges until it commits, so smaller batches keep other writers' waits shorter.
     pub account_job_batch: u32,
-    /// The share of its node's time an account job works, above 0 and at most 1: after a batch that took
-    /// `t` it rests `t·(1/share − 1)`, so a celebrity's deletion leaves room for the tenant's live writes and
-    /// for the projections that follow the job's events.
+    /// The most share of its node's time an account job works, above 0 and at most 1: after a batch that
+    /// took `t` it rests `t·(1/share − 1)`, the share chosen by the runner within this as the live writes'
+    /// latency allows (`accounts/pace.rs`), so a celebrity's deletion leaves room for the tenant's live writes
+    /// and for the projections that follow the job's events.
     pub account_job_share: f64,
     /// The most account jobs one tenant runs at once: a tenant cannot fill every node's runner with its own.
     pub account_jobs_per_tenant: u32,
@@ -210,7 +211,7 @@ impl Default for Config {
             max_plugin_bytes: 64 << 20,
             refresh_ms: 2000,
             account_job_batch: 500,
-            account_job_share: 0.5,
+            account_job_share: 1.0,
             account_jobs_per_tenant: 4,
             relay: RelayMode::Poll,
             relay_server_id: 424_242,

@@ -38,6 +38,16 @@ impl DatabaseKind {
         )
     }
 
+    /// An `INSERT INTO` that skips a row whose key exists instead of failing: the statement's start (the
+    /// table and its columns follow) and its end (before a `RETURNING`, which then names the rows written).
+    /// MySQL's `IGNORE` would also turn a bad value into a warning: the callers insert numbers they made.
+    pub fn insert_new(self) -> (&'static str, &'static str) {
+        match self {
+            DatabaseKind::MySql => ("INSERT IGNORE INTO", ""),
+            DatabaseKind::Sqlite => ("INSERT INTO", " ON CONFLICT DO NOTHING"),
+        }
+    }
+
     /// `table` read by its primary key only. MySQL's planner, given an `IN` list on a secondary index's
     /// column, may scan that index; the key is the bounded lookup.
     pub fn by_primary_key(self, table: &str) -> String {

@@ -13,7 +13,7 @@ mod write;
 pub use account::{account_state, AccountState};
 pub use ids::{InvalidTenantId, InvalidUserId, TenantId, UserId};
 pub use read::{
-    counts, known_followers, list, relationships, Counts, Direction, KnownFollowers, ListedUser, Listing, Page,
+    counts, known_followers, known_followers_count, list, relationships, Counts, Direction, ListedUser, Listing, Page,
     PageRequest, Position, Relationship,
 };
 pub use scan::{

@@ -3,17 +3,16 @@
 //!
 //! Lists are newest first, ordered by `(since DESC, user_id DESC)`; the user id breaks ties so a cursor over
 //! that pair is exact even when many share a millisecond. Every list and count query is answered from the
-//! covering indexes of the `following`, `blocks` and `mutes` tables (no sorts) — known followers excepted:
-//! their matches, at most as many as the caller follows, are counted and sorted for the page.
+//! covering indexes of the `following`, `blocks` and `mutes` tables (no sorts); known followers walk the
+//! caller's follows on theirs and probe each.
 
 use std::collections::HashMap;
 
-use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use super::write::edge::{RelStatus, ACTIVE, NONE};
 use super::{TenantId, UserId};
-use crate::db::Database;
+use crate::db::{Database, DatabaseKind};
 use crate::util::time::now_ms;
 
 /// One side of the graph around a user.
@@ -125,13 +124,6 @@ pub struct Relationship {
     pub muting_notifications: bool,
 }
 
-/// A page of the users the caller follows who follow a user, with how many there are in all.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KnownFollowers {
-    pub page: Page,
-    pub total: i64,
-}
-
 /// How many users a user follows and is followed by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
@@ -160,40 +152,45 @@ pub async fn list(
     paged.read(db, query).await
 }
 
-/// The users `me` follows who follow `user`: each of `me`'s follows probed by its primary key, so the work
-/// is bounded by how many `me` follows, never by `user`'s followers (a celebrity's million). One pass of
-/// probes gives the page and the total (a window count over every match, before the page's conditions):
-/// counting and paging in two queries would probe every follow twice.
+/// A page of the users `me` follows who follow `user`: `me`'s follows walked newest first on their index,
+/// each probed by the pair's primary key, until the page is full — the work is bounded by the page and the
+/// follows it passes over, never by `user`'s followers (a celebrity's million), and nothing is sorted.
 pub async fn known_followers(
     db: &Database,
     tenant: &TenantId,
     me: UserId,
     user: UserId,
     page: PageRequest,
-) -> Result<KnownFollowers, sqlx::Error> {
-    let joined = db.kind().join_in_order("following f", "following g");
-    let from = format!(
+) -> Result<Page, sqlx::Error> {
+    let base = format!("SELECT f.to_user_id, f.created_at, NULL {}", known_followers_of(db.kind()));
+    let paged = PagedQuery::new(base, "f.created_at", "f.to_user_id", page);
+    paged.read(db, sqlx::query(&paged.sql).bind(user.get()).bind(tenant.as_str()).bind(me.get())).await
+}
+
+/// How many users `me` follows who follow `user`: a probe per follow of `me`'s (apart from the pages, so a
+/// client that shows no total pays for none).
+pub async fn known_followers_count(
+    db: &Database,
+    tenant: &TenantId,
+    me: UserId,
+    user: UserId,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(&format!("SELECT COUNT(*) {}", known_followers_of(db.kind())))
+        .bind(user.get())
+        .bind(tenant.as_str())
+        .bind(me.get())
+        .fetch_one(db.reader())
+        .await
+}
+
+/// The join of `me`'s follows (`f`, read first) to the follows of `user` among them (`g`, by primary key);
+/// binds `user`, the tenant, `me`.
+fn known_followers_of(kind: DatabaseKind) -> String {
+    let joined = kind.join_in_order("following f", "following g");
+    format!(
         "FROM {joined} ON g.tenant_id = f.tenant_id AND g.from_user_id = f.to_user_id AND g.to_user_id = ? \
          AND g.rel_status = {ACTIVE} WHERE f.tenant_id = ? AND f.from_user_id = ? AND f.rel_status = {ACTIVE}"
-    );
-    let known = format!("SELECT f.to_user_id AS listed, f.created_at AS at, COUNT(*) OVER () AS total {from}");
-    let paged =
-        PagedQuery::new(format!("SELECT listed, at, NULL, total FROM ({known}) k WHERE 1 = 1"), "at", "listed", page);
-    let query = sqlx::query(&paged.sql).bind(user.get()).bind(tenant.as_str()).bind(me.get());
-    let (page, rows) = paged.read_rows(db, query).await?;
-    let total = match rows.first() {
-        Some(row) => row.try_get(3)?,
-        // Past the last page (or none at all): counted on its own.
-        None => {
-            sqlx::query_scalar(&format!("SELECT COUNT(*) {from}"))
-                .bind(user.get())
-                .bind(tenant.as_str())
-                .bind(me.get())
-                .fetch_one(db.reader())
-                .await?
-        }
-    };
-    Ok(KnownFollowers { page, total })
+    )
 }
 
 /// A page of a query selecting (listed user, time, a mute's end), newest first by `(time, listed)`: its SQL
@@ -219,17 +216,8 @@ impl PagedQuery {
     async fn read<'q>(
         &self,
         db: &Database,
-        query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
-    ) -> Result<Page, sqlx::Error> {
-        Ok(self.read_rows(db, query).await?.0)
-    }
-
-    /// The page, and its rows as read (for columns the query selects beyond the listed user's three).
-    async fn read_rows<'q>(
-        &self,
-        db: &Database,
         mut query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
-    ) -> Result<(Page, Vec<AnyRow>), sqlx::Error> {
+    ) -> Result<Page, sqlx::Error> {
         let limit = self.page.limit;
         if let Position::After { followed_at_ms, user_id } = self.page.position {
             query = query.bind(followed_at_ms).bind(followed_at_ms).bind(user_id);
@@ -251,7 +239,7 @@ impl PagedQuery {
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
         let has_more = items.len() > limit as usize;
         items.truncate(limit as usize);
-        Ok((Page { items, has_more }, rows))
+        Ok(Page { items, has_more })
     }
 }
 

@@ -129,6 +129,10 @@ pub const ACCOUNT_JOB_RETRIES: Metric =
     counter("strand_account_job_retries_total", "Account job batches that failed and were tried again, by kind.");
 pub const ACCOUNT_JOBS_FAILED: Metric =
     counter("strand_account_jobs_failed_total", "Account jobs that stopped on an error, by kind.");
+pub const ACCOUNT_JOB_SHARE: Metric = gauge(
+    "strand_account_job_share",
+    "The share of its node's time the account job runner works now, as it paces on the live writes' latency.",
+);
 
 // Background tasks.
 pub const TASK_UP: Metric = gauge("strand_task_up", "1 while a supervised task runs, by task.");
@@ -174,6 +178,7 @@ pub const ALL: &[Metric] = &[
     ACCOUNT_JOB_EDGES,
     ACCOUNT_JOB_RETRIES,
     ACCOUNT_JOBS_FAILED,
+    ACCOUNT_JOB_SHARE,
     TASK_UP,
     TASK_RESTARTS,
 ];

@@ -35,12 +35,15 @@ pub fn recorder() -> &'static PrometheusHandle {
 }
 
 /// Times each request: `strand_http_requests_total` and `strand_http_request_seconds` by method, route and
-/// status.
+/// status; a live write's time also goes to `live_writes`, which account jobs pace on.
 pub async fn time_requests(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().to_string();
     let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_owned();
     let response = next.run(request).await;
+    if super::live_writes::is_live_write(&method, &route) {
+        super::live_writes::record(started.elapsed());
+    }
     let labels = [("method", method), ("route", route), ("status", response.status().as_u16().to_string())];
     metrics::counter!(HTTP_REQUESTS.name, &labels).increment(1);
     metrics::histogram!(HTTP_REQUEST_SECONDS.name, &labels).record(started.elapsed().as_secs_f64());

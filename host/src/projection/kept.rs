@@ -16,6 +16,7 @@ use sqlx::Row;
 
 use crate::cache::MemoryCache;
 use crate::db::{held, Database};
+use crate::graph::TenantId;
 use crate::util::time::now_ms;
 
 /// How often the spaces are kept while serving (a SIGKILL loses at most this much of the kept state;
@@ -131,8 +132,20 @@ pub async fn forget(db: &Database) -> Result<(), sqlx::Error> {
     tx.commit().await
 }
 
+/// How often a build waiting for a tenant's import looks whether it ended.
+const IMPORT_POLL: Duration = Duration::from_secs(1);
+
 /// The tenants an import is writing into (their marks in `tenant_imports`, `transfer::marks`): their spaces
 /// are cleared and built once the import ends, so none is built or kept meanwhile.
 pub(super) async fn importing(db: &Database) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar("SELECT tenant_id FROM tenant_imports").fetch_all(db.reader()).await
+}
+
+/// Returns once no import is writing into `tenant`: a build started by the tenant's live events during an
+/// import waits for it (the import's end clears the spaces, and one build from the whole truth follows).
+pub(super) async fn after_import(db: &Database, tenant: &TenantId) -> Result<(), sqlx::Error> {
+    while importing(db).await?.iter().any(|importing| importing == tenant.as_str()) {
+        tokio::time::sleep(IMPORT_POLL).await;
+    }
+    Ok(())
 }

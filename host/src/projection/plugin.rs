@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 use super::build::{build, stale_spaces, Rebuild};
 use super::events::{relation_event, Unprojectable};
 use super::history::RetainedLog;
+use super::kept::after_import;
 use super::parked::Parked;
 use super::projector::{PluginProjectionError, Projector, Role};
 use crate::bus::Topology;
@@ -260,8 +261,8 @@ impl PluginProjection {
         self.fence.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Builds `tenant`'s space of `plugin` in the background, unless that runs already; the tenant is held
-    /// meanwhile.
+    /// Builds `tenant`'s space of `plugin` in the background (once an import into the tenant has ended),
+    /// unless that runs already; the tenant is held meanwhile.
     fn start_build(&self, tenant: &TenantId, plugin: &Arc<ActivePlugin>) {
         let mut fence = self.lock();
         let key = (tenant.clone(), plugin.version);
@@ -272,7 +273,10 @@ impl PluginProjection {
         self.held.park(tenant.clone());
         fence.builds.insert(
             key,
-            tokio::spawn(async move { build(&projector, &tenant, &plugin, Rebuild::IfStale, |_, _| {}).await }),
+            tokio::spawn(async move {
+                after_import(projector.db(), &tenant).await?;
+                build(&projector, &tenant, &plugin, Rebuild::IfStale, |_, _| {}).await
+            }),
         );
     }
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use serde::Serialize;
+use tokio::task::JoinHandle;
 use utoipa::ToSchema;
 
 use super::export::EdgeLine;
@@ -80,6 +81,9 @@ pub enum ImportError {
     Write(#[from] WriteError),
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
+    /// A batch's task ended without an answer (it panicked): the batch is absent, as after a crash.
+    #[error("an import batch stopped: {0}")]
+    Stopped(#[from] tokio::task::JoinError),
 }
 
 /// Imports the graph `body` holds into `tenant`, line by line as it arrives, under the tenant's import mark
@@ -193,7 +197,8 @@ fn parse(format: ImportFormat, number: u64, text: &str, now: i64) -> Result<Opti
     Ok(Some(Line::Other { act, from, to, at_ms }))
 }
 
-/// An import in progress: lines in, batches out.
+/// An import in progress: lines in, batches out. A full batch is written while the next one is read (the
+/// database and this process work at once), one batch at a time, in order.
 struct Importer {
     db: Database,
     tenant: TenantId,
@@ -201,16 +206,18 @@ struct Importer {
     now: i64,
     lines: u64,
     batch: Vec<ImportedFollow>,
+    /// The batch being written, if any.
+    writing: Option<JoinHandle<Result<Vec<Outcome>, ImportError>>>,
     report: ImportReport,
 }
 
 impl Importer {
     fn new(db: Database, tenant: TenantId, format: ImportFormat) -> Self {
-        let now = now_ms();
-        Self { db, tenant, format, now, lines: 0, batch: Vec::with_capacity(BATCH), report: ImportReport::default() }
+        let (now, batch) = (now_ms(), Vec::with_capacity(BATCH));
+        Self { db, tenant, format, now, lines: 0, batch, writing: None, report: ImportReport::default() }
     }
 
-    /// Imports the next line (without its newline); a full batch is written before it returns.
+    /// Imports the next line (without its newline); a full batch is sent to be written.
     async fn line(&mut self, bytes: &[u8]) -> Result<(), ImportError> {
         self.lines += 1;
         let parsed = std::str::from_utf8(bytes)
@@ -222,7 +229,7 @@ impl Importer {
             Line::Follow(follow) => {
                 self.batch.push(follow);
                 if self.batch.len() >= BATCH {
-                    self.flush().await?;
+                    self.send().await?;
                 }
             }
             Line::Other { act, from, to, at_ms } => {
@@ -241,22 +248,28 @@ impl Importer {
         Ok(())
     }
 
+    /// Writes every line read so far, and waits until it is in.
     async fn flush(&mut self) -> Result<(), ImportError> {
+        self.send().await?;
+        self.landed().await
+    }
+
+    /// Starts writing the batch read so far, once the batch before it is in.
+    async fn send(&mut self) -> Result<(), ImportError> {
+        self.landed().await?;
         if self.batch.is_empty() {
             return Ok(());
         }
-        let mut attempt = 1;
-        let outcomes = loop {
-            match self.write_batch().await {
-                Err(ImportError::Database(e)) if attempt < MAX_ATTEMPTS && is_lock_conflict(&e) => {
-                    tracing::debug!(tenant = %self.tenant, attempt, error = %e, "an import batch lost a lock race; retrying");
-                    tokio::time::sleep(Duration::from_millis(5u64 << attempt)).await;
-                    attempt += 1;
-                }
-                result => break result?,
-            }
-        };
-        for outcome in outcomes {
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+        let (db, tenant, now) = (self.db.clone(), self.tenant.clone(), self.now);
+        self.writing = Some(tokio::spawn(write_with_retries(db, tenant, batch, now)));
+        Ok(())
+    }
+
+    /// Waits for the batch being written, and counts what it did.
+    async fn landed(&mut self) -> Result<(), ImportError> {
+        let Some(writing) = self.writing.take() else { return Ok(()) };
+        for outcome in writing.await?? {
             let count = match outcome {
                 Outcome::Followed => &mut self.report.followed,
                 Outcome::Requested => &mut self.report.requested,
@@ -266,26 +279,49 @@ impl Importer {
             };
             *count += 1;
         }
-        self.batch.clear();
         Ok(())
     }
+}
 
-    /// The batch into the truth and the `follower` table, with the import's mark renewed, in one
-    /// transaction.
-    async fn write_batch(&self) -> Result<Vec<Outcome>, ImportError> {
-        let kind = self.db.kind();
-        let mut tx = self.db.writer().begin().await?;
-        held::holding("an import batch's transaction", async {
-            if !marks::renew(&mut tx, &self.tenant).await? {
-                return Err(ImportError::Lost);
+/// Writes `batch`, trying it again while it loses lock races with live writers.
+async fn write_with_retries(
+    db: Database,
+    tenant: TenantId,
+    batch: Vec<ImportedFollow>,
+    now: i64,
+) -> Result<Vec<Outcome>, ImportError> {
+    let mut attempt = 1;
+    loop {
+        match write_batch(&db, &tenant, &batch, now).await {
+            Err(ImportError::Database(e)) if attempt < MAX_ATTEMPTS && is_lock_conflict(&e) => {
+                tracing::debug!(%tenant, attempt, error = %e, "an import batch lost a lock race; retrying");
+                tokio::time::sleep(Duration::from_millis(5u64 << attempt)).await;
+                attempt += 1;
             }
-            let (outcomes, written) = merge::follows(&mut tx, kind, &self.tenant, &self.batch, self.now).await?;
-            follower::apply_imported(&mut tx, kind, &self.tenant, &written).await?;
-            tx.commit().await?;
-            Ok(outcomes)
-        })
-        .await
+            result => return result,
+        }
     }
+}
+
+/// `batch` into the truth and the `follower` table, with the import's mark renewed, in one transaction.
+async fn write_batch(
+    db: &Database,
+    tenant: &TenantId,
+    batch: &[ImportedFollow],
+    now: i64,
+) -> Result<Vec<Outcome>, ImportError> {
+    let kind = db.kind();
+    let mut tx = db.writer().begin().await?;
+    held::holding("an import batch's transaction", async {
+        if !marks::renew(&mut tx, tenant).await? {
+            return Err(ImportError::Lost);
+        }
+        let (outcomes, written) = merge::follows(&mut tx, kind, tenant, batch, now).await?;
+        follower::apply_imported(&mut tx, kind, tenant, &written).await?;
+        tx.commit().await?;
+        Ok(outcomes)
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -1,14 +1,20 @@
-//! An import's batch of follows into the truth: each pair read under its lock with the reverse pair and both
-//! accounts, decided by the rule table a single follow obeys (`graph::follow_by_host`: a block either way or an inactive
-//! account refuses it, a private target turns it into a request, a follow that holds is kept, a request the
-//! target no longer has to approve becomes the follow), and written in one multi-row upsert with its version
-//! raised by one, and the follow counts it changes — without an outbox row: an import is projected by building
-//! the tenant's projections from the truth, not by one bus event per edge.
+//! An import's batch of follows into the truth, by the rule table a single follow obeys
+//! (`graph::follow_by_host`: a block either way or an inactive account refuses it, a private target turns it
+//! into a request, a follow that holds is kept, a request the target no longer has to approve becomes the
+//! follow), written without an outbox row: an import is projected by building the tenant's projections
+//! from the truth, not by one bus event per edge.
+//!
+//! Set-based where the rule table leaves one answer: a line whose pair is met once in the batch, that is not
+//! a request, and whose accounts are both active and public is a new follow exactly when its pair has no row
+//! and the reverse pair carries no block — one `INSERT … SELECT` skips the others and returns the pairs it
+//! wrote. Every other line (and a plain one that met a row) is decided by the rule table itself, from its
+//! pair read under lock, in the batch's order. `tests/api/import.rs` checks both against the rule table on
+//! random batches and states.
 //!
 //! The batch runs inside a transaction the caller owns, so the caller's projection of the written rows (the
 //! `follower` table) commits with them, and a batch run again after a crash finds its rows and keeps them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use sqlx::{Any, Executor, Row, Transaction};
 
@@ -96,14 +102,100 @@ pub async fn follows(
         return Ok((Vec::new(), Vec::new()));
     }
     let accounts = read_accounts(tx, kind, tenant, batch).await?;
-    let mut pairs = read_pairs(tx, kind, tenant, batch).await?;
-    let mut outcomes = Vec::with_capacity(batch.len());
-    let mut written: Vec<WrittenFollow> = Vec::new();
-    // Where each pair's row is in `written`: a pair met again in the batch is decided on the state its
-    // earlier line left (as two live follows would be, whatever the batches' bounds), and written once.
-    let mut written_at: HashMap<(i64, i64), usize> = HashMap::with_capacity(batch.len());
+    let plain = plain_lines(batch, &accounts);
+    let inserted = insert_plain(tx, kind, tenant, &plain, now_ms).await?;
     let mut counts = CountChanges::default();
+    let mut written = Vec::with_capacity(batch.len());
+    let mut outcomes = vec![Outcome::Followed; batch.len()];
+    let mut rest = Vec::new();
+    for (line, follow) in batch.iter().enumerate() {
+        let (from, to) = (follow.from.get(), follow.to.get());
+        if inserted.contains(&(from, to)) {
+            let row = WrittenFollow { from, to, status: RelStatus::Active, version: 1, created_at: follow.at_ms };
+            written.push(row);
+            counts.edge(from, to, RelStatus::None, RelStatus::Active);
+        } else {
+            rest.push(line);
+        }
+    }
+    let lines: Vec<ImportedFollow> = rest.iter().map(|&line| batch[line]).collect();
+    let (decided, rows) = decide_each(tx, kind, tenant, &lines, &accounts, &mut counts).await?;
+    for (&line, outcome) in rest.iter().zip(decided) {
+        outcomes[line] = outcome;
+    }
+    write(tx, kind, tenant, &rows, now_ms).await?;
+    written.extend(rows);
+    let counted = counts.statement(kind, tenant);
+    if !counted.is_empty() {
+        tx.execute(counted.as_str()).await?;
+    }
+    Ok((outcomes, written))
+}
+
+/// The lines the set-based statement may write: the pair met once in the batch (a pair met again is decided
+/// line by line, each on what the one before left), not a request, both accounts active and public.
+fn plain_lines<'a>(batch: &'a [ImportedFollow], accounts: &HashMap<i64, Account>) -> Vec<&'a ImportedFollow> {
+    let mut met: HashMap<(i64, i64), u32> = HashMap::with_capacity(batch.len());
     for follow in batch {
+        *met.entry((follow.from.get(), follow.to.get())).or_default() += 1;
+    }
+    let plain = |user: UserId| accounts.get(&user.get()).is_none_or(|account| *account == Account::default());
+    batch
+        .iter()
+        .filter(|f| met[&(f.from.get(), f.to.get())] == 1 && !f.requested && plain(f.from) && plain(f.to))
+        .collect()
+}
+
+/// Writes each of `plain` whose pair has no row and whose reverse pair carries no block as a new follow (at
+/// version 1), in one statement; returns the pairs it wrote. The rule table's answer for exactly those
+/// (`follow_by_host` on a pair never related, no block, both accounts active and public, no approval):
+/// `Active`. The pairs it skips are decided by the rule table.
+async fn insert_plain(
+    tx: &mut Transaction<'_, Any>,
+    kind: DatabaseKind,
+    tenant: &TenantId,
+    plain: &[&ImportedFollow],
+    now_ms: i64,
+) -> Result<HashSet<(i64, i64)>, sqlx::Error> {
+    if plain.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let values: Vec<String> = plain.iter().map(|f| format!("({}, {}, {})", f.from, f.to, f.at_ms)).collect();
+    let (insert, skip_existing) = kind.insert_new();
+    let sql = format!(
+        "{insert} following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at, \
+         hidden) WITH batch (from_user_id, to_user_id, created_at) AS (VALUES {}) SELECT '{tenant}', \
+         batch.from_user_id, batch.to_user_id, {}, 1, batch.created_at, {now_ms}, 0 FROM batch WHERE NOT EXISTS \
+         (SELECT 1 FROM following r WHERE r.tenant_id = '{tenant}' AND r.from_user_id = batch.to_user_id AND \
+         r.to_user_id = batch.from_user_id AND r.blocked = 1){skip_existing} RETURNING from_user_id, to_user_id",
+        values.join(", "),
+        RelStatus::Active,
+    );
+    let rows = tx.fetch_all(sql.as_str()).await?;
+    rows.iter().map(|row| Ok((row.try_get(0)?, row.try_get(1)?))).collect()
+}
+
+/// Decides `lines` one by one by the rule table, each on what the ones before it left, from their pairs
+/// read under lock: each line's outcome and the rows to write (one per pair, at its last state), with the
+/// follow counts they change added to `counts`.
+async fn decide_each(
+    tx: &mut Transaction<'_, Any>,
+    kind: DatabaseKind,
+    tenant: &TenantId,
+    lines: &[ImportedFollow],
+    accounts: &HashMap<i64, Account>,
+    counts: &mut CountChanges,
+) -> Result<(Vec<Outcome>, Vec<WrittenFollow>), sqlx::Error> {
+    if lines.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let mut pairs = read_pairs(tx, kind, tenant, lines).await?;
+    let mut outcomes = Vec::with_capacity(lines.len());
+    let mut written: Vec<WrittenFollow> = Vec::new();
+    // Where each pair's row is in `written`: a pair met again is decided on the state its earlier line left
+    // (as two live follows would be, whatever the batches' bounds), and written once.
+    let mut written_at: HashMap<(i64, i64), usize> = HashMap::new();
+    for follow in lines {
         let (from, to) = (follow.from.get(), follow.to.get());
         let account = |user: i64| accounts.get(&user).copied().unwrap_or_default();
         let pair = pairs.get(&(from, to)).copied();
@@ -125,11 +217,6 @@ pub async fn follows(
             pairs.insert((from, to), PairRow { status, version, blocked });
         }
         outcomes.push(outcome);
-    }
-    write(tx, kind, tenant, &written, now_ms).await?;
-    let counted = counts.statement(kind, tenant);
-    if !counted.is_empty() {
-        tx.execute(counted.as_str()).await?;
     }
     Ok((outcomes, written))
 }

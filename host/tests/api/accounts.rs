@@ -42,7 +42,7 @@ async fn followed_by(db: &Database, tenant: &TenantId, account: i64, followers: 
 }
 
 /// Starts a job on `account` and waits for its end; returns the finished job.
-async fn run_job(admin: &ApiClient, tenant: &str, account: i64, body: Value) -> Value {
+pub(super) async fn run_job(admin: &ApiClient, tenant: &str, account: i64, body: Value) -> Value {
     let started = admin
         .send_json(reqwest::Method::POST, &format!("/admin/v1/tenants/{tenant}/accounts/{account}/jobs"), &body)
         .await;

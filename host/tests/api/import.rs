@@ -5,17 +5,25 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use strand::config::RelayMode;
 use strand::db::Database;
-use strand::graph::{change, Act, RelationCommand, TenantId, UserId};
-use strand_test_support::{on_every_backend, wait_until, ApiClient, Backend, Redis, TestServer};
 
+use sqlx::Row;
+use strand::graph::{
+    change, follow_by_host, update_settings, AccountState, Act, PairState, RelStatus, RelationCommand, Settings,
+    TenantId, UserId, WriteError,
+};
+use strand_test_support::{on_every_backend, wait_until, ApiClient, Backend, Random, Redis, TestServer};
+
+use super::accounts::run_job;
 use super::pair_row;
 
 on_every_backend!(
     importing_a_graph_twice_changes_nothing_the_second_time_under_blocks_privacy_and_account_states,
     an_import_that_stops_half_way_leaves_served_reads_equal_to_the_truth,
     a_pair_met_twice_in_one_batch_is_decided_as_two_live_follows_would_be,
+    every_line_of_random_batches_is_decided_as_the_rule_table_decides_it,
 );
 
 /// Followers of user 1 in the graph: two batches' worth.
@@ -231,4 +239,146 @@ async fn an_import_that_stops_half_way_leaves_served_reads_equal_to_the_truth(ba
     let (status, _) = import(&server, &name, "", "{\"from\":6,\"to\":2}\n".to_owned()).await;
     assert_eq!(status, 200, "imports again");
     wait_until("and serves the truth", Duration::from_secs(60), || async { counts(&reader, 2).await == (0, 4) }).await;
+}
+
+/// The users of the rule-table rounds: few, so that batches meet pairs again, reverse pairs and blocks.
+const USERS: i64 = 8;
+
+/// Random states (follows, requests, ended follows, blocks, private, suspended and deleted accounts) and a
+/// random batch over them, imported: every line's outcome, every pair's row and the counts are what
+/// `graph::follow_by_host` — the rule table of a single follow — gives line by line, whichever way the
+/// import wrote the line (its set-based statement or its per-pair decisions).
+async fn every_line_of_random_batches_is_decided_as_the_rule_table_decides_it(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let (db, admin) = (server.database(), server.admin());
+    let mut random = Random::seeded("STRAND_TEST_IMPORT_SEED");
+    for round in 0..10 {
+        let name = format!("rules{round}x{}{}", std::process::id(), backend == Backend::Sqlite);
+        let tenant = name.parse::<TenantId>().unwrap();
+        for _ in 0..14 {
+            let (from, to) = pair(&mut random);
+            let acts: &[Act] = match pick(&mut random, 5) {
+                0 => &[Act::Block],
+                1 => &[Act::Follow, Act::Unfollow],
+                _ => &[Act::Follow],
+            };
+            for &a in acts {
+                match change(db, RelationCommand::new(&tenant, user(from), a, user(to))).await {
+                    Ok(_) | Err(WriteError::Blocked) => {}
+                    Err(other) => panic!("a seeding write: {other}"),
+                }
+            }
+        }
+        let mut accounts: HashMap<i64, (bool, AccountState)> = HashMap::new();
+        for account in 1..=USERS {
+            let state = match pick(&mut random, 8) {
+                0 => Some(AccountState::Suspended),
+                1 => Some(AccountState::Deleted),
+                2 => {
+                    update_settings(db, &tenant, user(account), Settings { private: true }).await.expect("private");
+                    accounts.insert(account, (true, AccountState::Active));
+                    None
+                }
+                _ => None,
+            };
+            if let Some(state) = state {
+                let kind = if state == AccountState::Deleted { "delete" } else { "suspend" };
+                run_job(&admin, &name, account, json!({"kind": kind})).await;
+                accounts.insert(account, (false, state));
+            }
+        }
+        let mut pairs = truth_pairs(db, &name).await;
+        let before = pairs.clone();
+
+        let lines: Vec<(i64, i64, bool)> = (0..60)
+            .map(|_| {
+                let (from, to) = pair(&mut random);
+                (from, to, pick(&mut random, 4) == 0)
+            })
+            .collect();
+        let mut expected: HashMap<&str, i64> = HashMap::new();
+        for &(from, to, requested) in &lines {
+            let account = |u: i64| accounts.get(&u).copied().unwrap_or((false, AccountState::Active));
+            let row = pairs.get(&(from, to)).copied().unwrap_or_default();
+            let blocked_back = pairs.get(&(to, from)).is_some_and(|back| back.blocked);
+            let state = PairState { blocked_back, ..row };
+            let approval = requested || account(to).0;
+            let decided =
+                follow_by_host(&tenant, (user(from), user(to)), state, [account(from).1, account(to).1], approval);
+            let outcome = match decided {
+                Ok(Some(status)) => {
+                    pairs.insert((from, to), PairState { status, version: row.version + 1, ..row });
+                    if status == RelStatus::Active {
+                        "followed"
+                    } else {
+                        "requested"
+                    }
+                }
+                Ok(None) => "kept",
+                Err(WriteError::Blocked) => "blocked",
+                Err(other) => {
+                    assert!(matches!(other, WriteError::AccountDeleted | WriteError::AccountSuspended), "{other}");
+                    "inactive"
+                }
+            };
+            *expected.entry(outcome).or_default() += 1;
+        }
+        let body: String = lines
+            .iter()
+            .map(|(from, to, requested)| format!("{{\"from\":{from},\"to\":{to},\"requested\":{requested}}}\n"))
+            .collect();
+        let (status, report) = import(&server, &name, "", body).await;
+        assert_eq!(status, 200, "{report}");
+        for outcome in ["followed", "requested", "kept", "blocked", "inactive"] {
+            let want = expected.get(outcome).copied().unwrap_or(0);
+            assert_eq!(
+                report[outcome].as_i64(),
+                Some(want),
+                "{outcome} in round {round}: {report}; before: {before:?}"
+            );
+        }
+        assert_eq!(truth_pairs(db, &name).await, pairs, "round {round}'s rows; before: {before:?}, lines: {lines:?}");
+        let recounted = sqlx::query(
+            "SELECT COUNT(*) FROM follow_counts c WHERE c.tenant_id = ? AND (c.followings <> (SELECT COUNT(*) FROM \
+             following f WHERE f.tenant_id = c.tenant_id AND f.from_user_id = c.user_id AND f.rel_status = 1) OR \
+             c.followers <> (SELECT COUNT(*) FROM following f WHERE f.tenant_id = c.tenant_id AND f.to_user_id = \
+             c.user_id AND f.rel_status = 1))",
+        )
+        .bind(&name)
+        .fetch_one(db.reader())
+        .await
+        .unwrap()
+        .get::<i64, _>(0);
+        assert_eq!(recounted, 0, "round {round}: every count is its follows'");
+    }
+}
+
+fn pick(random: &mut Random, n: i64) -> i64 {
+    random.below(n as u64) as i64
+}
+
+/// Two different users of the rounds.
+fn pair(random: &mut Random) -> (i64, i64) {
+    let from = 1 + pick(random, USERS);
+    (from, 1 + (from + pick(random, USERS - 1)) % USERS)
+}
+
+/// Every follow row of `tenant` as the rule table reads it (the reverse pair's block is its own row's).
+async fn truth_pairs(db: &Database, tenant: &str) -> HashMap<(i64, i64), PairState> {
+    sqlx::query("SELECT from_user_id, to_user_id, rel_status, version, blocked FROM following WHERE tenant_id = ?")
+        .bind(tenant)
+        .fetch_all(db.reader())
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let state = PairState {
+                status: RelStatus::from_stored(row.get(2)).unwrap(),
+                version: row.get(3),
+                blocked: row.get::<i64, _>(4) != 0,
+                blocked_back: false,
+            };
+            ((row.get(0), row.get(1)), state)
+        })
+        .collect()
 }

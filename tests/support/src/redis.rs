@@ -35,12 +35,18 @@ impl Redis {
     /// A new, empty server on `port` (e.g. where a stopped one was).
     pub fn start_on(port: u16) -> anyhow::Result<Self> {
         let dir = scratch_dir("strand-redis-")?;
-        let command = "redis-server --port \"$PORT\" --bind 127.0.0.1 --save '' --appendonly no --dir \"$DIR\"";
+        let command = "redis-server --port \"$PORT\" --bind 127.0.0.1 --save '' --appendonly no --dir \"$DIR\" \
+                       --pidfile \"$DIR/redis.pid\"";
         Ok(Redis { server: WatchedServer::start(&dir, port, command)? })
     }
 
     pub fn port(&self) -> u16 {
         self.server.port
+    }
+
+    /// The server's process id, for benchmarks that report its CPU time.
+    pub fn pid(&self) -> anyhow::Result<u32> {
+        Ok(std::fs::read_to_string(self.server.dir.join("redis.pid"))?.trim().parse()?)
     }
 
     /// Stops the server now; what it held is gone.
