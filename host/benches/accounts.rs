@@ -1,8 +1,8 @@
 //! Deleting a celebrity, measured on one production-shaped in-process node (MariaDB binlog relay, Redis, Kafka,
 //! workers): an account with `ACCOUNTS_FOLLOWERS` followers (default 1 000 000, seeded with bulk SQL and projected by
 //! the workers' build from the truth), deleted while the tenant's other users keep writing at `ACCOUNTS_WRITE_RATE` a
-//! second (default 200, open loop), the job working `ACCOUNTS_JOB_SHARE` of the time (default:
-//! `account_job_share`'s). Printed: the build of the seeded projections (pairs/s: today's build rate), the other
+//! second (default 200, open loop; 0: the job alone), the job pacing itself within `ACCOUNTS_JOB_SHARE` of the
+//! time (default: `account_job_share`'s). Printed: the build of the seeded projections (pairs/s: today's build rate), the other
 //! writes' p50/p99 alone and beside the job, the job's edges/s, and the wall time until every projection has
 //! converged (outbox empty, every consumer group at the end) — then `reconcile` confirms the follower table and the
 //! counters. `cargo bench -p strand --bench accounts`. Figures are printed, not asserted.
@@ -80,9 +80,15 @@ async fn main() {
         followers as f64 / build.as_secs_f64()
     );
 
+    // `ACCOUNTS_WRITE_RATE=0`: the job alone, as fast as its pace lets it with nobody writing.
     let mut next_user = FIRST_WRITER;
-    let alone = writes(&server, rate, &mut next_user, Duration::from_secs(10)).await;
-    alone.print("other writes, alone", "writes");
+    let alone = match rate {
+        0 => None,
+        _ => Some(writes(&server, rate, &mut next_user, Duration::from_secs(10)).await),
+    };
+    if let Some(alone) = &alone {
+        alone.print("other writes, alone", "writes");
+    }
 
     let started = Instant::now();
     let job = admin
@@ -101,13 +107,17 @@ async fn main() {
             assert_eq!(state["state"], "done", "{state}");
             break started.elapsed();
         }
+        if rate == 0 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
         let measured = writes(&server, rate, &mut next_user, Duration::from_secs(2)).await;
         beside = Some(match beside {
             Some(before) => before.and(measured),
             None => measured,
         });
     };
-    if let Some(beside) = &beside {
+    if let (Some(beside), Some(alone)) = (&beside, &alone) {
         beside.print("other writes, beside the deletion", "writes");
         println!("p99 beside / alone: {:.2}", beside.quantile(0.99).as_secs_f64() / alone.quantile(0.99).as_secs_f64());
     }

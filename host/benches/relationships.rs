@@ -82,11 +82,13 @@ async fn main() {
             async move {
                 let first = PageRequest { position: Position::Start, limit: 20 };
                 let known = graph::known_followers(&db, &tenant, knowing, celebrity, first).await.expect("a read");
-                assert_eq!(known.items.len(), 20);
+                // The newest 2 500 follows follow nobody asked about: the page stops at its walk's bound.
+                assert!(known.items.is_empty() && known.has_more);
             }
         })
         .await;
-        measured.print(&format!("{backend:?}, known followers, first page of 20 (5k follows, 1M)"), "reads");
+        measured
+            .print(&format!("{backend:?}, known followers, first page of 20 (walks 250 of 5k follows; 1M)"), "reads");
         let measured = measure(concurrency, reads / concurrency / 4, |_, _| {
             let (db, tenant) = (db.clone(), tenant.clone());
             async move {

@@ -1,15 +1,14 @@
 //! How fast an account job works: as fast as it may while the live writes it shares the node and the
 //! database with stay within [`ALLOWANCE`] times their latency without it. A fixed share cannot know the
-//! load, so the runner measures it: additive increase while the live writes' p99 holds, multiplicative
-//! decrease when it passes the allowance — TCP's AIMD, on delay rather than loss (as LEDBAT does). What the
-//! live writes take without the job is the lowest p99 of the recent windows: when the job has backed off,
-//! some window shows it.
+//! load, so the runner measures it: a gentle increase while the live writes' p99 holds, a halving when it
+//! passes the allowance — TCP's way, on delay rather than loss (as LEDBAT does). What the
+//! live writes take without the job is measured as BBR measures its quiet round trip: every [`REPROBE`]
+//! the job pauses for one [`WINDOW`] and takes that window's p99 as the quiet one.
 //!
 //! Few live writes (under [`MIN_SAMPLES`] a window) leave nobody to slow down: the job works at its most,
 //! `account_job_share`. The signal is this node's own writes: with several API nodes behind a balancer,
 //! one node's are a sample of all.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::ops::live_writes;
@@ -19,19 +18,20 @@ use crate::ops::metrics::ACCOUNT_JOB_SHARE;
 pub const MIN_SHARE: f64 = 0.01;
 /// The share a runner starts at, before it has seen what its batches cost.
 const START: f64 = 0.1;
-/// How long the runner watches the live writes before it decides again.
-const WINDOW: Duration = Duration::from_millis(500);
+/// How long the runner watches the live writes before it decides again (and how long a quiet probe lasts).
+const WINDOW: Duration = Duration::from_secs(2);
+/// How often the quiet p99 is measured again (the load changes).
+const REPROBE: Duration = Duration::from_secs(30);
 /// Fewer live writes than this in a window judge nothing: the job speeds up.
-const MIN_SAMPLES: usize = 10;
-/// The share added after a window whose p99 held.
-const INCREASE: f64 = 0.05;
+const MIN_SAMPLES: usize = 20;
+/// The factor on the share after a window whose p99 held (at least +1 %): a gentle rise, so that a share
+/// that had to fall far does not jump back to where it hurt.
+const INCREASE: f64 = 1.25;
 /// The factor on the share after a window whose p99 passed the allowance.
 const DECREASE: f64 = 0.5;
-/// How far the live writes' p99 may rise over its quiet value before the job slows (the promise is 2×;
-/// the margin absorbs a window's noise).
+/// How far the live writes' p99 may rise over its quiet value before the job slows: under the promised 2×,
+/// so that the swings of the pace around it stay within the promise.
 pub const ALLOWANCE: f64 = 1.5;
-/// Windows whose p99 the quiet value is the least of (30 s).
-const REMEMBERED: usize = 60;
 
 /// A runner's pace, kept across its jobs: the load it reacts to is its node's, whichever job runs.
 #[derive(Debug)]
@@ -40,84 +40,104 @@ pub struct Pace {
     most: f64,
     window: Instant,
     samples: Vec<Duration>,
-    /// The p99s of the last [`REMEMBERED`] windows that had enough samples.
-    p99s: VecDeque<Duration>,
+    /// The live writes' p99 while the job paused, and when it was measured.
+    quiet: Option<(Duration, Instant)>,
 }
 
 impl Pace {
     /// A pace working at most `most` of the time (`account_job_share`, in (0, 1]).
     pub fn new(most: f64) -> Self {
         let most = most.clamp(MIN_SHARE, 1.0);
-        Self { share: START.min(most), most, window: Instant::now(), samples: Vec::new(), p99s: VecDeque::new() }
+        Self { share: START.min(most), most, window: Instant::now(), samples: Vec::new(), quiet: None }
     }
 
-    /// After a batch that took `worked`: how long the job rests, so that it works its share of the time.
-    pub fn rest_after(&mut self, worked: Duration) -> Duration {
+    /// After a batch that took `worked`: rests so that the job works its share of the time (first pausing
+    /// a window to measure the quiet p99, when that is due).
+    pub async fn rest_after(&mut self, worked: Duration) {
+        if self.quiet.is_none_or(|(_, at)| at.elapsed() >= REPROBE) {
+            live_writes::take();
+            tokio::time::sleep(WINDOW).await;
+            let quiet = p99(live_writes::take());
+            self.quiet = Some((quiet.unwrap_or_default(), Instant::now()));
+            self.window = Instant::now();
+            self.samples.clear();
+        }
         self.samples.extend(live_writes::take());
         if self.window.elapsed() >= WINDOW {
             let samples = std::mem::take(&mut self.samples);
-            self.decide(samples);
+            self.decide(p99(samples));
             self.window = Instant::now();
             metrics::gauge!(ACCOUNT_JOB_SHARE.name).set(self.share);
         }
-        worked.mul_f64(1.0 / self.share - 1.0)
+        tokio::time::sleep(worked.mul_f64(1.0 / self.share - 1.0)).await;
     }
 
-    /// Decides the share from one window's live write latencies.
-    fn decide(&mut self, mut samples: Vec<Duration>) {
-        if samples.len() < MIN_SAMPLES {
-            self.share = (self.share + INCREASE).min(self.most);
-            return;
-        }
-        samples.sort_unstable();
-        let p99 = samples[(samples.len() * 99).div_ceil(100) - 1];
-        if self.p99s.len() == REMEMBERED {
-            self.p99s.pop_front();
-        }
-        self.p99s.push_back(p99);
-        let quiet = self.p99s.iter().min().copied().unwrap_or(p99);
-        self.share = if p99 > quiet.mul_f64(ALLOWANCE) {
-            (self.share * DECREASE).max(MIN_SHARE)
-        } else {
-            (self.share + INCREASE).min(self.most)
+    /// Decides the share from one window's live write p99 (`None`: too few writes to judge).
+    fn decide(&mut self, p99: Option<Duration>) {
+        let quiet = self.quiet.map(|(quiet, _)| quiet).filter(|quiet| !quiet.is_zero());
+        self.share = match (p99, quiet) {
+            (Some(p99), Some(quiet)) if p99 > quiet.mul_f64(ALLOWANCE) => (self.share * DECREASE).max(MIN_SHARE),
+            _ => (self.share * INCREASE).max(self.share + MIN_SHARE).min(self.most),
         };
     }
+}
+
+/// The p99 of `samples`, when there are enough to judge by.
+fn p99(mut samples: Vec<Duration>) -> Option<Duration> {
+    if samples.len() < MIN_SAMPLES {
+        return None;
+    }
+    samples.sort_unstable();
+    Some(samples[(samples.len() * 99).div_ceil(100) - 1])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn window(ms: u64) -> Vec<Duration> {
-        vec![Duration::from_millis(ms); 50]
+    fn quiet_at(ms: u64) -> Pace {
+        let mut pace = Pace::new(1.0);
+        pace.quiet = Some((Duration::from_millis(ms), Instant::now()));
+        pace
+    }
+
+    fn window(ms: u64) -> Option<Duration> {
+        p99(vec![Duration::from_millis(ms); 50])
     }
 
     #[test]
     fn it_speeds_up_while_live_writes_hold_and_halves_when_they_slow() {
-        let mut pace = Pace::new(1.0);
+        let mut pace = quiet_at(10);
         for _ in 0..30 {
-            pace.decide(window(10));
+            pace.decide(window(15));
         }
-        assert_eq!(pace.share, 1.0, "up to its most while the p99 holds");
-        pace.decide(window(25));
-        assert_eq!(pace.share, 0.5, "halved: 25 ms is past 1.5 × the quiet 10 ms");
+        assert_eq!(pace.share, 1.0, "up to its most while the p99 holds within 1.5 × the quiet one");
+        pace.decide(window(16));
+        assert_eq!(pace.share, 0.5, "halved: 16 ms is past 1.5 × the quiet 10 ms");
         pace.decide(window(25));
         assert_eq!(pace.share, 0.25);
         pace.decide(window(12));
-        assert!((pace.share - 0.30).abs() < 1e-9, "back up by steps: {}", pace.share);
+        assert!((pace.share - 0.3125).abs() < 1e-9, "back up by a quarter: {}", pace.share);
     }
 
     #[test]
     fn without_live_writes_it_works_at_its_most_and_never_below_the_least() {
         let mut pace = Pace::new(0.6);
         for _ in 0..20 {
-            pace.decide(Vec::new());
+            pace.decide(p99(vec![Duration::from_millis(500); MIN_SAMPLES - 1]));
         }
-        assert_eq!(pace.share, 0.6, "nobody to slow down for: its configured most");
-        pace.decide(window(1));
+        assert_eq!(pace.share, 0.6, "too few writes to judge, and no quiet p99 yet: its configured most");
+        let mut pace = quiet_at(1);
         for _ in 0..20 {
             pace.decide(window(1000));
         }
         assert_eq!(pace.share, MIN_SHARE);
+    }
+
+    #[test]
+    fn the_p99_is_the_value_that_ninety_nine_in_a_hundred_stay_within() {
+        let samples: Vec<Duration> = (1..=200).map(Duration::from_millis).collect();
+        assert_eq!(p99(samples), Some(Duration::from_millis(198)));
+        assert_eq!(p99(vec![Duration::from_millis(1); MIN_SAMPLES - 1]), None);
     }
 }

@@ -149,7 +149,7 @@ impl JobRunner {
                 Ok(Progress::Edges(n)) => {
                     metrics::counter!(ACCOUNT_JOB_EDGES.name, "kind" => job.kind.as_str()).increment(n);
                     failures = 0;
-                    tokio::time::sleep(pace.rest_after(begun.elapsed())).await;
+                    pace.rest_after(begun.elapsed()).await;
                 }
                 Ok(Progress::StepDone) => {
                     job.phase += 1;

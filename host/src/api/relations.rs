@@ -70,7 +70,10 @@ pub struct RelatedUsersResponse {
 
 impl From<Page> for RelatedUsersResponse {
     fn from(page: Page) -> Self {
-        let next_cursor = if page.has_more { page.items.last().map(encode_cursor) } else { None };
+        let next_cursor = match page.has_more {
+            true => page.resume_after.as_ref().or(page.items.last()).map(encode_cursor),
+            false => None,
+        };
         let items = page
             .items
             .iter()
@@ -330,9 +333,9 @@ pub struct KnownFollowersCount {
 }
 
 /// The users the caller follows who follow `id` (Mastodon's familiar followers, Bluesky's known
-/// followers), by when the caller followed them, newest first. A page's work is bounded by the page and the
-/// caller's follows it passes over, whatever `id`'s follower count; how many there are in all is
-/// `…/known_followers/count`'s.
+/// followers), by when the caller followed them, newest first. A page walks at most 250 of the caller's
+/// follows, whatever `id`'s follower count: it may hold fewer than `limit` (none, even) with `has_more` and a
+/// cursor to walk on. How many there are in all is `…/known_followers/count`'s.
 #[utoipa::path(get, path = "/v1/users/{id}/known_followers", tag = "read",
     params(("id" = i64, Path, description = "Whose followers"), PageParams),
     responses((status = 200, body = RelatedUsersResponse), (status = 400, body = Problem), (status = 401, body = Problem)),

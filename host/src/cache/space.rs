@@ -2,6 +2,8 @@
 //! `{tenant:plugin@version#shard}:{c|z|v}.space:id:…` — and of its bookkeeping, so a plugin names only its
 //! own data, and data of one kind never meets another.
 
+use std::fmt::Write;
+
 use crate::outbox::Relation;
 use crate::plugins::{Key, RelationEvent};
 
@@ -79,14 +81,23 @@ impl<'a> Space<'a> {
         Self { tenant, plugin, version: 0 }
     }
 
-    /// A plugin's key holding `kind` data, rendered `{tenant:plugin@version#shard}:{c|z|v}.space:id:…`.
+    /// A plugin's key holding `kind` data, rendered `{tenant:plugin@version#shard}:{c|z|v}.space:id:…`
+    /// into one allocation: a build renders one per effect of each of millions of pairs.
     pub fn key(&self, kind: DataKind, key: &Key) -> String {
-        let mut rendered = self.in_shard(shard(key), kind.tag());
+        let mut rendered = self.prefix(shard(key), kind.tag().len() + key.space.len() + 21 * key.ids.len());
+        rendered.push_str(kind.tag());
         rendered.push_str(&key.space);
         for id in &key.ids {
-            rendered.push(':');
-            rendered.push_str(&id.to_string());
+            write!(rendered, ":{id}").expect("a String takes every write");
         }
+        rendered
+    }
+
+    /// `{tenant:plugin@version#shard}:`, with room for `more` bytes after it.
+    fn prefix(&self, shard: u16, more: usize) -> String {
+        let mut rendered = String::with_capacity(self.tenant.len() + self.plugin.len() + 28 + more);
+        write!(rendered, "{{{}:{}@{}#{shard}}}:", self.tenant, self.plugin, self.version)
+            .expect("a String takes every write");
         rendered
     }
 
@@ -112,7 +123,9 @@ impl<'a> Space<'a> {
 
     /// `{tenant:plugin@version#shard}:name`: a key inside the space.
     pub(super) fn in_shard(&self, shard: u16, name: &str) -> String {
-        format!("{}:{name}", self.tag(shard))
+        let mut rendered = self.prefix(shard, name.len());
+        rendered.push_str(name);
+        rendered
     }
 
     /// Whether `key` is inside this space (its data or bookkeeping; not the build lock or builder copies).
@@ -197,7 +210,9 @@ impl<'a> Space<'a> {
 
     /// Per follower: the version each followee's snapshot covers.
     pub(super) fn floors_key(&self, shard: u16, event: &RelationEvent) -> String {
-        self.in_shard(shard, &format!("~floors:{}", event.follower))
+        let mut rendered = self.prefix(shard, 28);
+        write!(rendered, "~floors:{}", event.follower).expect("a String takes every write");
+        rendered
     }
 }
 

@@ -104,6 +104,9 @@ pub struct ListedUser {
 pub struct Page {
     pub items: Vec<ListedUser>,
     pub has_more: bool,
+    /// Where the next page starts when it is not after the last item: a page that stopped at its bound of
+    /// work before it was full (known followers).
+    pub resume_after: Option<ListedUser>,
 }
 
 /// How the caller and another user relate. The caller's mutes are the caller's alone: whether the other
@@ -152,9 +155,15 @@ pub async fn list(
     paged.read(db, query).await
 }
 
+/// The most of `me`'s follows one page of known followers walks (cursor pages; an offset page walks what
+/// it skips).
+pub const KNOWN_FOLLOWERS_WALK: i64 = 250;
+
 /// A page of the users `me` follows who follow `user`: `me`'s follows walked newest first on their index,
-/// each probed by the pair's primary key, until the page is full — the work is bounded by the page and the
-/// follows it passes over, never by `user`'s followers (a celebrity's million), and nothing is sorted.
+/// each probed by the pair's primary key, until the page is full or [`KNOWN_FOLLOWERS_WALK`] follows were
+/// walked — then the page may hold fewer than its limit (none, even), with `has_more` and a cursor from
+/// where the walk stopped, as Bluesky's pages may. A page's work is bounded whatever the data's shape,
+/// never by `user`'s followers (a celebrity's million), and nothing is sorted.
 pub async fn known_followers(
     db: &Database,
     tenant: &TenantId,
@@ -162,9 +171,52 @@ pub async fn known_followers(
     user: UserId,
     page: PageRequest,
 ) -> Result<Page, sqlx::Error> {
-    let base = format!("SELECT f.to_user_id, f.created_at, NULL {}", known_followers_of(db.kind()));
+    let bound = match page.position {
+        Position::Offset(_) => None,
+        Position::Start | Position::After { .. } => walk_bound(db, tenant, me, page.position).await?,
+    };
+    let mut base = format!("SELECT f.to_user_id, f.created_at, NULL {}", known_followers_of(db.kind()));
+    if bound.is_some() {
+        base.push_str(" AND (f.created_at > ? OR (f.created_at = ? AND f.to_user_id >= ?))");
+    }
     let paged = PagedQuery::new(base, "f.created_at", "f.to_user_id", page);
-    paged.read(db, sqlx::query(&paged.sql).bind(user.get()).bind(tenant.as_str()).bind(me.get())).await
+    let mut query = sqlx::query(&paged.sql).bind(user.get()).bind(tenant.as_str()).bind(me.get());
+    if let Some(bound) = bound {
+        query = query.bind(bound.followed_at_ms).bind(bound.followed_at_ms).bind(bound.user_id);
+    }
+    let mut found = paged.read(db, query).await?;
+    if !found.has_more && bound.is_some() {
+        // The walk stopped at its bound: the next page walks on from there.
+        found.has_more = true;
+        found.resume_after = bound;
+    }
+    Ok(found)
+}
+
+/// The last follow of `me`'s that a page starting at `position` walks, when `me` has more than
+/// [`KNOWN_FOLLOWERS_WALK`] from there: read from the follows' index alone, no probe.
+async fn walk_bound(
+    db: &Database,
+    tenant: &TenantId,
+    me: UserId,
+    position: Position,
+) -> Result<Option<ListedUser>, sqlx::Error> {
+    let after = match position {
+        Position::After { .. } => " AND (created_at < ? OR (created_at = ? AND to_user_id < ?))",
+        _ => "",
+    };
+    let sql = format!(
+        "SELECT to_user_id, created_at FROM following WHERE tenant_id = ? AND from_user_id = ? AND rel_status = \
+         {ACTIVE}{after} ORDER BY created_at DESC, to_user_id DESC LIMIT 1 OFFSET {}",
+        KNOWN_FOLLOWERS_WALK - 1
+    );
+    let mut query = sqlx::query(&sql).bind(tenant.as_str()).bind(me.get());
+    if let Position::After { followed_at_ms, user_id } = position {
+        query = query.bind(followed_at_ms).bind(followed_at_ms).bind(user_id);
+    }
+    let row = query.fetch_optional(db.reader()).await?;
+    row.map(|row| Ok(ListedUser { user_id: row.try_get(0)?, followed_at_ms: row.try_get(1)?, expires_at_ms: None }))
+        .transpose()
 }
 
 /// How many users `me` follows who follow `user`: a probe per follow of `me`'s (apart from the pages, so a
@@ -239,7 +291,7 @@ impl PagedQuery {
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
         let has_more = items.len() > limit as usize;
         items.truncate(limit as usize);
-        Ok(Page { items, has_more })
+        Ok(Page { items, has_more, resume_after: None })
     }
 }
 

@@ -113,6 +113,6 @@ impl CachedReads {
             .collect::<Vec<_>>();
         let has_more = items.len() > page.limit as usize;
         items.truncate(page.limit as usize);
-        Ok(Some(Page { items, has_more }))
+        Ok(Some(Page { items, has_more, resume_after: None }))
     }
 }

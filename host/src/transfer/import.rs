@@ -254,15 +254,16 @@ impl Importer {
         self.landed().await
     }
 
-    /// Starts writing the batch read so far, once the batch before it is in.
+    /// Starts writing the batch read so far, rendered while the batch before it is written, once that one
+    /// is in.
     async fn send(&mut self) -> Result<(), ImportError> {
-        self.landed().await?;
         if self.batch.is_empty() {
-            return Ok(());
+            return self.landed().await;
         }
-        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
-        let (db, tenant, now) = (self.db.clone(), self.tenant.clone(), self.now);
-        self.writing = Some(tokio::spawn(write_with_retries(db, tenant, batch, now)));
+        let lines = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+        let batch = merge::Batch::new(self.db.kind(), self.tenant.clone(), lines, self.now);
+        self.landed().await?;
+        self.writing = Some(tokio::spawn(write_with_retries(self.db.clone(), batch)));
         Ok(())
     }
 
@@ -284,17 +285,12 @@ impl Importer {
 }
 
 /// Writes `batch`, trying it again while it loses lock races with live writers.
-async fn write_with_retries(
-    db: Database,
-    tenant: TenantId,
-    batch: Vec<ImportedFollow>,
-    now: i64,
-) -> Result<Vec<Outcome>, ImportError> {
+async fn write_with_retries(db: Database, batch: merge::Batch) -> Result<Vec<Outcome>, ImportError> {
     let mut attempt = 1;
     loop {
-        match write_batch(&db, &tenant, &batch, now).await {
+        match write_batch(&db, &batch).await {
             Err(ImportError::Database(e)) if attempt < MAX_ATTEMPTS && is_lock_conflict(&e) => {
-                tracing::debug!(%tenant, attempt, error = %e, "an import batch lost a lock race; retrying");
+                tracing::debug!(tenant = %batch.tenant(), attempt, error = %e, "an import batch lost a lock race; retrying");
                 tokio::time::sleep(Duration::from_millis(5u64 << attempt)).await;
                 attempt += 1;
             }
@@ -304,19 +300,14 @@ async fn write_with_retries(
 }
 
 /// `batch` into the truth and the `follower` table, with the import's mark renewed, in one transaction.
-async fn write_batch(
-    db: &Database,
-    tenant: &TenantId,
-    batch: &[ImportedFollow],
-    now: i64,
-) -> Result<Vec<Outcome>, ImportError> {
-    let kind = db.kind();
+async fn write_batch(db: &Database, batch: &merge::Batch) -> Result<Vec<Outcome>, ImportError> {
+    let (kind, tenant) = (db.kind(), batch.tenant());
     let mut tx = db.writer().begin().await?;
     held::holding("an import batch's transaction", async {
         if !marks::renew(&mut tx, tenant).await? {
             return Err(ImportError::Lost);
         }
-        let (outcomes, written) = merge::follows(&mut tx, kind, tenant, batch, now).await?;
+        let (outcomes, written) = merge::follows(&mut tx, kind, batch).await?;
         follower::apply_imported(&mut tx, kind, tenant, &written).await?;
         tx.commit().await?;
         Ok(outcomes)

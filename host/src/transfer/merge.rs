@@ -4,9 +4,9 @@
 //! follow), written without an outbox row: an import is projected by building the tenant's projections
 //! from the truth, not by one bus event per edge.
 //!
-//! Set-based where the rule table leaves one answer: a line whose pair is met once in the batch, that is not
-//! a request, and whose accounts are both active and public is a new follow exactly when its pair has no row
-//! and the reverse pair carries no block — one `INSERT … SELECT` skips the others and returns the pairs it
+//! Set-based where the rule table leaves one answer: a line whose pair is met once in the batch and that is
+//! not a request is a new follow exactly when its pair has no row, the reverse pair carries no block and
+//! both accounts are active and public — one `INSERT … SELECT` skips the others and returns the pairs it
 //! wrote. Every other line (and a plain one that met a row) is decided by the rule table itself, from its
 //! pair read under lock, in the batch's order. `tests/api/import.rs` checks both against the rule table on
 //! random batches and states.
@@ -90,25 +90,47 @@ fn decide(
     }
 }
 
-/// Imports `batch` into `tenant` at `now_ms`: the outcome of each follow, in order, and the rows written.
+/// A batch ready to be written: its set-based statement rendered before a transaction is open (the import
+/// renders the next batch while the one before it is written).
+#[derive(Debug)]
+pub struct Batch {
+    tenant: TenantId,
+    lines: Vec<ImportedFollow>,
+    now_ms: i64,
+    /// The statement writing the plain lines, if there are any.
+    plain: Option<String>,
+}
+
+impl Batch {
+    /// `lines` of `tenant` to import at `now_ms` into a `kind` database.
+    pub fn new(kind: DatabaseKind, tenant: TenantId, lines: Vec<ImportedFollow>, now_ms: i64) -> Self {
+        let plain = insert_plain(kind, &tenant, &plain_lines(&lines), now_ms);
+        Self { tenant, lines, now_ms, plain }
+    }
+
+    pub fn tenant(&self) -> &TenantId {
+        &self.tenant
+    }
+}
+
+/// Imports `batch`: the outcome of each line, in order, and the rows written.
 pub async fn follows(
     tx: &mut Transaction<'_, Any>,
     kind: DatabaseKind,
-    tenant: &TenantId,
-    batch: &[ImportedFollow],
-    now_ms: i64,
+    batch: &Batch,
 ) -> Result<(Vec<Outcome>, Vec<WrittenFollow>), sqlx::Error> {
-    if batch.is_empty() {
-        return Ok((Vec::new(), Vec::new()));
+    let Batch { tenant, lines, now_ms, plain } = batch;
+    let mut inserted = HashSet::new();
+    if let Some(plain) = plain {
+        for row in tx.fetch_all(plain.as_str()).await? {
+            inserted.insert((row.try_get::<i64, _>(0)?, row.try_get::<i64, _>(1)?));
+        }
     }
-    let accounts = read_accounts(tx, kind, tenant, batch).await?;
-    let plain = plain_lines(batch, &accounts);
-    let inserted = insert_plain(tx, kind, tenant, &plain, now_ms).await?;
     let mut counts = CountChanges::default();
-    let mut written = Vec::with_capacity(batch.len());
-    let mut outcomes = vec![Outcome::Followed; batch.len()];
+    let mut written = Vec::with_capacity(lines.len());
+    let mut outcomes = vec![Outcome::Followed; lines.len()];
     let mut rest = Vec::new();
-    for (line, follow) in batch.iter().enumerate() {
+    for (line, follow) in lines.iter().enumerate() {
         let (from, to) = (follow.from.get(), follow.to.get());
         if inserted.contains(&(from, to)) {
             let row = WrittenFollow { from, to, status: RelStatus::Active, version: 1, created_at: follow.at_ms };
@@ -118,12 +140,12 @@ pub async fn follows(
             rest.push(line);
         }
     }
-    let lines: Vec<ImportedFollow> = rest.iter().map(|&line| batch[line]).collect();
-    let (decided, rows) = decide_each(tx, kind, tenant, &lines, &accounts, &mut counts).await?;
+    let others: Vec<ImportedFollow> = rest.iter().map(|&line| lines[line]).collect();
+    let (decided, rows) = decide_each(tx, kind, tenant, &others, &mut counts).await?;
     for (&line, outcome) in rest.iter().zip(decided) {
         outcomes[line] = outcome;
     }
-    write(tx, kind, tenant, &rows, now_ms).await?;
+    write(tx, kind, tenant, &rows, *now_ms).await?;
     written.extend(rows);
     let counted = counts.statement(kind, tenant);
     if !counted.is_empty() {
@@ -133,46 +155,39 @@ pub async fn follows(
 }
 
 /// The lines the set-based statement may write: the pair met once in the batch (a pair met again is decided
-/// line by line, each on what the one before left), not a request, both accounts active and public.
-fn plain_lines<'a>(batch: &'a [ImportedFollow], accounts: &HashMap<i64, Account>) -> Vec<&'a ImportedFollow> {
+/// line by line, each on what the one before left), and not a request.
+fn plain_lines(batch: &[ImportedFollow]) -> Vec<&ImportedFollow> {
     let mut met: HashMap<(i64, i64), u32> = HashMap::with_capacity(batch.len());
     for follow in batch {
         *met.entry((follow.from.get(), follow.to.get())).or_default() += 1;
     }
-    let plain = |user: UserId| accounts.get(&user.get()).is_none_or(|account| *account == Account::default());
-    batch
-        .iter()
-        .filter(|f| met[&(f.from.get(), f.to.get())] == 1 && !f.requested && plain(f.from) && plain(f.to))
-        .collect()
+    batch.iter().filter(|f| met[&(f.from.get(), f.to.get())] == 1 && !f.requested).collect()
 }
 
-/// Writes each of `plain` whose pair has no row and whose reverse pair carries no block as a new follow (at
-/// version 1), in one statement; returns the pairs it wrote. The rule table's answer for exactly those
-/// (`follow_by_host` on a pair never related, no block, both accounts active and public, no approval):
-/// `Active`. The pairs it skips are decided by the rule table.
-async fn insert_plain(
-    tx: &mut Transaction<'_, Any>,
-    kind: DatabaseKind,
-    tenant: &TenantId,
-    plain: &[&ImportedFollow],
-    now_ms: i64,
-) -> Result<HashSet<(i64, i64)>, sqlx::Error> {
+/// The statement writing each of `plain` whose pair has no row, whose reverse pair carries no block and
+/// whose accounts are both active and public as a new follow (at version 1), returning the pairs it wrote:
+/// the rule table's answer for exactly those (`follow_by_host` on a pair never related, no block, both
+/// accounts active, no approval) is `Active`. The pairs it skips are decided by the rule table. Under
+/// MySQL's repeatable read the rows it reads (the reverse pairs, the accounts) stay locked, shared, until
+/// commit, as a single follow's.
+fn insert_plain(kind: DatabaseKind, tenant: &TenantId, plain: &[&ImportedFollow], now_ms: i64) -> Option<String> {
     if plain.is_empty() {
-        return Ok(HashSet::new());
+        return None;
     }
     let values: Vec<String> = plain.iter().map(|f| format!("({}, {}, {})", f.from, f.to, f.at_ms)).collect();
     let (insert, skip_existing) = kind.insert_new();
-    let sql = format!(
+    Some(format!(
         "{insert} following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at, \
          hidden) WITH batch (from_user_id, to_user_id, created_at) AS (VALUES {}) SELECT '{tenant}', \
          batch.from_user_id, batch.to_user_id, {}, 1, batch.created_at, {now_ms}, 0 FROM batch WHERE NOT EXISTS \
          (SELECT 1 FROM following r WHERE r.tenant_id = '{tenant}' AND r.from_user_id = batch.to_user_id AND \
-         r.to_user_id = batch.from_user_id AND r.blocked = 1){skip_existing} RETURNING from_user_id, to_user_id",
+         r.to_user_id = batch.from_user_id AND r.blocked = 1) AND NOT EXISTS (SELECT 1 FROM account_settings s \
+         WHERE s.tenant_id = '{tenant}' AND s.user_id IN (batch.from_user_id, batch.to_user_id) AND \
+         (s.private <> 0 OR s.state <> {})){skip_existing} RETURNING from_user_id, to_user_id",
         values.join(", "),
         RelStatus::Active,
-    );
-    let rows = tx.fetch_all(sql.as_str()).await?;
-    rows.iter().map(|row| Ok((row.try_get(0)?, row.try_get(1)?))).collect()
+        AccountState::Active.stored(),
+    ))
 }
 
 /// Decides `lines` one by one by the rule table, each on what the ones before it left, from their pairs
@@ -183,12 +198,12 @@ async fn decide_each(
     kind: DatabaseKind,
     tenant: &TenantId,
     lines: &[ImportedFollow],
-    accounts: &HashMap<i64, Account>,
     counts: &mut CountChanges,
 ) -> Result<(Vec<Outcome>, Vec<WrittenFollow>), sqlx::Error> {
     if lines.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
+    let accounts = read_accounts(tx, kind, tenant, lines).await?;
     let mut pairs = read_pairs(tx, kind, tenant, lines).await?;
     let mut outcomes = Vec::with_capacity(lines.len());
     let mut written: Vec<WrittenFollow> = Vec::new();

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use sqlx::Row;
 use strand::db::Database;
+use strand::graph::{change, Act, RelationCommand, TenantId, UserId};
 use strand_test_support::{on_every_backend, test_plugin, wait_until, ApiClient, Backend, TestServer};
 
 use super::{pair_events, pair_row};
@@ -17,6 +18,7 @@ on_every_backend!(
     a_mute_is_the_muters_alone_and_ends_by_itself,
     removing_a_follower_ends_their_follow_and_the_event_names_who_acted,
     known_followers_are_the_callers_follows_who_follow_the_user,
+    a_known_followers_page_walks_a_bounded_number_of_follows,
     the_seed_routes_answer_for_requests_and_blocks,
     every_relation_write_passes_the_rate_limiter,
 );
@@ -265,6 +267,35 @@ async fn known_followers_are_the_callers_follows_who_follow_the_user(backend: Ba
     assert_eq!(after.body["items"].as_array().unwrap().len(), expected.len() - 2);
     let count = caller.get(&format!("/v1/users/{target}/known_followers/count")).await;
     assert_eq!(count.body["total"], expected.len() as i64 - 2);
+}
+
+/// A caller whose 600 newest follows follow nobody it asks about: the first page walks 250 of them and
+/// answers none, with a cursor from where it stopped; the pages after walk on and find the two.
+async fn a_known_followers_page_walks_a_bounded_number_of_follows(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let tenant: TenantId = "acme".parse().unwrap();
+    let user = |id: i64| UserId::try_from(id).unwrap();
+    for followed in 2..=601 {
+        change(server.database(), RelationCommand::new(&tenant, user(1), Act::Follow, user(followed))).await.unwrap();
+    }
+    for follower in [2, 3] {
+        change(server.database(), RelationCommand::new(&tenant, user(follower), Act::Follow, user(1000)))
+            .await
+            .unwrap();
+    }
+    let caller = server.client("acme", 1);
+    let first = caller.get("/v1/users/1000/known_followers?limit=10").await;
+    assert_eq!((first.status, first.body["items"].as_array().map(Vec::len)), (200, Some(0)), "{first:?}");
+    assert_eq!(first.body["has_more"], true);
+    let (mut found, mut pages, mut page) = (Vec::new(), 1, first);
+    while let Some(cursor) = page.body["next_cursor"].as_str() {
+        page = caller.get(&format!("/v1/users/1000/known_followers?limit=10&cursor={cursor}")).await;
+        found.extend(page.body["items"].as_array().unwrap().iter().map(|i| i["user_id"].as_i64().unwrap()));
+        pages += 1;
+    }
+    assert_eq!((found, pages), (vec![3, 2], 3), "600 follows walked 250 at a time: {page:?}");
+    let count = caller.get("/v1/users/1000/known_followers/count").await;
+    assert_eq!(count.body["total"], 2);
 }
 
 async fn the_seed_routes_answer_for_requests_and_blocks(backend: Backend) {
