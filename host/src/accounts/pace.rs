@@ -3,7 +3,8 @@
 //! load, so the runner measures it: a gentle increase while the live writes' p99 holds, a halving when it
 //! passes the allowance — TCP's way, on delay rather than loss (as LEDBAT does). What the
 //! live writes take without the job is measured as BBR measures its quiet round trip: every [`REPROBE`]
-//! the job pauses for one [`WINDOW`] and takes that window's p99 as the quiet one.
+//! while there are live writes, the job pauses for one [`WINDOW`] and takes that window's p99 as the quiet
+//! one.
 //!
 //! Few live writes (under [`MIN_SAMPLES`] a window) leave nobody to slow down: the job works at its most,
 //! `account_job_share`. The signal is this node's own writes: with several API nodes behind a balancer,
@@ -29,6 +30,9 @@ const MIN_SAMPLES: usize = 20;
 const INCREASE: f64 = 1.25;
 /// The factor on the share after a window whose p99 passed the allowance.
 const DECREASE: f64 = 0.5;
+/// The longest rest after one batch: under the job's lease (`runner::LEASE`), which the next batch renews —
+/// a slow batch at the least share would otherwise rest past it and lose the job to another node.
+const MOST_REST: Duration = Duration::from_secs(2);
 /// How far the live writes' p99 may rise over its quiet value before the job slows: under the promised 2×,
 /// so that the swings of the pace around it stay within the promise.
 pub const ALLOWANCE: f64 = 1.5;
@@ -42,19 +46,24 @@ pub struct Pace {
     samples: Vec<Duration>,
     /// The live writes' p99 while the job paused, and when it was measured.
     quiet: Option<(Duration, Instant)>,
+    /// Whether the last window had live writes enough to judge: only then is a pause worth its cost.
+    watched: bool,
 }
 
 impl Pace {
     /// A pace working at most `most` of the time (`account_job_share`, in (0, 1]).
     pub fn new(most: f64) -> Self {
-        let most = most.clamp(MIN_SHARE, 1.0);
-        Self { share: START.min(most), most, window: Instant::now(), samples: Vec::new(), quiet: None }
+        // Configuration refuses a share outside (0, 1]; one built in code is held there (a NaN at the least).
+        let most = if most > 0.0 { most.min(1.0) } else { MIN_SHARE }.max(MIN_SHARE);
+        let (window, samples) = (Instant::now(), Vec::new());
+        Self { share: START.min(most), most, window, samples, quiet: None, watched: false }
     }
 
-    /// After a batch that took `worked`: rests so that the job works its share of the time (first pausing
-    /// a window to measure the quiet p99, when that is due).
+    /// After a batch that took `worked`: rests so that the job works its share of the time (at most
+    /// [`MOST_REST`]), first pausing a window to measure the quiet p99 when that is due and there are live
+    /// writes to measure.
     pub async fn rest_after(&mut self, worked: Duration) {
-        if self.quiet.is_none_or(|(_, at)| at.elapsed() >= REPROBE) {
+        if self.watched && self.quiet.is_none_or(|(_, at)| at.elapsed() >= REPROBE) {
             live_writes::take();
             tokio::time::sleep(WINDOW).await;
             let quiet = p99(live_writes::take());
@@ -64,12 +73,13 @@ impl Pace {
         }
         self.samples.extend(live_writes::take());
         if self.window.elapsed() >= WINDOW {
-            let samples = std::mem::take(&mut self.samples);
-            self.decide(p99(samples));
+            let p99 = p99(std::mem::take(&mut self.samples));
+            self.watched = p99.is_some();
+            self.decide(p99);
             self.window = Instant::now();
             metrics::gauge!(ACCOUNT_JOB_SHARE.name).set(self.share);
         }
-        tokio::time::sleep(worked.mul_f64(1.0 / self.share - 1.0)).await;
+        tokio::time::sleep(worked.mul_f64(1.0 / self.share - 1.0).min(MOST_REST)).await;
     }
 
     /// Decides the share from one window's live write p99 (`None`: too few writes to judge).

@@ -73,6 +73,11 @@ while i <= #ARGV do
   local function grow(keys, bytes)
     keys_grown, bytes_grown = keys_grown + keys, bytes_grown + bytes
   end
+  -- The group's usage, added once; also before an error, which keeps what was written.
+  local function settle()
+    if keys_grown ~= 0 then redis.call('INCRBY', keys_count, keys_grown) end
+    if bytes_grown ~= 0 then redis.call('INCRBY', bytes_count, bytes_grown) end
+  end
   local function zadd(key, score, member, keep)
     local created = redis.call('EXISTS', key) == 0
     local added = redis.call('ZADD', key, score, member)
@@ -154,12 +159,12 @@ while i <= #ARGV do
         if newer then redis.call('PEXPIRE', key, ARGV[i + 2]) end
         i = i + 3
       else
+        settle()
         return redis.error_reply('unknown effect ' .. tostring(op))
       end
     end
   end
-  if keys_grown ~= 0 then redis.call('INCRBY', keys_count, keys_grown) end
-  if bytes_grown ~= 0 then redis.call('INCRBY', bytes_count, bytes_grown) end
+  settle()
 end
 return applied
 "#,

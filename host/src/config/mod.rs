@@ -259,6 +259,11 @@ pub enum ConfigError {
         found = if *length == 0 { "set but empty".to_owned() } else { format!("only {length} bytes long") },
     )]
     WeakSecret { setting: &'static str, length: usize },
+    #[error(
+        "invalid configuration: `{setting}` (STRAND_{env}) is {value}; it is a share of time, above 0 and at most 1",
+        env = setting.to_uppercase()
+    )]
+    NotAShare { setting: &'static str, value: f64 },
 }
 
 impl Config {
@@ -270,6 +275,16 @@ impl Config {
             .extract_lossy::<Self>()
             .map_err(|e| ConfigError::Parse(Box::new(e)))
             .and_then(|config| config.check_secrets().map(|()| config))
+            .and_then(|config| config.check_shares().map(|()| config))
+    }
+
+    /// Refuses a share of time outside (0, 1] (a NaN too), naming the setting.
+    fn check_shares(&self) -> Result<(), ConfigError> {
+        let (setting, value) = ("account_job_share", self.account_job_share);
+        match value > 0.0 && value <= 1.0 {
+            true => Ok(()),
+            false => Err(ConfigError::NotAShare { setting, value }),
+        }
     }
 
     /// Refuses an empty or short admin token or HS256 secret, naming the setting. [`Config::load`] runs it,
@@ -379,6 +394,18 @@ mod tests {
             assert_eq!(config.max_body_bytes, 1024);
             Ok(())
         });
+    }
+
+    #[test]
+    fn a_job_share_outside_zero_to_one_is_refused_by_name() {
+        for share in ["0", "1.5", "-1"] {
+            figment::Jail::expect_with(|jail| {
+                jail.set_env("STRAND_ACCOUNT_JOB_SHARE", share);
+                let refused = Config::load(Path::new("missing.toml")).expect_err(share);
+                assert!(refused.to_string().contains("`account_job_share`"), "{refused}");
+                Ok(())
+            });
+        }
     }
 
     #[test]

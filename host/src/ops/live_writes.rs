@@ -6,7 +6,8 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-/// The most latencies kept between two reads: a reader that stopped reading costs a bounded buffer.
+/// The most latencies kept between two reads (the newest): a reader that stopped reading costs a bounded
+/// buffer.
 const KEPT: usize = 4096;
 
 static RECENT: Mutex<Vec<u32>> = Mutex::new(Vec::new());
@@ -15,9 +16,11 @@ static RECENT: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 pub fn record(took: Duration) {
     let micros = u32::try_from(took.as_micros()).unwrap_or(u32::MAX);
     let mut recent = RECENT.lock().unwrap_or_else(PoisonError::into_inner);
-    if recent.len() < KEPT {
-        recent.push(micros);
+    if recent.len() == KEPT {
+        // Nobody read them for a while: the older half is stale.
+        recent.drain(..KEPT / 2);
     }
+    recent.push(micros);
 }
 
 /// The latencies recorded since the last call, taken: one reader paces on them (the node's runner of
