@@ -53,6 +53,7 @@ async fn openapi_document_covers_every_route() {
         ("/v1/me/followers/{user_id}", &["delete"]),
         ("/v1/me/settings", &["get", "put"]),
         ("/v1/users/{id}/known_followers", &["get"]),
+        ("/v1/users/{id}/known_followers/count", &["get"]),
         ("/v1/me/export/{list}", &["get"]),
         ("/api/v1/relation/follow", &["post"]),
         ("/api/v1/relation/unfollow", &["post"]),
