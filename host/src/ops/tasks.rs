@@ -6,7 +6,9 @@
 //! from its committed offsets, the refresh and the projector supervisor from the database. A task that ends
 //! without being asked to — an error, a panic, or simply returning — is logged with its cause, counted in
 //! `strand_task_restarts_total{task}`, shown by `strand_task_up{task}` = 0 and by `/readyz` (check `tasks`)
-//! until it has run for [`HEALTHY_RUN`] again; an error that needs an operator (a purged binlog) keeps it
+//! until it has run for [`SETTLED`] again (a task that keeps failing is down most of the time: its backoff
+//! grows until a run of [`HEALTHY_RUN`] resets it; a node whose database came back is ready seconds later,
+//! not a minute); an error that needs an operator (a purged binlog) keeps it
 //! down, loudly. `strand relay` and `strand worker` run their relay or workers the same way; `strand relay`
 //! alone exits non-zero on an operator error, so its orchestrator sees it.
 
@@ -24,8 +26,10 @@ use crate::util::backoff::Backoff;
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const LAST_BACKOFF: Duration = Duration::from_secs(60);
-/// How long a restarted task runs before it counts as up again (and its backoff starts over).
+/// How long a task runs before its backoff starts over.
 pub const HEALTHY_RUN: Duration = Duration::from_secs(60);
+/// How long a restarted task runs before it counts as up again.
+pub const SETTLED: Duration = Duration::from_secs(5);
 
 /// The supervised tasks of this process; cloned handles spawn into the same set.
 #[derive(Clone, Default)]
@@ -121,15 +125,15 @@ impl Tasks {
         own
     }
 
-    /// The tasks that are down (or restarted less than [`HEALTHY_RUN`] ago), with why; empty when all run.
+    /// The tasks that are down (or restarted less than [`SETTLED`] ago), with why; empty when all run.
     pub fn down(&self) -> Vec<(String, String)> {
         let states = self.inner.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         states
             .iter()
             .filter_map(|(name, state)| match state {
                 TaskState::Down { reason } => Some((name.clone(), reason.clone())),
-                TaskState::Running { since, restarted: true } if since.elapsed() < HEALTHY_RUN => {
-                    Some((name.clone(), "restarted after a failure; not yet running for a minute".to_owned()))
+                TaskState::Running { since, restarted: true } if since.elapsed() < SETTLED => {
+                    Some((name.clone(), "restarted after a failure moments ago".to_owned()))
                 }
                 TaskState::Running { .. } => None,
             })
