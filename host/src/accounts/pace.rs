@@ -44,8 +44,10 @@ pub struct Pace {
     most: f64,
     window: Instant,
     samples: Vec<Duration>,
-    /// The live writes' p99 while the job paused, and when it was measured.
-    quiet: Option<(Duration, Instant)>,
+    /// The live writes' p99 while the job last paused (none: too few writes then to judge by).
+    quiet: Option<Duration>,
+    /// When the job last paused to measure it.
+    probed: Option<Instant>,
     /// Whether the last window had live writes enough to judge: only then is a pause worth its cost.
     watched: bool,
 }
@@ -56,18 +58,19 @@ impl Pace {
         // Configuration refuses a share outside (0, 1]; one built in code is held there (a NaN at the least).
         let most = if most > 0.0 { most.min(1.0) } else { MIN_SHARE }.max(MIN_SHARE);
         let (window, samples) = (Instant::now(), Vec::new());
-        Self { share: START.min(most), most, window, samples, quiet: None, watched: false }
+        Self { share: START.min(most), most, window, samples, quiet: None, probed: None, watched: false }
     }
 
     /// After a batch that took `worked`: rests so that the job works its share of the time (at most
     /// [`MOST_REST`]), first pausing a window to measure the quiet p99 when that is due and there are live
     /// writes to measure.
     pub async fn rest_after(&mut self, worked: Duration) {
-        if self.watched && self.quiet.is_none_or(|(_, at)| at.elapsed() >= REPROBE) {
+        if self.watched && self.probed.is_none_or(|at| at.elapsed() >= REPROBE) {
+            // What came before the pause was measured beside the job.
             live_writes::take();
             tokio::time::sleep(WINDOW).await;
-            let quiet = p99(live_writes::take());
-            self.quiet = Some((quiet.unwrap_or_default(), Instant::now()));
+            self.quiet = p99(live_writes::take());
+            self.probed = Some(Instant::now());
             self.window = Instant::now();
             self.samples.clear();
         }
@@ -84,8 +87,7 @@ impl Pace {
 
     /// Decides the share from one window's live write p99 (`None`: too few writes to judge).
     fn decide(&mut self, p99: Option<Duration>) {
-        let quiet = self.quiet.map(|(quiet, _)| quiet).filter(|quiet| !quiet.is_zero());
-        self.share = match (p99, quiet) {
+        self.share = match (p99, self.quiet) {
             (Some(p99), Some(quiet)) if p99 > quiet.mul_f64(ALLOWANCE) => (self.share * DECREASE).max(MIN_SHARE),
             _ => (self.share * INCREASE).max(self.share + MIN_SHARE).min(self.most),
         };
@@ -107,7 +109,7 @@ mod tests {
 
     fn quiet_at(ms: u64) -> Pace {
         let mut pace = Pace::new(1.0);
-        pace.quiet = Some((Duration::from_millis(ms), Instant::now()));
+        pace.quiet = Some(Duration::from_millis(ms));
         pace
     }
 
