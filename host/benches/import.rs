@@ -3,21 +3,29 @@
 //! streamed as CSV to the admin import route, then the tenant's projector spaces built again from the truth.
 //! Printed: edges/s into the truth (and the follower table), the CPU seconds per million edges of this
 //! process and of `mariadbd`, and the build's pairs/s — the three bundled projectors at once — until counts
-//! and lists are served from the cache. Then the database's own floor for the same rows: the edges written
+//! and lists are served from the cache, with another tenant's follows meanwhile (one every 20 ms, each timed
+//! to its count in Redis; then the same alone): what a build costs other tenants' applies. Then the
+//! database's own floor for the same rows: the edges written
 //! into copies of `following` and `follower` with plain multi-row inserts (no reads, no decisions, no
 //! upserts), the least MariaDB can spend on them here. `cargo bench -p strand --bench import`. Figures are
 //! printed, not asserted.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt;
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
 use serde_json::Value;
 use sqlx::Executor;
+use strand::cache::Space;
 use strand_test_support::bench::{cpu_time, setting};
 use strand_test_support::{TestServer, ADMIN_TOKEN};
 
 const TENANT: &str = "imported";
+/// The tenant whose follows are timed beside the build.
+const NEIGHBOUR: &str = "neighbour";
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
@@ -30,6 +38,16 @@ async fn main() {
     println!(
         "import: {edges} follows of {users} users into MariaDB (binlog), Redis, Kafka; one in-process node, 2 cores"
     );
+
+    let shared_redis = strand_test_support::Redis::shared().expect("Redis");
+    let redis = shared_redis.pid().expect("redis-server's pid");
+    let mut connection = redis::Client::open(shared_redis.url().as_str())
+        .expect("a Redis client")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("Redis");
+    // The neighbour's spaces built before the import.
+    neighbour_lags(&server, &mut connection, 0, &AtomicBool::new(false), 1).await;
 
     // `from,to,at_ms` lines, made as they are sent: user u follows the next `fanout` users.
     let chunks = futures::stream::iter((0..users).step_by(100)).map(move |first| {
@@ -66,21 +84,16 @@ async fn main() {
     );
 
     let admin = server.admin();
-    let redis = strand_test_support::Redis::shared().expect("Redis").pid().expect("redis-server's pid");
+    let building = AtomicBool::new(true);
     let (cpu_me, cpu_db, cpu_redis) = (cpu_time(me).unwrap(), cpu_time(mariadb).unwrap(), cpu_time(redis).unwrap());
     let built = Instant::now();
     let deadline = built + Duration::from_secs(3600);
-    loop {
-        let progress = admin.get("/admin/v1/projections").await.body;
-        let ours: Vec<Value> =
-            progress["backfills"].as_array().into_iter().flatten().filter(|b| b["tenant"] == TENANT).cloned().collect();
-        if ours.len() >= 3 && ours.iter().all(|b| b["state"] == "complete" && b["done"].as_i64() >= Some(edges)) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "not built within an hour: {ours:?}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    let build = built.elapsed();
+    let until_built = async {
+        wait_built(&admin, edges, deadline).await;
+        building.store(false, Ordering::Relaxed);
+        built.elapsed()
+    };
+    let (build, beside) = tokio::join!(until_built, neighbour_lags(&server, &mut connection, 1, &building, 0));
     println!(
         "projections built from the truth in {build:.1?}: {:.0} pairs/s per projector, {:.0} pairs/s for the three",
         edges as f64 / build.as_secs_f64(),
@@ -98,7 +111,64 @@ async fn main() {
         took + build,
         edges as f64 / (took + build).as_secs_f64()
     );
+    let alone =
+        neighbour_lags(&server, &mut connection, 1_000_000, &AtomicBool::new(false), beside.len().max(200)).await;
+    for (when, mut lags) in [("beside the build", beside), ("alone", alone)] {
+        lags.sort();
+        println!(
+            "another tenant's follow → its Redis count, one every 20 ms, {when}: p50 {:?}, p99 {:?} ({} follows)",
+            lags[lags.len() / 2],
+            lags[(lags.len() * 99).div_ceil(100) - 1],
+            lags.len()
+        );
+    }
     database_floor(&server, mariadb, users, fanout).await;
+}
+
+/// Waits until the tenant's three bundled projectors are built over its `edges` pairs.
+async fn wait_built(admin: &strand_test_support::ApiClient, edges: i64, deadline: Instant) {
+    loop {
+        let progress = admin.get("/admin/v1/projections").await.body;
+        let ours: Vec<Value> =
+            progress["backfills"].as_array().into_iter().flatten().filter(|b| b["tenant"] == TENANT).cloned().collect();
+        if ours.len() >= 3 && ours.iter().all(|b| b["state"] == "complete" && b["done"].as_i64() >= Some(edges)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not built within an hour: {ours:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The neighbour's follows, one every 20 ms while `running` holds and until there are `least`, each timed
+/// from its answer to its followee's count in Redis (users from `first` on): how long that tenant's applies
+/// take beside whatever runs meanwhile.
+async fn neighbour_lags(
+    server: &TestServer,
+    redis: &mut MultiplexedConnection,
+    first: i64,
+    running: &AtomicBool,
+    least: usize,
+) -> Vec<Duration> {
+    let mut lags = Vec::new();
+    let mut ticks = tokio::time::interval(Duration::from_millis(20));
+    let mut user = first;
+    while running.load(Ordering::Relaxed) || lags.len() < least {
+        ticks.tick().await;
+        user += 1;
+        let followee = 10_000_000 + user;
+        server.client(NEIGHBOUR, user).follow(followee).await;
+        let answered = Instant::now();
+        let key = Space::bundled(NEIGHBOUR, "follow-counts").counter("followers", [followee]);
+        while redis.get::<_, Option<i64>>(&key).await.expect("a count from Redis") != Some(1) {
+            assert!(
+                answered.elapsed() < Duration::from_secs(600),
+                "the neighbour's follow of {followee} never counted"
+            );
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+        lags.push(answered.elapsed());
+    }
+    lags
 }
 
 /// The follows of users `from` (0-based): `(from, to, at_ms)`, 1-based ids, user u following the next

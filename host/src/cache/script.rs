@@ -30,11 +30,19 @@ impl CacheScript {
 /// hold, {-2} when a counter would leave the limit, {-3} when a sorted set would pass its most members (all
 /// before anything is written), else {0, the indices of the events that were new here…}. Every write keeps
 /// the shard's usage counts (added once per shard group).
+///
+/// The script reads each floors and pair-versions field it needs in one `HMGET` per hash and writes them back
+/// in one `HSET` per hash at its end; a group's counter adds and plain sorted-set adds are gathered per key
+/// and written once (before anything else reads or writes that key, and at the group's end) — the same
+/// result as one command per effect, in a fraction of the commands (a build's page: ~2 per pair, not ~8).
+/// An unknown op is refused before anything is written.
 pub static APPLY: LazyLock<CacheScript> = LazyLock::new(|| {
     CacheScript::new(
         r#"
 local ttl, snapshot, limit, most = ARGV[1], ARGV[2] == '1', tonumber(ARGV[3]), tonumber(ARGV[4])
 local member_bytes, counter_bytes = tonumber(ARGV[5]), tonumber(ARGV[6])
+-- Most arguments handed to one command (Lua's unpack has a limit).
+local chunk = 1000
 local i = 7
 local checks = tonumber(ARGV[i])
 i = i + 1
@@ -59,11 +67,58 @@ i = set_checks
 for _ = 1, sets do
   local key, n = ARGV[i], tonumber(ARGV[i + 1])
   local held = redis.call('ZCARD', key)
-  for j = i + 2, i + 1 + n do
-    if not redis.call('ZSCORE', key, ARGV[j]) then held = held + 1 end
+  if held == 0 then
+    held = n
+  else
+    for from = i + 2, i + 1 + n, chunk do
+      local scores = redis.call('ZMSCORE', key, unpack(ARGV, from, math.min(from + chunk - 1, i + 1 + n)))
+      for j = 1, #scores do
+        if not scores[j] then held = held + 1 end
+      end
+    end
   end
   if held > most then return {-3} end
   i = i + 2 + n
+end
+-- The ARGV entries each op takes, its code included.
+local width = {counter = 3, zadd = 7, zsync = 7, zrem = 3, set = 3, del = 2, expire = 3}
+-- Every floors and pair-versions field the events name, read once per hash.
+local fields, wanted, dirty = {}, {}, {}
+local function want(hash, pair)
+  if hash == '' then return end
+  if not fields[hash] then fields[hash], wanted[hash] = {}, {} end
+  if not fields[hash][pair] then
+    fields[hash][pair] = 0
+    table.insert(wanted[hash], pair)
+  end
+end
+i = parts
+while i <= #ARGV do
+  i = i + 4
+  local stop = i + tonumber(ARGV[i])
+  i = i + 1
+  while i <= stop do
+    want(ARGV[i + 1], ARGV[i + 3])
+    want(ARGV[i + 2], ARGV[i + 3])
+    local n = tonumber(ARGV[i + 7])
+    i = i + 8
+    for _ = 1, n do
+      local w = width[ARGV[i]]
+      if not w then return redis.error_reply('unknown effect ' .. tostring(ARGV[i])) end
+      i = i + w
+    end
+  end
+end
+for hash, names in pairs(wanted) do
+  for from = 1, #names, chunk do
+    local values = redis.call('HMGET', hash, unpack(names, from, math.min(from + chunk - 1, #names)))
+    for j = 1, #values do fields[hash][names[from + j - 1]] = tonumber(values[j] or '0') end
+  end
+end
+local function raise(hash, pair, version)
+  fields[hash][pair] = version
+  if not dirty[hash] then dirty[hash] = {} end
+  dirty[hash][pair] = version
 end
 local applied = {0}
 i = parts
@@ -73,18 +128,45 @@ while i <= #ARGV do
   local function grow(keys, bytes)
     keys_grown, bytes_grown = keys_grown + keys, bytes_grown + bytes
   end
-  -- The group's usage, added once; also before an error, which keeps what was written.
+  -- Counter adds and plain sorted-set adds gathered per key, in the order they came.
+  local sums, adds = {}, {}
+  local function flush(key)
+    local sum = sums[key]
+    if sum then
+      sums[key] = nil
+      if redis.call('EXISTS', key) == 0 then grow(1, #key + counter_bytes) end
+      redis.call('INCRBY', key, string.format('%d', sum))
+    end
+    local members = adds[key]
+    if members then
+      adds[key] = nil
+      local created, added = redis.call('EXISTS', key) == 0, 0
+      for from = 1, #members, chunk do
+        added = added + redis.call('ZADD', key, unpack(members, from, math.min(from + chunk - 1, #members)))
+      end
+      if created then grow(1, #key + added * member_bytes) else grow(0, added * member_bytes) end
+    end
+  end
+  -- The group's gathered writes, and its usage added once.
   local function settle()
+    for key in pairs(sums) do flush(key) end
+    for key in pairs(adds) do flush(key) end
     if keys_grown ~= 0 then redis.call('INCRBY', keys_count, keys_grown) end
     if bytes_grown ~= 0 then redis.call('INCRBY', bytes_count, bytes_grown) end
   end
+  local function counter(key)
+    flush(key)
+    return tonumber(redis.call('GET', key) or '0')
+  end
   local function zadd(key, score, member, keep)
+    flush(key)
     local created = redis.call('EXISTS', key) == 0
     local added = redis.call('ZADD', key, score, member)
     if keep > 0 then added = added - redis.call('ZREMRANGEBYRANK', key, 0, -keep - 1) end
     if created then grow(1, #key + added * member_bytes) else grow(0, added * member_bytes) end
   end
   local function zrem(key, member)
+    flush(key)
     if redis.call('ZREM', key, member) == 1 then
       if redis.call('EXISTS', key) == 0 then grow(-1, -#key - member_bytes) else grow(0, -member_bytes) end
     end
@@ -93,10 +175,10 @@ while i <= #ARGV do
   local stop = i + tonumber(ARGV[i])
   i = i + 1
   while i <= stop do
-    local marker, pairs, floors, pair = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local marker, versions, floors, pair = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
     local version, index, applies, n = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6] == '1', tonumber(ARGV[i + 7])
     i = i + 8
-    local floor = tonumber(redis.call('HGET', floors, pair) or '0')
+    local floor = fields[floors][pair]
     local fresh, newer = false, false
     if snapshot then
       -- A build's event is fresh above its pair's floor (a page applied again is below it), and newer too:
@@ -105,41 +187,39 @@ while i <= #ARGV do
       newer = fresh
     else
       fresh = applies and version > floor and redis.call('SET', marker, '1', 'NX', 'PX', ttl)
-      if fresh and version > tonumber(redis.call('HGET', pairs, pair) or '0') then
-        redis.call('HSET', pairs, pair, version)
+      if fresh and version > fields[versions][pair] then
+        raise(versions, pair, version)
         newer = true
       end
     end
     if fresh then table.insert(applied, index) end
-    if snapshot and version > floor then redis.call('HSET', floors, pair, version) end
+    if snapshot and version > floor then raise(floors, pair, version) end
     for _ = 1, n do
       local op, key = ARGV[i], ARGV[i + 1]
       if op == 'counter' then
-        if fresh then
-          if redis.call('EXISTS', key) == 0 then grow(1, #key + counter_bytes) end
-          redis.call('INCRBY', key, ARGV[i + 2])
-        end
-        i = i + 3
+        if fresh then sums[key] = (sums[key] or 0) + tonumber(ARGV[i + 2]) end
       elseif op == 'zadd' then
-        local guard, at_least = ARGV[i + 5], tonumber(ARGV[i + 6])
-        if newer and (guard == '' or tonumber(redis.call('GET', guard) or '0') >= at_least) then
-          zadd(key, ARGV[i + 3], ARGV[i + 2], tonumber(ARGV[i + 4]))
+        local guard, at_least, keep = ARGV[i + 5], tonumber(ARGV[i + 6]), tonumber(ARGV[i + 4])
+        if newer and guard == '' and keep == 0 then
+          if not adds[key] then adds[key] = {} end
+          table.insert(adds[key], ARGV[i + 3])
+          table.insert(adds[key], ARGV[i + 2])
+        elseif newer and (guard == '' or counter(guard) >= at_least) then
+          zadd(key, ARGV[i + 3], ARGV[i + 2], keep)
         end
-        i = i + 7
       elseif op == 'zsync' then
         if fresh then
-          if tonumber(redis.call('GET', ARGV[i + 5]) or '0') >= tonumber(ARGV[i + 6]) then
+          if counter(ARGV[i + 5]) >= tonumber(ARGV[i + 6]) then
             zadd(key, ARGV[i + 3], ARGV[i + 2], 0)
           else
             zrem(key, ARGV[i + 2])
           end
         end
-        i = i + 7
       elseif op == 'zrem' then
         if newer then zrem(key, ARGV[i + 2]) end
-        i = i + 3
       elseif op == 'set' then
         if newer then
+          flush(key)
           local value = ARGV[i + 2]
           if redis.call('EXISTS', key) == 0 then
             grow(1, #key + #value)
@@ -148,23 +228,30 @@ while i <= #ARGV do
           end
           redis.call('SET', key, value)
         end
-        i = i + 3
       elseif op == 'del' then
         if newer then
+          flush(key)
           local old = redis.call('STRLEN', key)
           if redis.call('DEL', key) == 1 then grow(-1, -#key - old) end
         end
-        i = i + 2
-      elseif op == 'expire' then
-        if newer then redis.call('PEXPIRE', key, ARGV[i + 2]) end
-        i = i + 3
-      else
-        settle()
-        return redis.error_reply('unknown effect ' .. tostring(op))
+      elseif newer then
+        flush(key)
+        redis.call('PEXPIRE', key, ARGV[i + 2])
       end
+      i = i + width[op]
     end
   end
   settle()
+end
+for hash, changed in pairs(dirty) do
+  local values = {}
+  for pair, version in pairs(changed) do
+    table.insert(values, pair)
+    table.insert(values, string.format('%d', version))
+  end
+  for from = 1, #values, chunk do
+    redis.call('HSET', hash, unpack(values, from, math.min(from + chunk - 1, #values)))
+  end
 end
 return applied
 "#,

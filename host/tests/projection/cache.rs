@@ -13,7 +13,7 @@ use strand::graph::{self, TenantId, UserId};
 use strand::outbox::ChangeEvent;
 use strand::plugins::{
     project_with_retries, Action, CappedZsetAdd, Effect, GuardedZsetAdd, Key, PluginRegistry, PluginRuntime,
-    RelationEvent, RetryPolicy, ZsetEntry,
+    RelationEvent, RetryPolicy, ZsetEntry, ZsetMemberWhile,
 };
 use strand::projection::relation_event;
 use strand_test_support::Backend;
@@ -268,4 +268,110 @@ async fn quotas_hold_a_space_alike_on_every_backend() {
         cache.clear(bundled).await.unwrap();
     }
     assert!(usages.windows(2).all(|pair| pair[0] == pair[1]), "every backend counts alike: {usages:?}");
+}
+
+/// The `APPLY` script gathers a batch's counter adds and plain sorted-set adds per key and reads and writes
+/// its floors and pair versions once per hash: a batch must end exactly as its events applied one call each
+/// (where nothing is gathered across events) — counters, sets, values, usage and which events were new —,
+/// live and in a build, on every backend. Random effects over a few keys, so that adds, capped and guarded
+/// adds, removals, counters read by guards, values and expiries meet on the same keys; redelivered and stale
+/// events included. Seeded (`STRAND_TEST_APPLY_SEED`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_batch_ends_as_its_events_applied_one_by_one_on_every_backend() {
+    let tenant = format!("ab{}", std::process::id());
+    let mut random = strand_test_support::Random::seeded("STRAND_TEST_APPLY_SEED");
+    let rounds: Vec<(Vec<RelationEvent>, Vec<Vec<Effect>>)> =
+        (0..4).map(|_| random_batch(&mut random, &tenant, 40)).collect();
+    for (backend, cache) in backends().await {
+        for build in [false, true] {
+            let whole = Space { tenant: &tenant, plugin: "whole", version: 1 };
+            let alone = Space { tenant: &tenant, plugin: "alone", version: 1 };
+            let building = Gate::Building { owner: "t", ttl: Duration::from_secs(60), from: BuildFrom::Truth };
+            let gate = if build { building } else { Gate::Built("v") };
+            for space in [whole, alone] {
+                cache.clear(space).await.unwrap();
+                if build {
+                    assert!(cache.lock(space, "t", Duration::from_secs(60)).await.unwrap());
+                } else {
+                    cache.mark_built(space, "v").await.unwrap();
+                }
+            }
+            let (mut new_whole, mut new_alone) = (0, 0);
+            for (events, effects) in &rounds {
+                let Applied::Events(n) = cache.apply(whole, events, effects, gate).await.unwrap() else {
+                    panic!("{backend}: the batch applies")
+                };
+                new_whole += n;
+                for (event, effects) in events.iter().zip(effects) {
+                    let one = cache.apply(alone, std::slice::from_ref(event), std::slice::from_ref(effects), gate);
+                    let Applied::Events(n) = one.await.unwrap() else { panic!("{backend}: an event applies") };
+                    new_alone += n;
+                }
+            }
+            let mode = if build { "build" } else { "live" };
+            assert_eq!(new_whole, new_alone, "{backend} ({mode}): events new");
+            assert_eq!(state(&cache, whole).await, state(&cache, alone).await, "{backend} ({mode}): the data");
+            assert_eq!(cache.usage(whole).await.unwrap(), cache.usage(alone).await.unwrap(), "{backend} ({mode})");
+            for space in [whole, alone] {
+                cache.unlock(space, "t").await.unwrap();
+                cache.clear(space).await.unwrap();
+            }
+        }
+    }
+}
+
+/// The key names [`random_batch`] writes, each of every kind (an expiry names all three).
+const NAMES: [&str; 3] = ["a", "b", "c"];
+
+/// `size` follows of a few pairs, some redelivered, some older than one before, each with one to four
+/// random effects on the keys `NAMES` with first id 1 (one shard, as guards need).
+fn random_batch(
+    random: &mut strand_test_support::Random,
+    tenant: &str,
+    size: usize,
+) -> (Vec<RelationEvent>, Vec<Vec<Effect>>) {
+    let mut pick = |n: u64| random.below(n) as i64;
+    let mut events = Vec::with_capacity(size);
+    let mut effects = Vec::with_capacity(size);
+    for _ in 0..size {
+        // Followers of one home shard, that of the keys: one shard group, which applies in the batch's order
+        // (a call applies its shard groups one after the other).
+        let (follower, followee, version) = (1 + 64 * pick(4), 1 + pick(3), 1 + pick(4));
+        events.push(event(tenant, follower, followee, version, pick(5)));
+        let key = |name: i64| Key { space: NAMES[name as usize].into(), ids: vec![1] };
+        let mut one = Vec::new();
+        for _ in 0..1 + pick(4) {
+            let entry = ZsetEntry { key: key(pick(3)), member: 1 + pick(6), score: pick(5) as f64 };
+            one.push(match pick(9) {
+                0 | 1 => Effect::CounterAdd((key(pick(3)), pick(7) - 3)),
+                2 | 3 => Effect::ZsetAdd(entry),
+                4 => Effect::ZsetAddCapped(CappedZsetAdd { entry, keep: 3 }),
+                5 => {
+                    let add = CappedZsetAdd { entry, keep: pick(2) as u32 * 4 };
+                    Effect::ZsetAddGuarded(GuardedZsetAdd { add, counter: key(pick(3)), at_least: pick(3) })
+                }
+                6 => Effect::ZsetMemberWhile(ZsetMemberWhile { entry, counter: key(pick(3)), at_least: pick(3) }),
+                7 => Effect::ZsetRemove((key(pick(3)), 1 + pick(6))),
+                _ => match pick(3) {
+                    0 => Effect::ValueSet((key(pick(3)), "x".repeat(1 + pick(4) as usize))),
+                    1 => Effect::ValueDelete(key(pick(3))),
+                    _ => Effect::Expire((key(pick(3)), 3_600_000)),
+                },
+            });
+        }
+        effects.push(one);
+    }
+    (events, effects)
+}
+
+/// Every key `random_batch` may write in `space`: counters, sets (members and scores) and values.
+async fn state(cache: &Cache, space: Space<'_>) -> Vec<(Option<String>, Vec<(String, f64)>, Option<String>)> {
+    let mut state = Vec::new();
+    for name in NAMES {
+        let counter = cache.texts(&[space.counter(name, [1])]).await.unwrap().remove(0);
+        let set = cache.descending(&space.sorted_set(name, [1]), PageStart::Rank(0), 100).await.unwrap();
+        let value = cache.texts(&[space.value(name, [1])]).await.unwrap().remove(0);
+        state.push((counter, set, value));
+    }
+    state
 }

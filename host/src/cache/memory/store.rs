@@ -252,26 +252,44 @@ impl Store {
                 Some(_) => return Err(WRONGTYPE.to_owned()),
                 None => Value::Nil,
             },
-            b"HSET" => {
-                let (key, field, value) =
-                    (key(0)?, args.get(1).ok_or_else(|| arity(name))?, args.get(2).ok_or_else(|| arity(name))?);
-                match self.live(&key, now) {
-                    Some(Entry { data: Data::Hash(fields), .. }) => {
-                        Value::Int(i64::from(fields.insert(field.clone(), value.clone()).is_none()))
-                    }
+            b"HMGET" => {
+                let fields = match self.live(&key(0)?, now) {
+                    Some(Entry { data: Data::Hash(fields), .. }) => Some(&*fields),
                     Some(_) => return Err(WRONGTYPE.to_owned()),
-                    None => {
-                        self.put(key, Data::Hash(HashMap::from([(field.clone(), value.clone())])), None);
-                        Value::Int(1)
-                    }
+                    None => None,
+                };
+                let value =
+                    |field| fields.and_then(|f| f.get(field)).map_or(Value::Nil, |v| Value::BulkString(v.clone()));
+                Value::Array(args[1..].iter().map(value).collect())
+            }
+            b"HSET" => {
+                let (key, assignments) = (key(0)?, &args[1..]);
+                if assignments.is_empty() || assignments.len() % 2 != 0 {
+                    return Err(arity(name));
                 }
+                if self.live(&key, now).is_none() {
+                    self.put(key.clone(), Data::Hash(HashMap::new()), None);
+                }
+                let Some(Entry { data: Data::Hash(fields), .. }) = self.live(&key, now) else {
+                    return Err(WRONGTYPE.to_owned());
+                };
+                let new = assignments.chunks(2).filter(|a| fields.insert(a[0].clone(), a[1].clone()).is_none());
+                Value::Int(new.count() as i64)
             }
             b"ZADD" => {
-                let (key, score, member) = (key(0)?, float(1)?, args.get(2).ok_or_else(|| arity(name))?.clone());
+                let key = key(0)?;
+                if args.len() < 3 || args.len() % 2 == 0 {
+                    return Err(arity(name));
+                }
+                let mut entries = Vec::with_capacity(args.len() / 2);
+                for at in (1..args.len()).step_by(2) {
+                    entries.push((float(at)?, args[at + 1].clone()));
+                }
                 if self.live(&key, now).is_none() {
                     self.put(key.clone(), Data::Sorted(SortedSet::default()), None);
                 }
-                Value::Int(i64::from(self.sorted(&key, now)?.ok_or(WRONGTYPE)?.add(member, score)))
+                let set = self.sorted(&key, now)?.ok_or(WRONGTYPE)?;
+                Value::Int(entries.into_iter().filter(|(score, member)| set.add(member.clone(), *score)).count() as i64)
             }
             b"ZREM" => {
                 let key = key(0)?;
@@ -302,6 +320,16 @@ impl Store {
                     Some(score) => Value::BulkString(score_text(score)),
                     None => Value::Nil,
                 }
+            }
+            b"ZMSCORE" => {
+                let set = self.sorted(&key(0)?, now)?;
+                let score = |member| set.as_ref().and_then(|s| s.scores.get(member).copied());
+                Value::Array(
+                    args[1..]
+                        .iter()
+                        .map(|m| score(m).map_or(Value::Nil, |s| Value::BulkString(score_text(s))))
+                        .collect(),
+                )
             }
             b"ZREVRANK" => {
                 let member = args.get(1).ok_or_else(|| arity(name))?;
