@@ -32,16 +32,18 @@ async fn main() {
     let edges = setting("IMPORT_EDGES", 10_000_000) as i64;
     let fanout = setting("IMPORT_FANOUT", 100) as i64;
     let users = (edges / fanout).max(2);
-    let server = TestServer::start_node(|_| {}).await;
+    let shared_redis = strand_test_support::Redis::shared().expect("Redis");
+    // One URL (one logical database) for the node and the neighbour's reads of its counts.
+    let redis_url = shared_redis.url();
+    let server = TestServer::start_node(|c| c.redis_url = Some(redis_url.clone())).await;
     let mariadb = strand_test_support::MariaDb::shared().expect("MariaDB").pid().expect("mariadbd's pid");
     let me = std::process::id();
     println!(
         "import: {edges} follows of {users} users into MariaDB (binlog), Redis, Kafka; one in-process node, 2 cores"
     );
 
-    let shared_redis = strand_test_support::Redis::shared().expect("Redis");
     let redis = shared_redis.pid().expect("redis-server's pid");
-    let mut connection = redis::Client::open(shared_redis.url().as_str())
+    let mut connection = redis::Client::open(redis_url.as_str())
         .expect("a Redis client")
         .get_multiplexed_async_connection()
         .await

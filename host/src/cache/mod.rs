@@ -146,11 +146,11 @@ impl Cache {
         }
     }
 
-    async fn eval<T: FromRedisValue>(
+    async fn eval<'a, T: FromRedisValue>(
         &self,
         script: &CacheScript,
         keys: &[String],
-        args: &[Vec<u8>],
+        args: impl IntoIterator<Item = &'a [u8]> + Send,
     ) -> Result<T, CacheError> {
         crate::db::held::forbid_wait("the cache");
         let reply = match self {
@@ -212,7 +212,7 @@ impl Cache {
         let calls = batch::apply_calls(space, (events, effects), (holder, build), quota, self.is_cluster());
         let replies = try_join_all(calls.iter().map(|call| {
             let route: Vec<String> = call.route.iter().cloned().collect();
-            async move { self.eval::<Vec<i64>>(&script::APPLY, &route, &call.operands).await }
+            async move { self.eval::<Vec<i64>>(&script::APPLY, &route, call.operands.iter()).await }
         }))
         .await?;
         Ok(batch::applied(&replies, quota))
@@ -315,7 +315,7 @@ impl Cache {
     ) -> Result<Lock, CacheError> {
         let args =
             [owner.as_bytes().to_vec(), ttl.as_millis().to_string().into_bytes(), vec![b'0' + u8::from(renew_only)]];
-        Ok(match self.eval::<i64>(&script::LOCK, &[space.lock_key()], &args).await? {
+        Ok(match self.eval::<i64>(&script::LOCK, &[space.lock_key()], args.iter().map(Vec::as_slice)).await? {
             0 => Lock::HeldByAnother,
             1 => Lock::Renewed,
             _ => Lock::Taken,
@@ -324,7 +324,7 @@ impl Cache {
 
     /// Releases `space`'s build lock if `owner` still holds it.
     pub async fn unlock(&self, space: Space<'_>, owner: &str) -> Result<(), CacheError> {
-        self.eval::<i64>(&script::UNLOCK, &[space.lock_key()], &[owner.as_bytes().to_vec()]).await?;
+        self.eval::<i64>(&script::UNLOCK, &[space.lock_key()], [owner.as_bytes()]).await?;
         Ok(())
     }
 
@@ -365,7 +365,7 @@ impl Cache {
                 Self::Redis(_) => {
                     let args =
                         [score.to_string().into_bytes(), after.as_bytes().to_vec(), count.to_string().into_bytes()];
-                    self.eval(&script::AFTER, &[key.to_owned()], &args).await
+                    self.eval(&script::AFTER, &[key.to_owned()], args.iter().map(Vec::as_slice)).await
                 }
                 Self::Memory(memory) => Ok(memory.after(key, (score, after), count)),
             },

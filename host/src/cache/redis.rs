@@ -42,18 +42,18 @@ impl RedisCache {
     }
 
     /// Runs `script` (by its hash, loading it once per server), routed by its first key on a cluster.
-    pub(super) async fn eval(
+    pub(super) async fn eval<'a>(
         &self,
         script: &CacheScript,
         keys: &[String],
-        args: &[Vec<u8>],
+        args: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<Value, CacheError> {
         let mut invocation = script.redis.prepare_invoke();
         for key in keys {
             invocation.key(key);
         }
         for arg in args {
-            invocation.arg(arg.as_slice());
+            invocation.arg(arg);
         }
         Ok(invocation.invoke_async(&mut self.connection.clone()).await?)
     }

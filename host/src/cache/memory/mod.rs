@@ -49,7 +49,12 @@ impl MemoryCache {
     }
 
     /// Runs `script` on `keys` and `args`, as Redis's `EVALSHA`.
-    pub(super) fn eval(&self, script: &CacheScript, keys: &[String], args: &[Vec<u8>]) -> Result<Value, CacheError> {
+    pub(super) fn eval<'a>(
+        &self,
+        script: &CacheScript,
+        keys: &[String],
+        args: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<Value, CacheError> {
         let mut engine = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
         engine.eval(script, keys, args).map_err(CacheError::MemoryScript)
     }
@@ -147,7 +152,12 @@ impl Engine {
         self.lua.app_data_mut::<Store>().expect("the store is the Lua state's app data from its start")
     }
 
-    fn eval(&mut self, script: &CacheScript, keys: &[String], args: &[Vec<u8>]) -> mlua::Result<Value> {
+    fn eval<'a>(
+        &mut self,
+        script: &CacheScript,
+        keys: &[String],
+        args: impl IntoIterator<Item = &'a [u8]>,
+    ) -> mlua::Result<Value> {
         let function = match self.compiled.get(script.source) {
             Some(function) => function.clone(),
             None => {
@@ -158,7 +168,7 @@ impl Engine {
         };
         let globals = self.lua.globals();
         globals.set("KEYS", self.lua.create_sequence_from(keys.iter().map(String::as_str))?)?;
-        let argv = args.iter().map(|arg| self.lua.create_string(arg)).collect::<mlua::Result<Vec<_>>>()?;
+        let argv = args.into_iter().map(|arg| self.lua.create_string(arg)).collect::<mlua::Result<Vec<_>>>()?;
         globals.set("ARGV", self.lua.create_sequence_from(argv)?)?;
         from_lua(function.call::<mlua::Value>(())?)
     }
@@ -242,12 +252,12 @@ mod tests {
             "redis.call('SET', KEYS[1], ARGV[1]); \
              return {redis.call('GET', KEYS[1]), redis.call('GET', 'missing') == false, redis.call('INCRBY', 'n', 2.0), 7.9}",
         );
-        let reply = engine.eval(&script, &["k".to_owned()], &[b"v".to_vec()]).unwrap();
+        let reply = engine.eval(&script, &["k".to_owned()], [b"v".as_slice()]).unwrap();
         assert_eq!(
             reply,
             Value::Array(vec![Value::BulkString(b"v".to_vec()), Value::Int(1), Value::Int(2), Value::Int(7)])
         );
         let failing = CacheScript::new("return redis.error_reply('no such effect')");
-        assert!(engine.eval(&failing, &[], &[]).unwrap_err().to_string().contains("no such effect"));
+        assert!(engine.eval(&failing, &[], []).unwrap_err().to_string().contains("no such effect"));
     }
 }
