@@ -2,7 +2,7 @@
 //! workers): an account with `ACCOUNTS_FOLLOWERS` followers (default 1 000 000, seeded with bulk SQL and projected by
 //! the workers' build from the truth), deleted while the tenant's other users keep writing at `ACCOUNTS_WRITE_RATE` a
 //! second (default 200, open loop; 0: the job alone), the job pacing itself within `ACCOUNTS_JOB_SHARE` of the
-//! time (default: `account_job_share`'s). Printed: the build of the seeded projections (pairs/s: today's build rate), the other
+//! time (default: `account_job_share`'s), in batches of `ACCOUNTS_JOB_BATCH` edges (default: `account_job_batch`'s). Printed: the build of the seeded projections (pairs/s: today's build rate), the other
 //! writes' p50/p99 alone and beside the job, the job's edges/s, and the wall time until every projection has
 //! converged (outbox empty, every consumer group at the end) — then `reconcile` confirms the follower table and the
 //! counters. `cargo bench -p strand --bench accounts`. Figures are printed, not asserted.
@@ -32,6 +32,7 @@ async fn main() {
         if let Some(share) = share {
             c.account_job_share = share;
         }
+        c.account_job_batch = setting("ACCOUNTS_JOB_BATCH", c.account_job_batch as usize) as u32;
     })
     .await;
     let db = server.database();

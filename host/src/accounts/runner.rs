@@ -35,7 +35,7 @@ const MAX_TRIES: u32 = 8;
 pub struct JobRunner {
     db: Database,
     owner: String,
-    /// Edges per batch (`account_job_batch`): one short transaction each.
+    /// Edges per batch beside live writes (`account_job_batch`): one short transaction each.
     batch: u32,
     /// The most share of time it works (`account_job_share`), in (0, 1]; `pace.rs` chooses within it.
     most_share: f64,
@@ -141,7 +141,7 @@ impl JobRunner {
             }
             batches += 1;
             let begun = std::time::Instant::now();
-            match self.batch(&job, step).await {
+            match self.batch(&job, step, pace.batch(self.batch)).await {
                 Ok(Progress::Lost) => {
                     tracing::warn!(job = job.id, "account job lease lost to another node");
                     return Ok(());
@@ -183,19 +183,19 @@ impl JobRunner {
         Ok(())
     }
 
-    /// One batch of `step` in its own transaction, fenced by the lease.
-    async fn batch(&self, job: &Claimed, step: Step) -> Result<Progress, sqlx::Error> {
-        held::holding("an account job's batch", self.batch_held(job, step)).await
+    /// One batch of `step`, of at most `limit` edges, in its own transaction, fenced by the lease.
+    async fn batch(&self, job: &Claimed, step: Step, limit: u32) -> Result<Progress, sqlx::Error> {
+        held::holding("an account job's batch", self.batch_held(job, step, limit)).await
     }
 
-    async fn batch_held(&self, job: &Claimed, step: Step) -> Result<Progress, sqlx::Error> {
+    async fn batch_held(&self, job: &Claimed, step: Step, limit: u32) -> Result<Progress, sqlx::Error> {
         let kind = self.db.kind();
         let mut tx = self.db.writer().begin().await?;
         if !self.holds_lease(&mut tx, job.id).await? {
             return Ok(Progress::Lost);
         }
         let now = now_ms();
-        let scope = Scope { kind, tenant: &job.tenant, account: job.user, limit: self.batch, at_ms: now };
+        let scope = Scope { kind, tenant: &job.tenant, account: job.user, limit, at_ms: now };
         let lease_until = now + LEASE.as_millis() as i64;
         let progress = match step.batch(&mut tx, &scope, job.destination).await? {
             Some(edges) => {
