@@ -54,6 +54,9 @@ pub struct Pace {
     probed: Option<Instant>,
     /// Whether the last window had live writes enough to judge: only then is a pause worth its cost.
     watched: bool,
+    /// Whether a window has passed and the last one saw no live writes to judge by: only then are batches
+    /// larger (a job starting beside live writes does not hold their rows longer while it finds out).
+    alone: bool,
 }
 
 impl Pace {
@@ -62,16 +65,16 @@ impl Pace {
         // Configuration refuses a share outside (0, 1]; one built in code is held there (a NaN at the least).
         let most = if most > 0.0 { most.min(1.0) } else { MIN_SHARE }.max(MIN_SHARE);
         let (window, samples) = (Instant::now(), Vec::new());
-        Self { share: START.min(most), most, window, samples, quiet: None, probed: None, watched: false }
+        Self { share: START.min(most), most, window, samples, quiet: None, probed: None, watched: false, alone: false }
     }
 
-    /// The edges of the next batch, `configured` the batch beside live writes: larger while there are none
-    /// to judge by (until the window that sees them).
+    /// The edges of the next batch, `configured` the batch beside live writes: larger once a window saw
+    /// none to judge by (until the window that sees them).
     pub fn batch(&self, configured: u32) -> u32 {
-        if self.watched {
-            configured
-        } else {
+        if self.alone {
             configured.saturating_mul(ALONE_BATCHES)
+        } else {
+            configured
         }
     }
 
@@ -91,7 +94,7 @@ impl Pace {
         self.samples.extend(live_writes::take());
         if self.window.elapsed() >= WINDOW {
             let p99 = p99(std::mem::take(&mut self.samples));
-            self.watched = p99.is_some();
+            (self.watched, self.alone) = (p99.is_some(), p99.is_none());
             self.decide(p99);
             self.window = Instant::now();
             metrics::gauge!(ACCOUNT_JOB_SHARE.name).set(self.share);
@@ -151,11 +154,11 @@ mod tests {
     #[test]
     fn without_live_writes_it_works_at_its_most_and_never_below_the_least() {
         let mut pace = Pace::new(0.6);
+        assert_eq!(pace.batch(500), 500, "the configured batch until a window saw no live writes");
         pace.decide(p99(vec![Duration::from_millis(500); MIN_SAMPLES - 1]));
         assert_eq!(pace.share, 0.6, "too few writes to judge: at once its configured most");
-        assert_eq!(pace.batch(500), 2_000, "and larger batches");
-        pace.watched = true;
-        assert_eq!(pace.batch(500), 500, "the configured batch once live writes are seen");
+        pace.alone = true;
+        assert_eq!(pace.batch(500), 2_000, "larger batches while nobody writes");
         let mut pace = quiet_at(1);
         for _ in 0..20 {
             pace.decide(window(1000));
