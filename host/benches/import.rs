@@ -4,7 +4,8 @@
 //! Printed: edges/s into the truth (and the follower table), the CPU seconds per million edges of this
 //! process and of `mariadbd`, and the build's pairs/s — the three bundled projectors at once — until counts
 //! and lists are served from the cache, with another tenant's follows meanwhile (one every 20 ms, each timed
-//! to its count in Redis; then the same alone): what a build costs other tenants' applies. Then the
+//! to its count in Redis; then the same alone): what a build costs other tenants' applies (their 50 follows/s
+//! are in the build's CPU figures too, a small share). Then the
 //! database's own floor for the same rows: the edges written
 //! into copies of `following` and `follower` with plain multi-row inserts (no reads, no decisions, no
 //! upserts), the least MariaDB can spend on them here. `cargo bench -p strand --bench import`. Figures are

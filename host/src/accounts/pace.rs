@@ -6,9 +6,11 @@
 //! while there are live writes, the job pauses for one [`WINDOW`] and takes that window's p99 as the quiet
 //! one.
 //!
-//! Few live writes (under [`MIN_SAMPLES`] a window) leave nobody to slow down: the job works at its most,
-//! `account_job_share`. The signal is this node's own writes: with several API nodes behind a balancer,
-//! one node's are a sample of all.
+//! Few live writes (under [`MIN_SAMPLES`] a window) judge nothing: the share rises gently. None at all in a
+//! window leave nobody to slow down: the job works at its most, `account_job_share`, in batches of
+//! [`ALONE_BATCHES`] times its own until the next live write. The signal is this node's own writes: with
+//! several API nodes behind a balancer, one node's are a sample of all (a node serving none while others
+//! do works flat out — give job nodes a share of the traffic, or a lower `account_job_share`).
 
 use std::time::{Duration, Instant};
 
@@ -23,17 +25,17 @@ const START: f64 = 0.1;
 const WINDOW: Duration = Duration::from_secs(2);
 /// How often the quiet p99 is measured again (the load changes).
 const REPROBE: Duration = Duration::from_secs(30);
-/// Fewer live writes than this in a window judge nothing: the job speeds up.
+/// Fewer live writes than this in a window judge nothing: the job speeds up gently.
 const MIN_SAMPLES: usize = 20;
-/// The factor on the share after a window whose p99 held (at least +1 %): a gentle rise, so that a share
-/// that had to fall far does not jump back to where it hurt.
+/// The factor on the share after a window whose p99 held, or had too few writes to judge (at least +1 %):
+/// a gentle rise, so that a share that had to fall far does not jump back to where it hurt.
 const INCREASE: f64 = 1.25;
 /// The factor on the share after a window whose p99 passed the allowance.
 const DECREASE: f64 = 0.5;
 /// The longest rest after one batch: under the job's lease (`runner::LEASE`), which the next batch renews —
 /// a slow batch at the least share would otherwise rest past it and lose the job to another node.
 const MOST_REST: Duration = Duration::from_secs(2);
-/// How many times its configured batch a job takes while no live writes are seen: nobody waits on its locks,
+/// How many times its configured batch a job takes while its node serves no live writes: nobody waits on its locks,
 /// and each batch's fixed cost (statements, commit, binlog group) is spread over more edges (a 300 000-follower
 /// deletion alone: 6 800 edges/s in batches of 500, 9 000 in batches of 2 000).
 const ALONE_BATCHES: u32 = 4;
@@ -54,8 +56,9 @@ pub struct Pace {
     probed: Option<Instant>,
     /// Whether the last window had live writes enough to judge: only then is a pause worth its cost.
     watched: bool,
-    /// Whether a window has passed and the last one saw no live writes to judge by: only then are batches
-    /// larger (a job starting beside live writes does not hold their rows longer while it finds out).
+    /// Whether the last window saw no live write at all, nor has one come since: only then are batches
+    /// larger (a job starting beside live writes does not hold their rows longer while it finds out, and the
+    /// first live write brings the batch back at once).
     alone: bool,
 }
 
@@ -68,8 +71,8 @@ impl Pace {
         Self { share: START.min(most), most, window, samples, quiet: None, probed: None, watched: false, alone: false }
     }
 
-    /// The edges of the next batch, `configured` the batch beside live writes: larger once a window saw
-    /// none to judge by (until the window that sees them).
+    /// The edges of the next batch, `configured` the batch beside live writes: larger while the node serves
+    /// none (see `alone`).
     pub fn batch(&self, configured: u32) -> u32 {
         if self.alone {
             configured.saturating_mul(ALONE_BATCHES)
@@ -91,22 +94,26 @@ impl Pace {
             self.window = Instant::now();
             self.samples.clear();
         }
-        self.samples.extend(live_writes::take());
+        let written = live_writes::take();
+        self.alone &= written.is_empty();
+        self.samples.extend(written);
         if self.window.elapsed() >= WINDOW {
+            let empty = self.samples.is_empty();
             let p99 = p99(std::mem::take(&mut self.samples));
-            (self.watched, self.alone) = (p99.is_some(), p99.is_none());
-            self.decide(p99);
+            (self.watched, self.alone) = (p99.is_some(), empty);
+            self.decide(p99, empty);
             self.window = Instant::now();
             metrics::gauge!(ACCOUNT_JOB_SHARE.name).set(self.share);
         }
         tokio::time::sleep(worked.mul_f64(1.0 / self.share - 1.0).min(MOST_REST)).await;
     }
 
-    /// Decides the share from one window's live write p99 (`None`: too few writes to judge — nobody to slow
-    /// down, so at once its most: a gentle rise from the start would cost a job alone a third of its time).
-    fn decide(&mut self, p99: Option<Duration>) {
+    /// Decides the share from one window's live write p99 (`None`: too few writes to judge, a gentle rise;
+    /// `empty`: none at all — nobody to slow down, so at once its most: a gentle rise from the start would
+    /// cost a job alone a third of its time).
+    fn decide(&mut self, p99: Option<Duration>, empty: bool) {
         self.share = match (p99, self.quiet) {
-            (None, _) => self.most,
+            _ if empty => self.most,
             (Some(p99), Some(quiet)) if p99 > quiet.mul_f64(ALLOWANCE) => (self.share * DECREASE).max(MIN_SHARE),
             _ => (self.share * INCREASE).max(self.share + MIN_SHARE).min(self.most),
         };
@@ -140,14 +147,14 @@ mod tests {
     fn it_speeds_up_while_live_writes_hold_and_halves_when_they_slow() {
         let mut pace = quiet_at(10);
         for _ in 0..30 {
-            pace.decide(window(15));
+            pace.decide(window(15), false);
         }
         assert_eq!(pace.share, 1.0, "up to its most while the p99 holds within 1.5 × the quiet one");
-        pace.decide(window(16));
+        pace.decide(window(16), false);
         assert_eq!(pace.share, 0.5, "halved: 16 ms is past 1.5 × the quiet 10 ms");
-        pace.decide(window(25));
+        pace.decide(window(25), false);
         assert_eq!(pace.share, 0.25);
-        pace.decide(window(12));
+        pace.decide(window(12), false);
         assert!((pace.share - 0.3125).abs() < 1e-9, "back up by a quarter: {}", pace.share);
     }
 
@@ -155,13 +162,15 @@ mod tests {
     fn without_live_writes_it_works_at_its_most_and_never_below_the_least() {
         let mut pace = Pace::new(0.6);
         assert_eq!(pace.batch(500), 500, "the configured batch until a window saw no live writes");
-        pace.decide(p99(vec![Duration::from_millis(500); MIN_SAMPLES - 1]));
-        assert_eq!(pace.share, 0.6, "too few writes to judge: at once its configured most");
+        pace.decide(p99(vec![Duration::from_millis(500); MIN_SAMPLES - 1]), false);
+        assert!((pace.share - 0.125).abs() < 1e-9, "a few writes, too few to judge: a gentle rise ({})", pace.share);
+        pace.decide(None, true);
+        assert_eq!(pace.share, 0.6, "none at all: at once its configured most");
         pace.alone = true;
         assert_eq!(pace.batch(500), 2_000, "larger batches while nobody writes");
         let mut pace = quiet_at(1);
         for _ in 0..20 {
-            pace.decide(window(1000));
+            pace.decide(window(1000), false);
         }
         assert_eq!(pace.share, MIN_SHARE);
     }

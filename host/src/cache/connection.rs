@@ -12,7 +12,7 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{AsyncCommands, Cmd, Pipeline, RedisError, RedisFuture, Value};
+use redis::{AsyncCommands, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 
 /// How long connecting to Redis may take before a call fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -31,7 +31,28 @@ pub enum RedisConnection {
 
 impl RedisConnection {
     /// Connects to `url`: one server, or a cluster when it lists several comma-separated seeds.
+    /// Refused when the server is older than Redis 6.2, whose `ZMSCORE` the cache's script needs: at start,
+    /// not as a failing batch later.
     pub async fn connect(url: &str) -> Result<Self, RedisError> {
+        let connection = Self::open(url).await?;
+        let info = redis::cmd("INFO").arg("server").clone();
+        let info: String = match &connection {
+            Self::Single(single) => info.query_async(&mut single.clone()).await?,
+            Self::Cluster(cluster) => {
+                let any = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+                redis::from_redis_value(ClusterConnection::clone(cluster).route_command(info, any).await?)?
+            }
+        };
+        let version = info.lines().find_map(|line| line.strip_prefix("redis_version:")).unwrap_or("").trim();
+        let mut parts = version.split('.').map(|part| part.parse::<u32>().unwrap_or(0));
+        if (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) < (6, 2) {
+            let detail = format!("the server at {url} is {version:?}");
+            return Err(RedisError::from((ErrorKind::InvalidClientConfig, "Redis 6.2 or later is needed", detail)));
+        }
+        Ok(connection)
+    }
+
+    async fn open(url: &str) -> Result<Self, RedisError> {
         let seeds: Vec<&str> = url.split(',').map(str::trim).filter(|seed| !seed.is_empty()).collect();
         if let [single] = seeds[..] {
             let config = ConnectionManagerConfig::new()

@@ -35,7 +35,9 @@ impl CacheScript {
 /// in one `HSET` per hash at its end; a group's counter adds and plain sorted-set adds are gathered per key
 /// and written once (before anything else reads or writes that key, and at the group's end) — the same
 /// result as one command per effect, in a fraction of the commands (a build's page: ~2 per pair, not ~8).
-/// An unknown op is refused before anything is written.
+/// An unknown op is refused before anything is written. Markers are set as events apply, the hashes and
+/// gathered writes at the end: a Redis error in between (none can arise from the data: each kind of data
+/// has keys of its own) would leave markers without their writes.
 pub static APPLY: LazyLock<CacheScript> = LazyLock::new(|| {
     CacheScript::new(
         r#"

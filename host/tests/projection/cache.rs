@@ -324,7 +324,8 @@ async fn a_batch_ends_as_its_events_applied_one_by_one_on_every_backend() {
 const NAMES: [&str; 3] = ["a", "b", "c"];
 
 /// `size` follows of a few pairs, some redelivered, some older than one before, each with one to four
-/// random effects on the keys `NAMES` with first id 1 (one shard, as guards need).
+/// random effects on the keys `NAMES` with its follower's home shard as first id (guards in the same shard,
+/// as they need).
 fn random_batch(
     random: &mut strand_test_support::Random,
     tenant: &str,
@@ -334,11 +335,13 @@ fn random_batch(
     let mut events = Vec::with_capacity(size);
     let mut effects = Vec::with_capacity(size);
     for _ in 0..size {
-        // Followers of one home shard, that of the keys: one shard group, which applies in the batch's order
-        // (a call applies its shard groups one after the other).
-        let (follower, followee, version) = (1 + 64 * pick(4), 1 + pick(3), 1 + pick(4));
+        // Followers of two home shards, 1 and 2, each event's keys in its follower's shard: a call applies
+        // its shard groups one after the other, so two groups touch keys of their own and each applies in
+        // the batch's order.
+        let shard = 1 + pick(2);
+        let (follower, followee, version) = (shard + 64 * pick(4), 1 + pick(3), 1 + pick(4));
         events.push(event(tenant, follower, followee, version, pick(5)));
-        let key = |name: i64| Key { space: NAMES[name as usize].into(), ids: vec![1] };
+        let key = |name: i64| Key { space: NAMES[name as usize].into(), ids: vec![shard] };
         let mut one = Vec::new();
         for _ in 0..1 + pick(4) {
             let entry = ZsetEntry { key: key(pick(3)), member: 1 + pick(6), score: pick(5) as f64 };
@@ -367,10 +370,10 @@ fn random_batch(
 /// Every key `random_batch` may write in `space`: counters, sets (members and scores) and values.
 async fn state(cache: &Cache, space: Space<'_>) -> Vec<(Option<String>, Vec<(String, f64)>, Option<String>)> {
     let mut state = Vec::new();
-    for name in NAMES {
-        let counter = cache.texts(&[space.counter(name, [1])]).await.unwrap().remove(0);
-        let set = cache.descending(&space.sorted_set(name, [1]), PageStart::Rank(0), 100).await.unwrap();
-        let value = cache.texts(&[space.value(name, [1])]).await.unwrap().remove(0);
+    for (name, shard) in NAMES.into_iter().flat_map(|name| [(name, 1), (name, 2)]) {
+        let counter = cache.texts(&[space.counter(name, [shard])]).await.unwrap().remove(0);
+        let set = cache.descending(&space.sorted_set(name, [shard]), PageStart::Rank(0), 100).await.unwrap();
+        let value = cache.texts(&[space.value(name, [shard])]).await.unwrap().remove(0);
         state.push((counter, set, value));
     }
     state
