@@ -171,7 +171,7 @@ pub async fn follows(
         events.push(ChangeEvent::new(Changed { tenant, event_type, from, to, version, at_ms, followed_back, actor }));
     }
     if !written.is_empty() {
-        write_follows(tx, scope, (&written, action == FollowAction::End), &events, &counts).await?;
+        write_follows(tx, scope, &written, action == FollowAction::End, &events, &counts).await?;
     }
     Ok(rows.len() as u64)
 }
@@ -185,31 +185,27 @@ pub async fn follows(
 async fn write_follows(
     tx: &mut Transaction<'_, Any>,
     scope: &Scope<'_>,
-    (rows, erasing): (&[String], bool),
+    rows: &[String],
+    erasing: bool,
     events: &[ChangeEvent],
     counts: &CountChanges,
 ) -> Result<(), sqlx::Error> {
     let kind = scope.kind;
-    let updated = match erasing {
-        true => format!("CASE WHEN blocked = 0 THEN 0 ELSE {} END", kind.inserted("updated_at")),
-        false => kind.inserted("updated_at"),
+    let (start, time) = (kind.inserted("created_at"), kind.inserted("updated_at"));
+    let times = match erasing {
+        true => format!(
+            "created_at = CASE WHEN blocked = 0 THEN 0 ELSE created_at END, \
+             updated_at = CASE WHEN blocked = 0 THEN 0 ELSE {time} END"
+        ),
+        false => format!(
+            "created_at = CASE WHEN {} = {NONE} THEN created_at ELSE {start} END, updated_at = {time}",
+            kind.inserted("rel_status")
+        ),
     };
-    let assignments = ["rel_status", "version", "hidden"].map(|c| format!("{c} = {}, ", kind.inserted(c))).concat();
-    let created = match erasing {
-        true => "CASE WHEN blocked = 0 THEN 0 ELSE created_at END".to_owned(),
-        false => {
-            format!(
-                "CASE WHEN {} = {NONE} THEN created_at ELSE {} END",
-                kind.inserted("rel_status"),
-                kind.inserted("created_at")
-            )
-        }
-    };
-    let assignments = format!("{assignments}updated_at = {updated}");
-    let created = format!("created_at = {created}");
+    let assignments = ["rel_status", "version", "hidden"].map(|c| format!("{c} = {}", kind.inserted(c))).join(", ");
     let mut statements = format!(
         "INSERT INTO following (tenant_id, from_user_id, to_user_id, rel_status, version, created_at, updated_at, \
-         hidden) VALUES {}{}{created}, {assignments};",
+         hidden) VALUES {}{}{times}, {assignments};",
         rows.join(", "),
         kind.on_conflict_update(&["tenant_id", "from_user_id", "to_user_id"])
     );
@@ -474,7 +470,7 @@ pub async fn move_follows(
         let (at_ms, followed_back, actor) = (at, old_followed_back.contains(&counterpart), account_id);
         events.push(ChangeEvent::new(Changed { tenant, event_type, from, to, version, at_ms, followed_back, actor }));
     }
-    write_follows(tx, scope, (&written, false), &events, &counts).await?;
+    write_follows(tx, scope, &written, false, &events, &counts).await?;
     Ok(old.len() as u64)
 }
 

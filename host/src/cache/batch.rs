@@ -75,72 +75,21 @@ fn set_growth<'e>(
     growth.into_iter().collect()
 }
 
-/// The arguments of one script call, in one buffer: a build's page has thousands, and an allocation each
-/// cost more than the script spent on them.
-#[derive(Debug, Default)]
-pub struct Operands {
-    bytes: Vec<u8>,
-    /// Where each argument ends in `bytes`.
-    ends: Vec<usize>,
-}
+/// The arguments of one script call, built as a command's are: in one buffer (a build's page has
+/// thousands, and an allocation each cost more than the script spent on them).
+pub type Operands = ::redis::Cmd;
 
-impl Operands {
-    /// The arguments, in order.
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + Send {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts.zip(&self.ends).map(|(start, &end)| &self.bytes[start..end])
-    }
-
-    fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    fn append(&mut self, other: Operands) {
-        let base = self.bytes.len();
-        self.bytes.extend_from_slice(&other.bytes);
-        self.ends.extend(other.ends.iter().map(|end| end + base));
-    }
-}
-
-impl ::redis::RedisWrite for Operands {
-    fn write_arg(&mut self, arg: &[u8]) {
-        self.bytes.extend_from_slice(arg);
-        self.ends.push(self.bytes.len());
-    }
-
-    fn write_arg_fmt(&mut self, arg: impl std::fmt::Display) {
-        use std::io::Write as _;
-        write!(self.bytes, "{arg}").expect("a Vec takes every write");
-        self.ends.push(self.bytes.len());
-    }
-
-    fn writer_for_next_arg(&mut self) -> impl std::io::Write + '_ {
-        NextArg(self)
-    }
-}
-
-/// The next argument, as it is written; it ends when dropped.
-struct NextArg<'a>(&'a mut Operands);
-
-impl std::io::Write for NextArg<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.bytes.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Drop for NextArg<'_> {
-    fn drop(&mut self) {
-        self.0.ends.push(self.0.bytes.len());
-    }
+/// `operands`, in order.
+pub fn arguments(operands: &Operands) -> impl Iterator<Item = &[u8]> + Send {
+    // The script's operands are all simple: a cursor is a SCAN's.
+    operands.args_iter().filter_map(|arg| match arg {
+        ::redis::Arg::Simple(arg) => Some(arg),
+        _ => None,
+    })
 }
 
 fn push(operands: &mut Operands, value: impl ::redis::ToRedisArgs) {
-    value.write_redis_args(operands);
+    operands.arg(value);
 }
 
 /// One call of [`APPLY`]: the key it is routed by on a cluster (a key of its shard), and its ARGV.
@@ -177,7 +126,7 @@ pub fn apply_calls(
         parts
             .iter()
             .map(|(&shard, part)| {
-                let mut operands = Operands::default();
+                let mut operands = Operands::new();
                 batch.header(&[(shard, part)], &mut operands);
                 let gate_key = batch.part((shard, part), &mut operands);
                 ApplyCall { route: Some(gate_key), operands }
@@ -185,7 +134,7 @@ pub fn apply_calls(
             .collect()
     } else {
         let call: Vec<Part<'_>> = parts.iter().map(|(&shard, part)| (shard, part.as_slice())).collect();
-        let mut operands = Operands::default();
+        let mut operands = Operands::new();
         batch.header(&call, &mut operands);
         for &part in &call {
             batch.part(part, &mut operands);
@@ -266,12 +215,14 @@ impl Batch<'_> {
         for count in space.usage_keys_in(shard) {
             push(operands, count);
         }
-        let mut units = Operands::default();
+        let mut units = Operands::new();
         for (index, effects) in part {
             self.unit(&mut units, shard, *index, effects);
         }
-        push(operands, units.len());
-        operands.append(units);
+        push(operands, units.args_iter().len());
+        for unit in arguments(&units) {
+            push(operands, unit);
+        }
         gate_key
     }
 

@@ -212,7 +212,7 @@ impl Cache {
         let calls = batch::apply_calls(space, (events, effects), (holder, build), quota, self.is_cluster());
         let replies = try_join_all(calls.iter().map(|call| {
             let route: Vec<String> = call.route.iter().cloned().collect();
-            async move { self.eval::<Vec<i64>>(&script::APPLY, &route, call.operands.iter()).await }
+            async move { self.eval::<Vec<i64>>(&script::APPLY, &route, batch::arguments(&call.operands)).await }
         }))
         .await?;
         Ok(batch::applied(&replies, quota))
