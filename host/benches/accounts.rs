@@ -113,6 +113,15 @@ async fn main() {
             continue;
         }
         let measured = writes(&server, rate, &mut next_user, Duration::from_secs(2)).await;
+        let metrics = server.metrics().await;
+        let gauge = |name: &str| gauge(&metrics, name).map_or("-".to_owned(), |value| format!("{value:.3}"));
+        println!(
+            "  {:>5.1?}: writes p99 {:>6.1?}; the job's share {}, its quiet p99 {} s",
+            started.elapsed(),
+            measured.quantile(0.99),
+            gauge("strand_account_job_share"),
+            gauge("strand_account_job_quiet_p99_seconds"),
+        );
         beside = Some(match beside {
             Some(before) => before.and(measured),
             None => measured,
@@ -162,6 +171,11 @@ async fn main() {
     for difference in report.differences.iter().take(10) {
         println!("  {difference}");
     }
+}
+
+/// The value of the unlabelled gauge `name` in a `/metrics` text.
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 /// The tenant's other users following at `rate` writes a second for `length`, open loop — each write starts

@@ -1,10 +1,21 @@
 //! How fast an account job works: as fast as it may while the live writes it shares the node and the
 //! database with stay within [`ALLOWANCE`] times their latency without it. A fixed share cannot know the
-//! load, so the runner measures it: a gentle increase while the live writes' p99 holds, a halving when it
-//! passes the allowance — TCP's way, on delay rather than loss (as LEDBAT does). What the
-//! live writes take without the job is measured as BBR measures its quiet round trip: every [`REPROBE`]
-//! while there are live writes, the job pauses for one [`WINDOW`] and takes that window's p99 as the quiet
-//! one.
+//! load, so the runner measures it, on two levers:
+//!
+//! - **How long one batch takes.** A live write that meets a batch (its commit, its locks, the burst of
+//!   events it sends down the pipeline) waits about as long as the batch runs, so beside live writes a batch
+//!   is sized to take at most [`BATCH_OF_QUIET`] of their quiet p99 — a write that waits behind a whole one
+//!   still ends within the allowance — from the edges per second the last batches managed (a batch of 500
+//!   took ~40 ms on the bench's box, and the live writes' p99 beside it was 5.5× their 19.5 ms; batches of 100
+//!   kept it at 0.9×).
+//! - **How much of the time it works.** A gentle increase while the live writes' p99 holds, a halving when
+//!   it passes the allowance — TCP's way, on delay rather than loss (as LEDBAT does).
+//!
+//! What the live writes take without the job is measured between jobs, from the node's live writes while
+//! its runner is idle, and during a long job as BBR measures its quiet round trip: every [`REPROBE`] while
+//! there are live writes, the job pauses, lets the pipeline drain what it sent for [`DRAIN`] (its events
+//! still cross the relay and the workers), and takes the next [`WINDOW`]'s p99 — trusted up to
+//! [`QUIET_RISE`] times the last value at a time, since the pause may still carry the job's events.
 //!
 //! Few live writes (under [`MIN_SAMPLES`] a window) judge nothing: the share rises gently. None at all in a
 //! window leave nobody to slow down: the job works at its most, `account_job_share`, in batches of
@@ -15,16 +26,27 @@
 use std::time::{Duration, Instant};
 
 use crate::ops::live_writes;
-use crate::ops::metrics::ACCOUNT_JOB_SHARE;
+use crate::ops::metrics::{ACCOUNT_JOB_QUIET_P99, ACCOUNT_JOB_SHARE};
 
 /// The least share of time a job works (a share of 0 would never end it).
 pub const MIN_SHARE: f64 = 0.01;
 /// The share a runner starts at, before it has seen what its batches cost.
 const START: f64 = 0.1;
-/// How long the runner watches the live writes before it decides again (and how long a quiet probe lasts).
-const WINDOW: Duration = Duration::from_secs(2);
+/// How long the runner watches the live writes before it decides again (and how long a quiet probe lasts):
+/// long enough that a p99 is not one unlucky write (800 of them at 200 writes/s).
+const WINDOW: Duration = Duration::from_secs(4);
 /// How often the quiet p99 is measured again (the load changes).
-const REPROBE: Duration = Duration::from_secs(30);
+const REPROBE: Duration = Duration::from_secs(60);
+/// How long a quiet probe lets the pipeline carry what the job sent before it measures.
+const DRAIN: Duration = Duration::from_secs(1);
+/// The most a probe during a job raises the quiet p99 by (its pause may still carry the job's events).
+const QUIET_RISE: f64 = 1.25;
+/// The share of the live writes' quiet p99 one batch may take beside them.
+const BATCH_OF_QUIET: f64 = 0.5;
+/// A batch's time while the quiet p99 is not known yet.
+const FIRST_BATCH_TIME: Duration = Duration::from_millis(10);
+/// The fewest edges of a batch: each has a fixed cost (the lease, the job's row, a commit).
+const MIN_BATCH: u32 = 20;
 /// Fewer live writes than this in a window judge nothing: the job speeds up gently.
 const MIN_SAMPLES: usize = 20;
 /// The factor on the share after a window whose p99 held, or had too few writes to judge (at least +1 %):
@@ -40,7 +62,8 @@ const MOST_REST: Duration = Duration::from_secs(2);
 /// deletion alone: 6 800 edges/s in batches of 500, 9 000 in batches of 2 000).
 const ALONE_BATCHES: u32 = 4;
 /// How far the live writes' p99 may rise over its quiet value before the job slows: under the promised 2×,
-/// so that the swings of the pace around it stay within the promise.
+/// so that the swings of the pace around it stay within the promise. Not less: a 4 s window's p99 is a few
+/// writes, and at 1.25 its noise alone kept the bench's deletion at 1 % of the time (200 edges/s).
 pub const ALLOWANCE: f64 = 1.5;
 
 /// A runner's pace, kept across its jobs: the load it reacts to is its node's, whichever job runs.
@@ -50,7 +73,7 @@ pub struct Pace {
     most: f64,
     window: Instant,
     samples: Vec<Duration>,
-    /// The live writes' p99 while the job last paused (none: too few writes then to judge by).
+    /// The live writes' p99 without a job, as last measured (none: too few writes then to judge by).
     quiet: Option<Duration>,
     /// When the job last paused to measure it.
     probed: Option<Instant>,
@@ -60,6 +83,8 @@ pub struct Pace {
     /// larger (a job starting beside live writes does not hold their rows longer while it finds out, and the
     /// first live write brings the batch back at once).
     alone: bool,
+    /// The edges per second the last batches changed (none before the first).
+    speed: Option<f64>,
 }
 
 impl Pace {
@@ -68,29 +93,39 @@ impl Pace {
         // Configuration refuses a share outside (0, 1]; one built in code is held there (a NaN at the least).
         let most = if most > 0.0 { most.min(1.0) } else { MIN_SHARE }.max(MIN_SHARE);
         let (window, samples) = (Instant::now(), Vec::new());
-        Self { share: START.min(most), most, window, samples, quiet: None, probed: None, watched: false, alone: false }
+        let (quiet, probed, speed) = (None, None, None);
+        Self { share: START.min(most), most, window, samples, quiet, probed, watched: false, alone: false, speed }
     }
 
-    /// The edges of the next batch, `configured` the batch beside live writes: larger while the node serves
-    /// none (see `alone`).
+    /// The edges of the next batch, `configured` the most beside live writes: larger while the node serves
+    /// none (see `alone`), and beside them as many as take [`BATCH_OF_QUIET`] of their quiet p99 at the speed
+    /// the last batches went.
     pub fn batch(&self, configured: u32) -> u32 {
         if self.alone {
-            configured.saturating_mul(ALONE_BATCHES)
-        } else {
-            configured
+            return configured.saturating_mul(ALONE_BATCHES);
         }
+        let Some(speed) = self.speed else { return configured };
+        let time = self.quiet.map_or(FIRST_BATCH_TIME, |quiet| quiet.mul_f64(BATCH_OF_QUIET));
+        let fits = (speed * time.as_secs_f64()) as u32;
+        fits.clamp(MIN_BATCH.min(configured), configured)
     }
 
-    /// After a batch that took `worked`: rests so that the job works its share of the time (at most
-    /// [`MOST_REST`]), first pausing a window to measure the quiet p99 when that is due and there are live
-    /// writes to measure.
-    pub async fn rest_after(&mut self, worked: Duration) {
+    /// After a batch that changed `edges` in `worked`: rests so that the job works its share of the time (at
+    /// most [`MOST_REST`]), first pausing to measure the quiet p99 when that is due and there are live writes
+    /// to measure.
+    pub async fn rest_after(&mut self, edges: u64, worked: Duration) {
+        if edges > 0 && !worked.is_zero() {
+            let speed = edges as f64 / worked.as_secs_f64();
+            // Smoothed: one batch slowed by a lock wait does not shrink the next to nothing.
+            self.speed = Some(self.speed.map_or(speed, |before| (before + speed) / 2.0));
+        }
         if self.watched && self.probed.is_none_or(|at| at.elapsed() >= REPROBE) {
-            // What came before the pause was measured beside the job.
+            // What came before the pause was measured beside the job, and so is the drain.
+            tokio::time::sleep(DRAIN).await;
             live_writes::take();
             tokio::time::sleep(WINDOW).await;
-            self.quiet = p99(live_writes::take());
-            self.probed = Some(Instant::now());
+            let probed = p99(live_writes::take());
+            self.set_quiet(believed(probed, self.quiet));
             self.window = Instant::now();
             self.samples.clear();
         }
@@ -108,6 +143,27 @@ impl Pace {
         tokio::time::sleep(worked.mul_f64(1.0 / self.share - 1.0).min(MOST_REST)).await;
     }
 
+    /// Between jobs: the node's live writes now are what they take without a job, so a window of them is the
+    /// quiet p99 the next job starts from (and tells whether it starts alone).
+    pub fn idle(&mut self) {
+        self.samples.extend(live_writes::take());
+        if self.window.elapsed() >= WINDOW {
+            self.alone = self.samples.is_empty();
+            let quiet = p99(std::mem::take(&mut self.samples));
+            self.watched = quiet.is_some();
+            if quiet.is_some() {
+                self.set_quiet(quiet);
+            }
+            self.window = Instant::now();
+        }
+    }
+
+    fn set_quiet(&mut self, quiet: Option<Duration>) {
+        self.quiet = quiet;
+        self.probed = Some(Instant::now());
+        metrics::gauge!(ACCOUNT_JOB_QUIET_P99.name).set(quiet.map_or(0.0, |quiet| quiet.as_secs_f64()));
+    }
+
     /// Decides the share from one window's live write p99 (`None`: too few writes to judge, a gentle rise;
     /// `empty`: none at all — nobody to slow down, so at once its most: a gentle rise from the start would
     /// cost a job alone a third of its time).
@@ -117,6 +173,15 @@ impl Pace {
             (Some(p99), Some(quiet)) if p99 > quiet.mul_f64(ALLOWANCE) => (self.share * DECREASE).max(MIN_SHARE),
             _ => (self.share * INCREASE).max(self.share + MIN_SHARE).min(self.most),
         };
+    }
+}
+
+/// The quiet p99 after a probe during a job read `probed`: a pause may still carry the job's events, so a
+/// reading above the last is believed a step at a time.
+fn believed(probed: Option<Duration>, quiet: Option<Duration>) -> Option<Duration> {
+    match (probed, quiet) {
+        (Some(probed), Some(quiet)) => Some(probed.min(quiet.mul_f64(QUIET_RISE))),
+        (probed, quiet) => probed.or(quiet),
     }
 }
 
@@ -133,14 +198,18 @@ fn p99(mut samples: Vec<Duration>) -> Option<Duration> {
 mod tests {
     use super::*;
 
-    fn quiet_at(ms: u64) -> Pace {
+    fn ms(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    fn quiet_at(p99: u64) -> Pace {
         let mut pace = Pace::new(1.0);
-        pace.quiet = Some(Duration::from_millis(ms));
+        pace.quiet = Some(ms(p99));
         pace
     }
 
-    fn window(ms: u64) -> Option<Duration> {
-        p99(vec![Duration::from_millis(ms); 50])
+    fn window(p99: u64) -> Option<Duration> {
+        Some(ms(p99))
     }
 
     #[test]
@@ -162,7 +231,7 @@ mod tests {
     fn without_live_writes_it_works_at_its_most_and_never_below_the_least() {
         let mut pace = Pace::new(0.6);
         assert_eq!(pace.batch(500), 500, "the configured batch until a window saw no live writes");
-        pace.decide(p99(vec![Duration::from_millis(500); MIN_SAMPLES - 1]), false);
+        pace.decide(p99(vec![ms(500); MIN_SAMPLES - 1]), false);
         assert!((pace.share - 0.125).abs() < 1e-9, "a few writes, too few to judge: a gentle rise ({})", pace.share);
         pace.decide(None, true);
         assert_eq!(pace.share, 0.6, "none at all: at once its configured most");
@@ -176,9 +245,33 @@ mod tests {
     }
 
     #[test]
+    fn beside_live_writes_a_batch_takes_half_their_quiet_p99_at_the_speed_batches_went() {
+        let mut pace = Pace::new(1.0);
+        assert_eq!(pace.batch(500), 500, "no speed known yet: the configured batch");
+        pace.speed = Some(10_000.0);
+        assert_eq!(pace.batch(500), 100, "10 ms at 10 000 edges/s before the quiet p99 is known");
+        pace.quiet = Some(ms(40));
+        assert_eq!(pace.batch(500), 200, "half of a 40 ms quiet p99");
+        assert_eq!(pace.batch(150), 150, "never past the configured batch");
+        pace.speed = Some(100.0);
+        assert_eq!(pace.batch(500), MIN_BATCH, "never under the least");
+        pace.alone = true;
+        assert_eq!(pace.batch(500), 2_000, "alone: four times the configured batch, whatever the speed");
+    }
+
+    #[test]
+    fn a_probe_during_a_job_raises_the_quiet_p99_a_quarter_at_a_time_and_lowers_it_at_once() {
+        let at = |value| Some(ms(value));
+        assert_eq!(believed(at(44), at(20)), at(25), "a pause still carrying the job's events reads high");
+        assert_eq!(believed(at(12), at(20)), at(12));
+        assert_eq!(believed(None, at(20)), at(20), "too few writes in the probe: the last value stands");
+        assert_eq!(believed(at(30), None), at(30), "the first reading, as it is");
+    }
+
+    #[test]
     fn the_p99_is_the_value_that_ninety_nine_in_a_hundred_stay_within() {
-        let samples: Vec<Duration> = (1..=200).map(Duration::from_millis).collect();
-        assert_eq!(p99(samples), Some(Duration::from_millis(198)));
-        assert_eq!(p99(vec![Duration::from_millis(1); MIN_SAMPLES - 1]), None);
+        let samples: Vec<Duration> = (1..=200).map(ms).collect();
+        assert_eq!(p99(samples), Some(ms(198)));
+        assert_eq!(p99(vec![ms(1); MIN_SAMPLES - 1]), None);
     }
 }

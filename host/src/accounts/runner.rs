@@ -64,10 +64,13 @@ impl JobRunner {
         while !stop.is_cancelled() {
             match self.claim().await? {
                 Some(job) => self.work(job, &mut pace, &stop).await?,
-                None => tokio::select! {
-                    () = tokio::time::sleep(IDLE_POLL) => {}
-                    () = stop.cancelled() => {}
-                },
+                None => {
+                    pace.idle();
+                    tokio::select! {
+                        () = tokio::time::sleep(IDLE_POLL) => {}
+                        () = stop.cancelled() => {}
+                    }
+                }
             }
         }
         Ok(())
@@ -149,7 +152,7 @@ impl JobRunner {
                 Ok(Progress::Edges(n)) => {
                     metrics::counter!(ACCOUNT_JOB_EDGES.name, "kind" => job.kind.as_str()).increment(n);
                     failures = 0;
-                    pace.rest_after(begun.elapsed()).await;
+                    pace.rest_after(n, begun.elapsed()).await;
                 }
                 Ok(Progress::StepDone) => {
                     job.phase += 1;

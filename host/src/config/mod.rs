@@ -98,9 +98,10 @@ pub struct Config {
     /// How often, in milliseconds, a node re-reads deployed plugins and tenant settings, so changes made
     /// through another node's admin API take effect here too.
     pub refresh_ms: u64,
-    /// Edges an account job (deletion, suspension, restore, move) changes per transaction (four times as many
-    /// while its node has served no live write for a 2 s window): each batch holds the locks of its edges until
-    /// it commits, so smaller batches keep other writers' waits shorter.
+    /// The most edges an account job (deletion, suspension, restore, move) changes per transaction beside live
+    /// writes (the runner takes fewer when a batch would take more than half their quiet p99, four times as
+    /// many while its node has served no live write for a 4 s window): a live write that meets a batch waits
+    /// about as long as it runs.
     pub account_job_batch: u32,
     /// The most share of its node's time an account job works, above 0 and at most 1: after a batch that
     /// took `t` it rests `t·(1/share − 1)`, the share chosen by the runner within this as the live writes'

@@ -133,6 +133,10 @@ pub const ACCOUNT_JOB_SHARE: Metric = gauge(
     "strand_account_job_share",
     "The share of its node's time the account job runner works now, as it paces on the live writes' latency.",
 );
+pub const ACCOUNT_JOB_QUIET_P99: Metric = gauge(
+    "strand_account_job_quiet_p99_seconds",
+    "The live writes' p99 without an account job, as its runner last measured it: what it keeps them near.",
+);
 
 // Background tasks.
 pub const TASK_UP: Metric = gauge("strand_task_up", "1 while a supervised task runs, by task.");
@@ -179,6 +183,7 @@ pub const ALL: &[Metric] = &[
     ACCOUNT_JOB_RETRIES,
     ACCOUNT_JOBS_FAILED,
     ACCOUNT_JOB_SHARE,
+    ACCOUNT_JOB_QUIET_P99,
     TASK_UP,
     TASK_RESTARTS,
 ];
