@@ -120,7 +120,7 @@ async fn main() {
             started.elapsed(),
             measured.quantile(0.99),
             gauge("strand_account_job_share"),
-            gauge("strand_account_job_quiet_p99_seconds"),
+            gauge("strand_account_job_quiet_seconds"),
         );
         beside = Some(match beside {
             Some(before) => before.and(measured),

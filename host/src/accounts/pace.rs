@@ -14,8 +14,9 @@
 //! What the live writes take without the job is measured between jobs, from the node's live writes while
 //! its runner is idle, and during a long job as BBR measures its quiet round trip: every [`REPROBE`] while
 //! there are live writes, the job pauses, lets the pipeline drain what it sent for [`DRAIN`] (its events
-//! still cross the relay and the workers), and takes the next [`WINDOW`]'s p99 — trusted up to
-//! [`QUIET_RISE`] times the last value at a time, since the pause may still carry the job's events.
+//! still cross the relay and the workers), and takes the next [`WINDOW`]'s p99. Any reading is believed at
+//! once when lower and at most [`QUIET_RISE`] times the last value when higher: the end of a job, or a
+//! pause, may still carry its events.
 //!
 //! Few live writes (under [`MIN_SAMPLES`] a window) judge nothing: the share rises gently. None at all in a
 //! window leave nobody to slow down: the job works at its most, `account_job_share`, in batches of
@@ -26,7 +27,7 @@
 use std::time::{Duration, Instant};
 
 use crate::ops::live_writes;
-use crate::ops::metrics::{ACCOUNT_JOB_QUIET_P99, ACCOUNT_JOB_SHARE};
+use crate::ops::metrics::{ACCOUNT_JOB_QUIET, ACCOUNT_JOB_SHARE};
 
 /// The least share of time a job works (a share of 0 would never end it).
 pub const MIN_SHARE: f64 = 0.01;
@@ -55,7 +56,8 @@ const INCREASE: f64 = 1.25;
 /// The factor on the share after a window whose p99 passed the allowance.
 const DECREASE: f64 = 0.5;
 /// The longest rest after one batch: under the job's lease (`runner::LEASE`), which the next batch renews —
-/// a slow batch at the least share would otherwise rest past it and lose the job to another node.
+/// a slow batch at the least share would otherwise rest past it and lose the job to another node. A quiet
+/// probe takes the rest's place ([`DRAIN`] and [`WINDOW`], 5 s).
 const MOST_REST: Duration = Duration::from_secs(2);
 /// How many times its configured batch a job takes while its node serves no live writes: nobody waits on its locks,
 /// and each batch's fixed cost (statements, commit, binlog group) is spread over more edges (a 300 000-follower
@@ -75,10 +77,12 @@ pub struct Pace {
     samples: Vec<Duration>,
     /// The live writes' p99 without a job, as last measured (none: too few writes then to judge by).
     quiet: Option<Duration>,
-    /// When the job last paused to measure it.
+    /// When it was last measured (a job's pause, or a window between jobs).
     probed: Option<Instant>,
     /// Whether the last window had live writes enough to judge: only then is a pause worth its cost.
     watched: bool,
+    /// Whether a job ran since the runner was last idle.
+    working: bool,
     /// Whether the last window saw no live write at all, nor has one come since: only then are batches
     /// larger (a job starting beside live writes does not hold their rows longer while it finds out, and the
     /// first live write brings the batch back at once).
@@ -94,7 +98,8 @@ impl Pace {
         let most = if most > 0.0 { most.min(1.0) } else { MIN_SHARE }.max(MIN_SHARE);
         let (window, samples) = (Instant::now(), Vec::new());
         let (quiet, probed, speed) = (None, None, None);
-        Self { share: START.min(most), most, window, samples, quiet, probed, watched: false, alone: false, speed }
+        let (watched, working, alone) = (false, false, false);
+        Self { share: START.min(most), most, window, samples, quiet, probed, watched, working, alone, speed }
     }
 
     /// The edges of the next batch, `configured` the most beside live writes: larger while the node serves
@@ -110,11 +115,17 @@ impl Pace {
         fits.clamp(MIN_BATCH.min(configured), configured)
     }
 
-    /// After a batch that changed `edges` in `worked`: rests so that the job works its share of the time (at
-    /// most [`MOST_REST`]), first pausing to measure the quiet p99 when that is due and there are live writes
-    /// to measure.
-    pub async fn rest_after(&mut self, edges: u64, worked: Duration) {
-        if edges > 0 && !worked.is_zero() {
+    /// After a batch that changed `edges` of the `asked` in `worked`: rests so that the job works its share of
+    /// the time (at most [`MOST_REST`]), first pausing to measure the quiet p99 when that is due and the last
+    /// window had live writes to measure.
+    pub async fn rest_after(&mut self, edges: u64, asked: u32, worked: Duration) {
+        if !self.working {
+            // What the node's writes did between jobs is not what they do beside this one.
+            self.restart_window();
+            self.working = true;
+        }
+        // A batch that found fewer edges than it asked for (a step's last) says nothing of the speed.
+        if edges >= u64::from(asked) && !worked.is_zero() {
             let speed = edges as f64 / worked.as_secs_f64();
             // Smoothed: one batch slowed by a lock wait does not shrink the next to nothing.
             self.speed = Some(self.speed.map_or(speed, |before| (before + speed) / 2.0));
@@ -122,46 +133,65 @@ impl Pace {
         if self.watched && self.probed.is_none_or(|at| at.elapsed() >= REPROBE) {
             // What came before the pause was measured beside the job, and so is the drain.
             tokio::time::sleep(DRAIN).await;
-            live_writes::take();
+            self.restart_window();
             tokio::time::sleep(WINDOW).await;
-            let probed = p99(live_writes::take());
-            self.set_quiet(believed(probed, self.quiet));
-            self.window = Instant::now();
-            self.samples.clear();
+            if let Some((probed, _)) = self.observe() {
+                self.set_quiet(probed);
+            }
+            // The pause was the rest, and more.
+            return;
         }
-        let written = live_writes::take();
-        self.alone &= written.is_empty();
-        self.samples.extend(written);
-        if self.window.elapsed() >= WINDOW {
-            let empty = self.samples.is_empty();
-            let p99 = p99(std::mem::take(&mut self.samples));
-            (self.watched, self.alone) = (p99.is_some(), empty);
+        if let Some((p99, empty)) = self.observe() {
             self.decide(p99, empty);
-            self.window = Instant::now();
             metrics::gauge!(ACCOUNT_JOB_SHARE.name).set(self.share);
         }
         tokio::time::sleep(worked.mul_f64(1.0 / self.share - 1.0).min(MOST_REST)).await;
     }
 
-    /// Between jobs: the node's live writes now are what they take without a job, so a window of them is the
-    /// quiet p99 the next job starts from (and tells whether it starts alone).
+    /// Between jobs: the node's live writes now are what they take without a job, so their windows give the
+    /// quiet p99 the next job starts from (and tell whether it starts alone).
     pub fn idle(&mut self) {
-        self.samples.extend(live_writes::take());
-        if self.window.elapsed() >= WINDOW {
-            self.alone = self.samples.is_empty();
-            let quiet = p99(std::mem::take(&mut self.samples));
-            self.watched = quiet.is_some();
-            if quiet.is_some() {
-                self.set_quiet(quiet);
-            }
-            self.window = Instant::now();
+        if self.working {
+            self.restart_window();
+            self.working = false;
+        }
+        if let Some((quiet, _)) = self.observe() {
+            self.set_quiet(quiet);
         }
     }
 
-    fn set_quiet(&mut self, quiet: Option<Duration>) {
-        self.quiet = quiet;
+    /// The live writes since the last look, added to the window; when the window is over, its p99 (`None`:
+    /// too few to judge) and whether it had none at all.
+    fn observe(&mut self) -> Option<(Option<Duration>, bool)> {
+        let written = live_writes::take();
+        self.alone &= written.is_empty();
+        self.samples.extend(written);
+        if self.window.elapsed() < WINDOW {
+            return None;
+        }
+        let empty = self.samples.is_empty();
+        let p99 = p99(std::mem::take(&mut self.samples));
+        (self.watched, self.alone) = (p99.is_some(), empty);
+        self.window = Instant::now();
+        Some((p99, empty))
+    }
+
+    /// A new window from now, what came before it dropped.
+    fn restart_window(&mut self) {
+        live_writes::take();
+        self.samples.clear();
+        self.window = Instant::now();
+    }
+
+    /// Takes a window's p99 as the quiet one: believed at once when lower, a quarter higher at a time when
+    /// higher (the end of a job, or a pause, may still carry its events through the pipeline). Too few
+    /// writes leave the last value standing.
+    fn set_quiet(&mut self, measured: Option<Duration>) {
+        let Some(measured) = measured else { return };
+        let quiet = believed(measured, self.quiet);
+        self.quiet = Some(quiet);
         self.probed = Some(Instant::now());
-        metrics::gauge!(ACCOUNT_JOB_QUIET_P99.name).set(quiet.map_or(0.0, |quiet| quiet.as_secs_f64()));
+        metrics::gauge!(ACCOUNT_JOB_QUIET.name).set(quiet.as_secs_f64());
     }
 
     /// Decides the share from one window's live write p99 (`None`: too few writes to judge, a gentle rise;
@@ -176,13 +206,9 @@ impl Pace {
     }
 }
 
-/// The quiet p99 after a probe during a job read `probed`: a pause may still carry the job's events, so a
-/// reading above the last is believed a step at a time.
-fn believed(probed: Option<Duration>, quiet: Option<Duration>) -> Option<Duration> {
-    match (probed, quiet) {
-        (Some(probed), Some(quiet)) => Some(probed.min(quiet.mul_f64(QUIET_RISE))),
-        (probed, quiet) => probed.or(quiet),
-    }
+/// The quiet p99 after a window read `measured`: a reading above the last is believed a step at a time.
+fn believed(measured: Duration, quiet: Option<Duration>) -> Duration {
+    quiet.map_or(measured, |quiet| measured.min(quiet.mul_f64(QUIET_RISE)))
 }
 
 /// The p99 of `samples`, when there are enough to judge by.
@@ -260,12 +286,13 @@ mod tests {
     }
 
     #[test]
-    fn a_probe_during_a_job_raises_the_quiet_p99_a_quarter_at_a_time_and_lowers_it_at_once() {
-        let at = |value| Some(ms(value));
-        assert_eq!(believed(at(44), at(20)), at(25), "a pause still carrying the job's events reads high");
-        assert_eq!(believed(at(12), at(20)), at(12));
-        assert_eq!(believed(None, at(20)), at(20), "too few writes in the probe: the last value stands");
-        assert_eq!(believed(at(30), None), at(30), "the first reading, as it is");
+    fn a_window_raises_the_quiet_p99_a_quarter_at_a_time_and_lowers_it_at_once() {
+        assert_eq!(believed(ms(44), Some(ms(20))), ms(25), "a pause still carrying the job's events reads high");
+        assert_eq!(believed(ms(12), Some(ms(20))), ms(12));
+        assert_eq!(believed(ms(30), None), ms(30), "the first reading, as it is");
+        let mut pace = quiet_at(20);
+        pace.set_quiet(None);
+        assert_eq!(pace.quiet, Some(ms(20)), "too few writes in the window: the last value stands");
     }
 
     #[test]

@@ -144,7 +144,8 @@ impl JobRunner {
             }
             batches += 1;
             let begun = std::time::Instant::now();
-            match self.batch(&job, step, pace.batch(self.batch)).await {
+            let asked = pace.batch(self.batch);
+            match self.batch(&job, step, asked).await {
                 Ok(Progress::Lost) => {
                     tracing::warn!(job = job.id, "account job lease lost to another node");
                     return Ok(());
@@ -152,7 +153,7 @@ impl JobRunner {
                 Ok(Progress::Edges(n)) => {
                     metrics::counter!(ACCOUNT_JOB_EDGES.name, "kind" => job.kind.as_str()).increment(n);
                     failures = 0;
-                    pace.rest_after(n, begun.elapsed()).await;
+                    pace.rest_after(n, asked, begun.elapsed()).await;
                 }
                 Ok(Progress::StepDone) => {
                     job.phase += 1;

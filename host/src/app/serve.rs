@@ -144,6 +144,13 @@ impl Server {
         let _tasks_end_with_this = self.tasks.end_when_dropped();
         tracing::info!(addr = %self.local_addr()?, database = ?db.kind(), "strand is serving");
         supervise_companions(&self.tasks, &self.resources, self.refresh_every);
+        // The console's charts: this node's last hour.
+        self.tasks.spawn("history", |stop: CancellationToken| async move {
+            tokio::select! {
+                () = stop.cancelled() => Ok(()),
+                never = crate::ops::history::record() => match never {},
+            }
+        });
         supervise_sample(&self.tasks, "request-sample", self.rate_limiting, |r| r.sample(), db.clone());
         supervise_sample(&self.tasks, "attempt-sample", self.relation_policies, |r| r.sample(), db.clone());
         let (retention, cache_dir, pruned_db) = (self.retention, self.plugin_cache_dir, db.clone());

@@ -133,8 +133,8 @@ pub const ACCOUNT_JOB_SHARE: Metric = gauge(
     "strand_account_job_share",
     "The share of its node's time the account job runner works now, as it paces on the live writes' latency.",
 );
-pub const ACCOUNT_JOB_QUIET_P99: Metric = gauge(
-    "strand_account_job_quiet_p99_seconds",
+pub const ACCOUNT_JOB_QUIET: Metric = gauge(
+    "strand_account_job_quiet_seconds",
     "The live writes' p99 without an account job, as its runner last measured it: what it keeps them near.",
 );
 
@@ -183,7 +183,7 @@ pub const ALL: &[Metric] = &[
     ACCOUNT_JOB_RETRIES,
     ACCOUNT_JOBS_FAILED,
     ACCOUNT_JOB_SHARE,
-    ACCOUNT_JOB_QUIET_P99,
+    ACCOUNT_JOB_QUIET,
     TASK_UP,
     TASK_RESTARTS,
 ];

@@ -3,6 +3,7 @@
 //! What watches the stages themselves (readiness, lag, retention) is `upkeep/`.
 
 pub mod bounded;
+pub mod history;
 pub mod live_writes;
 pub mod metrics;
 pub mod observability;

@@ -35,13 +35,15 @@ pub fn recorder() -> &'static PrometheusHandle {
 }
 
 /// Times each request: `strand_http_requests_total` and `strand_http_request_seconds` by method, route and
-/// status; a live write's time also goes to `live_writes`, which account jobs pace on.
+/// status; a live write's time (one that succeeded) also goes to `live_writes`, which account jobs pace on.
 pub async fn time_requests(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().to_string();
     let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_owned();
     let response = next.run(request).await;
-    if super::live_writes::is_live_write(&method, &route) {
+    // Only writes that went through: a flood of refused ones (401, 429) is fast and would lower the value
+    // the jobs pace against.
+    if response.status().is_success() && super::live_writes::is_live_write(&method, &route) {
         super::live_writes::record(started.elapsed());
     }
     let labels = [("method", method), ("route", route), ("status", response.status().as_u16().to_string())];

@@ -76,6 +76,14 @@ async fn wait_for_text(browser: &Client, css: &str, expected: &str) -> String {
     panic!("{css} never showed {expected:?}; last: {last:?}\n{}", browser.source().await.unwrap_or_default());
 }
 
+/// The page as it looks now, kept as a test artefact (`target/tmp/admin-page/{name}.png`).
+async fn screenshot(browser: &Client, name: &str) {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("admin-page");
+    std::fs::create_dir_all(&dir).unwrap();
+    browser.set_window_size(1280, 1000).await.unwrap();
+    std::fs::write(dir.join(format!("{name}.png")), browser.screenshot().await.unwrap()).unwrap();
+}
+
 async fn deploy_from_file(browser: &Client, file: &std::path::Path, version: i64) {
     browser.find(Locator::Id("deploy-kind")).await.unwrap().select_by_value("rate-limiter").await.unwrap();
     let name = browser.find(Locator::Id("deploy-name")).await.unwrap();
@@ -114,6 +122,38 @@ async fn an_operator_sees_tenants_and_lag_deploys_and_rolls_back_from_the_admin_
     token.send_keys(ADMIN_TOKEN).await.unwrap();
     browser.find(Locator::Css("#sign-in button")).await.unwrap().click().await.unwrap();
     wait_for_text(&browser, "#tenants", "acme").await;
+    let signed_in = browser.execute("return document.querySelector('#sign-in').hidden", vec![]).await.unwrap();
+    assert_eq!(signed_in, json!(true), "the sign-in box goes once signed in");
+
+    // The overview charts the node's last hour: a write storm shows as writes/s (two points, 10 s apart),
+    // and the charts an alert rule pages on draw its threshold.
+    let storm = tokio::spawn({
+        let clients: Vec<_> = (1..=1_000).map(|user| server.client("storm", user)).collect();
+        async move {
+            for client in clients {
+                client.put("/v1/me/following/1").await;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+        }
+    });
+    let charted = "return (document.querySelector('#chart-writes_per_second .now') || {}).textContent || ''";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = browser.execute(charted, vec![]).await.unwrap();
+        if now.as_str().is_some_and(|now| now.ends_with("/s") && !now.starts_with("0 ")) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no writes charted: {now}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    storm.abort();
+    let thresholds = "return [...document.querySelectorAll('.chart line.threshold')].map(l => l.closest('.chart').id)";
+    let thresholds: Vec<String> = serde_json::from_value(browser.execute(thresholds, vec![]).await.unwrap()).unwrap();
+    assert_eq!(
+        thresholds,
+        ["chart-outbox_oldest_seconds", "chart-projection_lag_seconds", "chart-plugin_failure_share"]
+    );
+    screenshot(&browser, "overview").await;
     // The follow reached the bus and every projection committed it: nothing behind.
     wait_for_text(&browser, "#relay", "0 rows to publish").await;
     let consumers = wait_for_text(&browser, "#consumers tbody", "follower").await;
@@ -188,6 +228,8 @@ async fn a_tenants_team_signs_in_with_its_key_and_sees_only_its_tenant_and_its_a
     let tenant_list_hidden =
         browser.execute("return document.querySelector('#tenant-list').hidden", vec![]).await.unwrap();
     assert_eq!(tenant_list_hidden, json!(true), "a key sees no other tenant");
+    let overview_hidden = browser.execute("return document.querySelector('#overview').hidden", vec![]).await.unwrap();
+    assert_eq!(overview_hidden, json!(true), "nor the node's charts, which are every tenant's figures");
     assert!(!browser.source().await.unwrap().contains("globex"), "nothing of another tenant on the page");
 
     deploy_from_file(&browser, &wasm, 1).await;

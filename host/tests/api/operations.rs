@@ -174,3 +174,31 @@ async fn an_unknown_kafka_property_stops_the_start_with_its_name() {
     let refused = strand::ops::observability::causes(&refused);
     assert!(refused.contains("ssl.bogus"), "{refused}");
 }
+
+/// The console's charts: the node keeps its own last hour, so writes show as writes/s within two points
+/// (10 s apart; fewer when other tests' nodes in this process take points too), and the charts the shipped alert rules page on carry those rules' thresholds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_charts_the_nodes_writes_with_the_alert_rules_thresholds() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    // A write every check, each by a user of its own (no per-user limit met), so writes span two points.
+    let next = std::sync::atomic::AtomicI64::new(1);
+    let charted = || async {
+        let user = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        server.client("charted", user).follow(user + 1_000_000).await;
+        let history = server.admin().get("/admin/v1/history").await;
+        assert_eq!(history.status, 200, "{history:?}");
+        let series = history.body["series"].as_array().cloned().unwrap_or_default();
+        let writes = series.iter().find(|s| s["name"] == "writes_per_second").cloned().unwrap_or_default();
+        writes["points"].as_array().is_some_and(|points| points.iter().any(|p| p[1].as_f64() > Some(0.0)))
+    };
+    wait_until("writes charted", Duration::from_secs(60), charted).await;
+    let history = server.admin().get("/admin/v1/history").await.body;
+    assert_eq!(history["every_seconds"], 10);
+    let threshold = |name: &str| {
+        history["series"].as_array().unwrap().iter().find(|s| s["name"] == name).map(|s| s["threshold"].clone())
+    };
+    assert_eq!(threshold("outbox_oldest_seconds"), Some(serde_json::json!(60.0)));
+    assert_eq!(threshold("projection_lag_seconds"), Some(serde_json::json!(60.0)));
+    assert_eq!(threshold("plugin_failure_share"), Some(serde_json::json!(0.05)));
+    assert_eq!(threshold("writes_per_second"), Some(serde_json::Value::Null));
+}

@@ -68,6 +68,7 @@ async fn openapi_document_covers_every_route() {
         ("/admin/v1/projections", &["get"]),
         ("/admin/v1/tenants", &["get"]),
         ("/admin/v1/lag", &["get"]),
+        ("/admin/v1/history", &["get"]),
         ("/admin/v1/tenants/{tenant}/keys", &["get", "post"]),
         ("/admin/v1/tenants/{tenant}/keys/{name}", &["delete"]),
         ("/admin/v1/audit", &["get"]),

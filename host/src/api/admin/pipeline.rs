@@ -7,13 +7,40 @@ use crate::api::params::ApiPath as Path;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::AppState;
 use crate::bus::Topology;
+use crate::ops::history::Series;
 use crate::upkeep::lag::{ParkedRows, PipelineLag};
+use serde::Serialize;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 /// The pipeline's lag and parked work.
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(lag)).routes(routes!(parked))
+    OpenApiRouter::new().routes(routes!(lag)).routes(routes!(parked)).routes(routes!(history))
+}
+
+/// The answering node's last hour of its pipeline, for the console's charts.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct History {
+    /// Seconds between two points.
+    pub every_seconds: u64,
+    /// One per chart, each with the alert rule's threshold where one pages on it.
+    pub series: Vec<Series>,
+}
+
+/// The last hour of the answering node's relay backlog, projection lag, writes, denials and plugin failures
+/// (a point every 10 s, kept in memory: no Prometheus needed). Behind a balancer each node answers with its
+/// own: its writes and plugin calls, and the relay's figures where it runs one (every relay exports the
+/// outbox's backlog, standbys too). Platform admin only: the figures are every tenant's together.
+#[utoipa::path(get, path = "/admin/v1/history", tag = "admin",
+    responses((status = 200, body = History), (status = 401, body = Problem), (status = 403, body = Problem)),
+    security(("admin" = [])))]
+pub async fn history(operator: Operator) -> Result<axum::Json<History>, ApiError> {
+    operator.admin_only()?;
+    Ok(axum::Json(History {
+        every_seconds: crate::ops::history::EVERY.as_secs(),
+        series: crate::ops::history::charts(),
+    }))
 }
 
 /// How far behind the relay (outbox) and each projection (events not yet committed) are.
