@@ -12,11 +12,11 @@
 //!   it passes the allowance — TCP's way, on delay rather than loss (as LEDBAT does).
 //!
 //! What the live writes take without the job is measured between jobs, from the node's live writes while
-//! its runner is idle, and during a long job as BBR measures its quiet round trip: every [`REPROBE`] while
-//! there are live writes, the job pauses, lets the pipeline drain what it sent for [`DRAIN`] (its events
-//! still cross the relay and the workers), and takes the next [`WINDOW`]'s p99. Any reading is believed at
-//! once when lower and at most [`QUIET_RISE`] times the last value when higher: the end of a job, or a
-//! pause, may still carry its events.
+//! its runner is idle (the median of its last windows' p99s), and during a long job as BBR measures its
+//! quiet round trip: every [`REPROBE`] while there are live writes, the job pauses, lets the pipeline drain
+//! what it sent for [`DRAIN`] (its events still cross the relay and the workers), and takes the next
+//! [`WINDOW`]'s p99 — believed at once when lower and at most [`QUIET_RISE`] times the last value when
+//! higher, since the pause may still carry its events.
 //!
 //! Few live writes (under [`MIN_SAMPLES`] a window) judge nothing: the share rises gently. None at all in a
 //! window leave nobody to slow down: the job works at its most, `account_job_share`, in batches of
@@ -24,6 +24,7 @@
 //! several API nodes behind a balancer, one node's are a sample of all (a node serving none while others
 //! do works flat out — give job nodes a share of the traffic, or a lower `account_job_share`).
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::ops::live_writes;
@@ -40,6 +41,8 @@ const WINDOW: Duration = Duration::from_secs(4);
 const REPROBE: Duration = Duration::from_secs(60);
 /// How long a quiet probe lets the pipeline carry what the job sent before it measures.
 const DRAIN: Duration = Duration::from_secs(1);
+/// How many idle windows' p99s the quiet one between jobs is the median of.
+const IDLE_READINGS: usize = 5;
 /// The most a probe during a job raises the quiet p99 by (its pause may still carry the job's events).
 const QUIET_RISE: f64 = 1.25;
 /// The share of the live writes' quiet p99 one batch may take beside them.
@@ -83,6 +86,10 @@ pub struct Pace {
     watched: bool,
     /// Whether a job ran since the runner was last idle.
     working: bool,
+    /// Whether a window has passed since the runner became idle (the first may carry the job's events).
+    settled: bool,
+    /// The p99s of the last idle windows.
+    idle_readings: VecDeque<Duration>,
     /// Whether the last window saw no live write at all, nor has one come since: only then are batches
     /// larger (a job starting beside live writes does not hold their rows longer while it finds out, and the
     /// first live write brings the batch back at once).
@@ -98,8 +105,21 @@ impl Pace {
         let most = if most > 0.0 { most.min(1.0) } else { MIN_SHARE }.max(MIN_SHARE);
         let (window, samples) = (Instant::now(), Vec::new());
         let (quiet, probed, speed) = (None, None, None);
-        let (watched, working, alone) = (false, false, false);
-        Self { share: START.min(most), most, window, samples, quiet, probed, watched, working, alone, speed }
+        let (watched, working, settled, alone, idle_readings) = (false, false, true, false, VecDeque::new());
+        Self {
+            share: START.min(most),
+            most,
+            window,
+            samples,
+            quiet,
+            probed,
+            watched,
+            working,
+            settled,
+            idle_readings,
+            alone,
+            speed,
+        }
     }
 
     /// The edges of the next batch, `configured` the most beside live writes: larger while the node serves
@@ -149,15 +169,25 @@ impl Pace {
     }
 
     /// Between jobs: the node's live writes now are what they take without a job, so their windows give the
-    /// quiet p99 the next job starts from (and tell whether it starts alone).
+    /// quiet p99 the next job starts from — the median of the last [`IDLE_READINGS`], as one window's p99
+    /// is a few writes and may be a lucky one (the window right after a job is left out: its events may
+    /// still cross the pipeline) — and tell whether it starts alone.
     pub fn idle(&mut self) {
         if self.working {
             self.restart_window();
-            self.working = false;
+            (self.working, self.settled) = (false, false);
         }
-        if let Some((quiet, _)) = self.observe() {
-            self.set_quiet(quiet);
+        let Some((Some(p99), _)) = self.observe() else { return };
+        if !std::mem::replace(&mut self.settled, true) {
+            return;
         }
+        if self.idle_readings.len() == IDLE_READINGS {
+            self.idle_readings.pop_front();
+        }
+        self.idle_readings.push_back(p99);
+        let mut sorted: Vec<Duration> = self.idle_readings.iter().copied().collect();
+        sorted.sort_unstable();
+        self.record_quiet(sorted[sorted.len() / 2]);
     }
 
     /// The live writes since the last look, added to the window; when the window is over, its p99 (`None`:
@@ -183,12 +213,16 @@ impl Pace {
         self.window = Instant::now();
     }
 
-    /// Takes a window's p99 as the quiet one: believed at once when lower, a quarter higher at a time when
-    /// higher (the end of a job, or a pause, may still carry its events through the pipeline). Too few
-    /// writes leave the last value standing.
+    /// Takes a probe's p99 as the quiet one: believed at once when lower, a quarter higher at a time when
+    /// higher (the pause may still carry the job's events through the pipeline). Too few writes leave the
+    /// last value standing.
     fn set_quiet(&mut self, measured: Option<Duration>) {
-        let Some(measured) = measured else { return };
-        let quiet = believed(measured, self.quiet);
+        if let Some(measured) = measured {
+            self.record_quiet(believed(measured, self.quiet));
+        }
+    }
+
+    fn record_quiet(&mut self, quiet: Duration) {
         self.quiet = Some(quiet);
         self.probed = Some(Instant::now());
         metrics::gauge!(ACCOUNT_JOB_QUIET.name).set(quiet.as_secs_f64());
