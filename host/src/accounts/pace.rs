@@ -330,6 +330,33 @@ mod tests {
     }
 
     #[test]
+    fn between_jobs_the_quiet_p99_is_the_median_of_the_idle_windows_but_the_first_after_a_job() {
+        // The only test that records live writes: the process-wide buffer is this test's alone.
+        let window = |pace: &mut Pace, p99: u64| {
+            for _ in 0..50 {
+                live_writes::record(ms(p99));
+            }
+            pace.window = Instant::now() - WINDOW;
+            pace.idle();
+        };
+        let mut pace = Pace::new(1.0);
+        pace.working = true;
+        pace.idle();
+        window(&mut pace, 90);
+        assert_eq!(pace.quiet, None, "the window right after a job may still carry its events");
+        window(&mut pace, 30);
+        assert_eq!(pace.quiet, Some(ms(30)));
+        window(&mut pace, 10);
+        window(&mut pace, 20);
+        assert_eq!(pace.quiet, Some(ms(20)), "the median of 30, 10 and 20");
+        for lucky in [5, 5, 5] {
+            window(&mut pace, lucky);
+        }
+        assert_eq!(pace.quiet, Some(ms(5)), "five readings kept: 10, 20, 5, 5, 5");
+        assert!(!pace.alone, "windows with writes: not alone");
+    }
+
+    #[test]
     fn the_p99_is_the_value_that_ninety_nine_in_a_hundred_stay_within() {
         let samples: Vec<Duration> = (1..=200).map(ms).collect();
         assert_eq!(p99(samples), Some(ms(198)));
