@@ -103,22 +103,19 @@ impl Pace {
     pub fn new(most: f64) -> Self {
         // Configuration refuses a share outside (0, 1]; one built in code is held there (a NaN at the least).
         let most = if most > 0.0 { most.min(1.0) } else { MIN_SHARE }.max(MIN_SHARE);
-        let (window, samples) = (Instant::now(), Vec::new());
-        let (quiet, probed, speed) = (None, None, None);
-        let (watched, working, settled, alone, idle_readings) = (false, false, true, false, VecDeque::new());
         Self {
             share: START.min(most),
             most,
-            window,
-            samples,
-            quiet,
-            probed,
-            watched,
-            working,
-            settled,
-            idle_readings,
-            alone,
-            speed,
+            window: Instant::now(),
+            samples: Vec::new(),
+            quiet: None,
+            probed: None,
+            watched: false,
+            working: false,
+            settled: true,
+            idle_readings: VecDeque::new(),
+            alone: false,
+            speed: None,
         }
     }
 

@@ -47,6 +47,7 @@ struct Chart {
 }
 
 /// How a chart's value is read from the rendered metrics.
+#[derive(Clone, Copy)]
 enum Reading {
     /// The largest value of a gauge over its labels.
     Max(&'static str),
@@ -54,6 +55,15 @@ enum Reading {
     Rate(&'static str, Option<(&'static str, &'static str)>),
     /// The share of a counter's increase whose `label` is not `value` (failures among calls).
     ShareNot(&'static str, &'static str, &'static str),
+}
+
+impl Reading {
+    /// The metric it reads.
+    fn metric(self) -> &'static str {
+        match self {
+            Reading::Max(name) | Reading::Rate(name, _) | Reading::ShareNot(name, _, _) => name,
+        }
+    }
 }
 
 const CHARTS: [Chart; 7] = [
@@ -112,7 +122,7 @@ const CHARTS: [Chart; 7] = [
 #[derive(Default)]
 struct Kept {
     points: HashMap<&'static str, VecDeque<(i64, f64)>>,
-    totals: HashMap<String, f64>,
+    totals: HashMap<Total, f64>,
     at_ms: Option<i64>,
 }
 
@@ -133,23 +143,20 @@ fn take_point(rendered: &str, at_ms: i64) {
     let samples = parse(rendered);
     let mut kept = KEPT_POINTS.lock().unwrap_or_else(PoisonError::into_inner);
     let kept = kept.get_or_insert_with(Kept::default);
-    let totals: HashMap<String, f64> = CHARTS
-        .iter()
-        .flat_map(|chart| counters(&chart.reading))
-        .map(|key| (key.clone(), sum(&samples, &key)))
-        .collect();
+    let totals: HashMap<Total, f64> =
+        CHARTS.iter().flat_map(|chart| counters(&chart.reading)).map(|total| (total, sum(&samples, total))).collect();
     let elapsed = kept.at_ms.map(|before| (at_ms - before) as f64 / 1000.0).filter(|s| *s > 0.0);
     for chart in &CHARTS {
-        let change = |key: String| {
-            let now = totals.get(&key).copied().unwrap_or(0.0);
+        let change = |total: Total| {
+            let now = totals.get(&total).copied().unwrap_or(0.0);
             // A counter that went down was reset (it never does within one process): no rate this time.
-            kept.totals.get(&key).map(|before| now - before).filter(|change| *change >= 0.0)
+            kept.totals.get(&total).map(|before| now - before).filter(|change| *change >= 0.0)
         };
         let value = match chart.reading {
             Reading::Max(name) => samples.iter().filter(|s| s.name == name).map(|s| s.value).reduce(f64::max),
-            Reading::Rate(name, only) => elapsed.zip(change(key(name, only))).map(|(seconds, change)| change / seconds),
+            Reading::Rate(name, only) => elapsed.zip(change((name, only))).map(|(seconds, change)| change / seconds),
             Reading::ShareNot(name, label, value) => {
-                match (change(key(name, None)), change(key(name, Some((label, value))))) {
+                match (change((name, None)), change((name, Some((label, value))))) {
                     (Some(all), Some(fine)) if all > 0.0 => Some((all - fine) / all),
                     (Some(_), Some(_)) => Some(0.0),
                     _ => None,
@@ -187,28 +194,19 @@ pub fn charts() -> Vec<Series> {
         .collect()
 }
 
-/// The counter totals a reading needs, by [`key`].
-fn counters(reading: &Reading) -> Vec<String> {
+/// A counter summed over its labels: its name, and the one label value it is limited to, if any.
+type Total = (&'static str, Option<(&'static str, &'static str)>);
+
+/// The counter totals a reading needs.
+fn counters(reading: &Reading) -> Vec<Total> {
     match *reading {
         Reading::Max(_) => Vec::new(),
-        Reading::Rate(name, only) => vec![key(name, only)],
-        Reading::ShareNot(name, label, value) => vec![key(name, None), key(name, Some((label, value)))],
+        Reading::Rate(name, only) => vec![(name, only)],
+        Reading::ShareNot(name, label, value) => vec![(name, None), (name, Some((label, value)))],
     }
 }
 
-fn key(name: &str, only: Option<(&str, &str)>) -> String {
-    match only {
-        Some((label, value)) => format!("{name}{{{label}={value}}}"),
-        None => name.to_owned(),
-    }
-}
-
-/// The sum of the samples a [`key`] names.
-fn sum(samples: &[Sample], key: &str) -> f64 {
-    let (name, only) = match key.split_once('{') {
-        Some((name, only)) => (name, only.trim_end_matches('}').split_once('=')),
-        None => (key, None),
-    };
+fn sum(samples: &[Sample], (name, only): Total) -> f64 {
     samples
         .iter()
         .filter(|s| s.name == name)
@@ -225,10 +223,11 @@ struct Sample {
     value: f64,
 }
 
-/// The samples of a Prometheus text exposition (comments and lines it cannot read are skipped: the text is
-/// the recorder's own).
+/// The samples of the charted metrics in a Prometheus text exposition (comments, other metrics — every
+/// tenant's request histograms — and lines it cannot read are skipped: the text is the recorder's own).
 fn parse(text: &str) -> Vec<Sample> {
-    text.lines().filter(|line| !line.starts_with('#')).filter_map(sample).collect()
+    let charted = |line: &&str| CHARTS.iter().any(|chart| line.starts_with(chart.reading.metric()));
+    text.lines().filter(charted).filter_map(sample).collect()
 }
 
 fn sample(line: &str) -> Option<Sample> {
@@ -237,10 +236,7 @@ fn sample(line: &str) -> Option<Sample> {
         None => return None,
     };
     let (labels, value) = match rest.strip_prefix('{') {
-        Some(inside) => {
-            let (labels, after) = labels(inside)?;
-            (labels, after)
-        }
+        Some(inside) => labels(inside)?,
         None => (Vec::new(), rest),
     };
     let value = value.split_whitespace().next()?.parse().ok()?;
