@@ -119,6 +119,7 @@ pub fn router(state: AppState) -> Router {
     let router = router
         .route("/openapi.json", axum::routing::get(move || async move { Json(openapi.as_ref().clone()) }))
         .route("/admin", axum::routing::get(admin_page::page))
+        .route("/admin/assets/{name}", axum::routing::get(admin_page::asset))
         .route_layer(middleware::from_fn(observability::time_requests));
     // Traced requests: layered only when traces are exported, so with tracing off a request pays nothing.
     let router =

@@ -78,6 +78,8 @@ pub enum ApiError {
     InvalidReadable(String),
     #[error("a version is a canary or a shadow, not both")]
     CanaryAndShadow,
+    #[error(transparent)]
+    InvalidAuditFilter(#[from] crate::tenancy::audit::AuditFilterError),
     /// A body read by hand (not by axum's `Json`) that is not the JSON the route takes.
     #[error("{0}")]
     InvalidJson(serde_json::Error),
@@ -179,6 +181,7 @@ impl ApiError {
             Self::InvalidImportFormat(_) => "invalid_import",
             Self::InvalidReadable(_) => "invalid_readable",
             Self::CanaryAndShadow => "invalid_rollout",
+            Self::InvalidAuditFilter(_) => "invalid_query",
             Self::InvalidJson(_) | Self::Body(_) => "invalid_body",
             Self::Query(_) => "invalid_query",
             Self::Path(_) => "invalid_path",

@@ -132,7 +132,8 @@ impl Cache {
         }
     }
 
-    fn quota(&self) -> Quota {
+    /// What each deployed projector version's space may hold.
+    pub fn quota(&self) -> Quota {
         match self {
             Self::Redis(redis) => redis.quota(),
             Self::Memory(memory) => memory.quota(),

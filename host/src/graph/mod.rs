@@ -6,6 +6,7 @@ mod account;
 pub mod ids;
 pub mod mute_expiry;
 mod read;
+mod recent;
 mod scan;
 mod settings;
 mod write;
@@ -16,6 +17,7 @@ pub use read::{
     counts, known_followers, known_followers_count, list, relationships, Counts, Direction, ListedUser, Listing, Page,
     PageRequest, Position, Relationship,
 };
+pub use recent::{recent_changes, RecentChange};
 pub use scan::{
     changed_pairs, every_follow_pair, every_kept_count, held_edges_after, recently_changed_follows, stored_edges_after,
     tenants_with_pairs, FollowPairs, HeldEdge, StoredEdge,

@@ -12,7 +12,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::metrics::{
-    OUTBOX_OLDEST_SECONDS, OUTBOX_ROWS, PLUGIN_CALLS, PROJECTION_LAG_SECONDS, RATE_LIMIT_DECISIONS, RELAY_PUBLISHED,
+    DEAD_LETTERS, OUTBOX_OLDEST_SECONDS, OUTBOX_ROWS, PLUGIN_CALLS, PROJECTION_LAG_SECONDS, RATE_LIMIT_DECISIONS,
+    RELAY_PUBLISHED,
 };
 use crate::util::time::now_ms;
 
@@ -118,11 +119,27 @@ const CHARTS: [Chart; 7] = [
     },
 ];
 
+/// A tenant's figures at the last point, for the console's list of tenants.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TenantRates {
+    /// Writes its rate limiter decided per second.
+    pub writes_per_second: f64,
+    /// Of which denied.
+    pub denied_per_second: f64,
+    /// Its events this process's workers dead-lettered since it started.
+    pub dead_letters: f64,
+}
+
+/// A tenant's counter totals: (writes decided, denied, dead-lettered).
+type TenantTotals = (f64, f64, f64);
+
 /// The points so far, and the counters' last totals (a rate is their change).
 #[derive(Default)]
 struct Kept {
     points: HashMap<&'static str, VecDeque<(i64, f64)>>,
     totals: HashMap<Total, f64>,
+    tenant_totals: HashMap<String, TenantTotals>,
+    tenants: HashMap<String, TenantRates>,
     at_ms: Option<i64>,
 }
 
@@ -171,8 +188,49 @@ fn take_point(rendered: &str, at_ms: i64) {
             points.push_back((at_ms, value));
         }
     }
+    let tenant_totals = tenant_totals(&samples);
+    kept.tenants = tenant_totals
+        .iter()
+        .map(|(tenant, &(decided, denied, dead))| {
+            // A tenant new since the last point counts from zero.
+            let (decided_before, denied_before, _) = kept.tenant_totals.get(tenant).copied().unwrap_or_default();
+            let per_second = |now: f64, before: f64| elapsed.map_or(0.0, |seconds| (now - before).max(0.0) / seconds);
+            let rates = TenantRates {
+                writes_per_second: per_second(decided, decided_before),
+                denied_per_second: per_second(denied, denied_before),
+                dead_letters: dead,
+            };
+            (tenant.clone(), rates)
+        })
+        .collect();
+    kept.tenant_totals = tenant_totals;
     kept.totals = totals;
     kept.at_ms = Some(at_ms);
+}
+
+/// Each tenant's totals of writes decided, denied and dead-lettered events.
+fn tenant_totals(samples: &[Sample]) -> HashMap<String, TenantTotals> {
+    let mut totals: HashMap<String, TenantTotals> = HashMap::new();
+    for sample in samples {
+        let label = |name: &str| sample.labels.iter().find(|(l, _)| l == name).map(|(_, v)| v.as_str());
+        let Some(tenant) = label("tenant") else { continue };
+        let total = totals.entry(tenant.to_owned()).or_default();
+        if sample.name == RATE_LIMIT_DECISIONS.name {
+            total.0 += sample.value;
+            if label("decision") == Some("deny") {
+                total.1 += sample.value;
+            }
+        } else if sample.name == DEAD_LETTERS.name {
+            total.2 += sample.value;
+        }
+    }
+    totals
+}
+
+/// Each tenant's figures at the last point (tenants with no write or dead letter on this node are absent).
+pub fn tenant_rates() -> HashMap<String, TenantRates> {
+    let kept = KEPT_POINTS.lock().unwrap_or_else(PoisonError::into_inner);
+    kept.as_ref().map(|kept| kept.tenants.clone()).unwrap_or_default()
 }
 
 /// Every chart with its points so far.
@@ -223,11 +281,14 @@ struct Sample {
     value: f64,
 }
 
-/// The samples of the charted metrics in a Prometheus text exposition (comments, other metrics — every
-/// tenant's request histograms — and lines it cannot read are skipped: the text is the recorder's own).
+/// The samples of the charted metrics and the dead letters in a Prometheus text exposition (comments,
+/// other metrics — every tenant's request histograms — and lines it cannot read are skipped: the text is
+/// the recorder's own).
 fn parse(text: &str) -> Vec<Sample> {
-    let charted = |line: &&str| CHARTS.iter().any(|chart| line.starts_with(chart.reading.metric()));
-    text.lines().filter(charted).filter_map(sample).collect()
+    let read = |line: &&str| {
+        line.starts_with(DEAD_LETTERS.name) || CHARTS.iter().any(|chart| line.starts_with(chart.reading.metric()))
+    };
+    text.lines().filter(read).filter_map(sample).collect()
 }
 
 fn sample(line: &str) -> Option<Sample> {
@@ -332,5 +393,9 @@ mod tests {
         assert_eq!(last("writes_denied_per_second"), Some((1_010_000, 0.0)));
         assert_eq!(last("plugin_failure_share"), Some((1_010_000, 0.2)), "20 of the 100 new calls failed");
         assert_eq!(last("projection_lag_seconds"), Some((1_010_000, 2.5)));
+        let rates = tenant_rates();
+        let a = TenantRates { writes_per_second: 20.0, denied_per_second: 0.0, dead_letters: 0.0 };
+        assert_eq!(rates.get("a"), Some(&a), "tenant a's 200 decisions in 10 s");
+        assert_eq!(rates.get("b").map(|b| b.writes_per_second), Some(0.0), "b's 5 denials are old");
     }
 }

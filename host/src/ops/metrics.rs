@@ -84,7 +84,7 @@ pub const PROJECTION_RETRIES: Metric =
 pub const PROJECTOR_RETRIES: Metric =
     counter("strand_projector_retries_total", "Projector calls retried after a failure, by projection.");
 pub const DEAD_LETTERS: Metric =
-    counter("strand_dead_letters_total", "Events sent to the dead-letter topic, by projection.");
+    counter("strand_dead_letters_total", "Events sent to the dead-letter topic, by projection and tenant.");
 pub const PROJECTION_PARKED_EVENTS: Metric =
     counter("strand_projection_parked_events_total", "Events parked for a tenant (failing, over budget, being built).");
 pub const PROJECTION_PARTITIONS: Metric =

@@ -268,7 +268,8 @@ impl Worker {
 
     async fn dead_letter(&self, message: &Message, error: &str) -> Result<(), WorkerError> {
         tracing::error!(projection = %self.projection.name(), event_id = message.header(Header::EventId.as_str()), %error, "dead-lettering an event");
-        metrics::counter!(DEAD_LETTERS.name, "projection" => self.projection.name()).increment(1);
+        let tenant = message.header(Header::Tenant.as_str()).unwrap_or_default().to_owned();
+        metrics::counter!(DEAD_LETTERS.name, "projection" => self.projection.name(), "tenant" => tenant).increment(1);
         let mut dead = message.clone();
         dead.topic = self.dead_letter_topic.clone();
         dead.headers.push(("error".to_owned(), error.to_owned()));

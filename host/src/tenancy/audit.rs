@@ -89,7 +89,58 @@ pub struct AuditQuery {
     pub before: Option<i64>,
     /// At most this many (default 50, at most 500).
     pub limit: Option<u32>,
+    /// Only this actor's (`admin`, `key:NAME`, `host`).
+    pub actor: Option<String>,
+    /// Only this action's (`deploy`, `rollback`, `automatic_rollback`…).
+    pub action: Option<String>,
+    /// Only entries at or after this time (RFC 3339).
+    pub since: Option<String>,
+    /// Only entries before this time (RFC 3339).
+    pub until: Option<String>,
 }
+
+/// Which entries a page keeps besides the tenant's, as [`AuditQuery`] gives them, read.
+#[derive(Debug, Default, Clone)]
+pub struct AuditFilter {
+    pub actor: Option<String>,
+    pub action: Option<AuditAction>,
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+}
+
+/// Why a filter cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditFilterError {
+    #[error("{0}")]
+    Action(#[from] crate::util::str_enum::UnknownName),
+    #[error("`{0}` is not an RFC 3339 time (e.g. 2026-12-07T10:00:00Z)")]
+    Time(String),
+}
+
+impl AuditQuery {
+    /// The filters it asks for, read.
+    pub fn filter(&self) -> Result<AuditFilter, AuditFilterError> {
+        let time = |text: &Option<String>| {
+            text.as_deref()
+                .map(|t| {
+                    chrono::DateTime::parse_from_rfc3339(t)
+                        .map(|at| at.timestamp_millis())
+                        .map_err(|_| AuditFilterError::Time(t.to_owned()))
+                })
+                .transpose()
+        };
+        Ok(AuditFilter {
+            actor: self.actor.clone().filter(|a| !a.is_empty()),
+            action: self.action.as_deref().filter(|a| !a.is_empty()).map(str::parse).transpose()?,
+            since_ms: time(&self.since)?,
+            until_ms: time(&self.until)?,
+        })
+    }
+}
+
+/// Most entries one page looks at to find its filtered ones: a filter that matches little returns a short
+/// page (and where to go on) rather than reading the whole log.
+const SCANNED: u32 = 5_000;
 
 /// Appends `record` to the log.
 pub async fn record(db: &Database, record: AuditRecord) -> Result<(), sqlx::Error> {
@@ -116,24 +167,52 @@ pub async fn record(db: &Database, record: AuditRecord) -> Result<(), sqlx::Erro
     Ok(())
 }
 
-/// A page of entries of `tenant` (every tenant's when `None`), newest first, older than `before`.
+/// A page of entries of `tenant` (every tenant's when `None`) that `filter` keeps, newest first, older than
+/// `before`. At most the [`SCANNED`] entries older than `before` are looked at (found by the index alone):
+/// a page of a filter that matches few of them may hold fewer than `limit` entries and still say where the
+/// next begins.
 pub async fn page(
     db: &Database,
     tenant: Option<&TenantId>,
+    filter: &AuditFilter,
     before: Option<i64>,
     limit: u32,
 ) -> Result<AuditPage, sqlx::Error> {
     let limit = limit.clamp(1, MAX_PAGE);
-    let rows = sqlx::query(
+    let before = before.unwrap_or(i64::MAX);
+    // Separate statements with and without the tenant, so the tenant's index serves its pages.
+    let of_tenant = if tenant.is_some() { "tenant_id = ? AND " } else { "" };
+    let floor_sql = format!("SELECT id FROM audit_log WHERE {of_tenant}id < ? ORDER BY id DESC LIMIT 1 OFFSET ?");
+    let mut floor = sqlx::query_scalar::<_, i64>(&floor_sql);
+    if let Some(tenant) = tenant {
+        floor = floor.bind(tenant.as_str());
+    }
+    // The oldest entry this page may look at; `None`: every older one is within the bound.
+    let floor = floor.bind(before).bind(i64::from(SCANNED - 1)).fetch_optional(db.reader()).await?;
+    let sql = format!(
         "SELECT id, at, actor, tenant_id, action, slot, version, sha256, outcome, detail FROM audit_log \
-         WHERE (? IS NULL OR tenant_id = ?) AND id < ? ORDER BY id DESC LIMIT ?",
-    )
-    .bind(tenant.map(TenantId::as_str))
-    .bind(tenant.map(TenantId::as_str))
-    .bind(before.unwrap_or(i64::MAX))
-    .bind(i64::from(limit) + 1)
-    .fetch_all(db.reader())
-    .await?;
+         WHERE {of_tenant}id < ? AND id >= ? AND (? IS NULL OR actor = ?) AND (? IS NULL OR action = ?) \
+         AND (? IS NULL OR at >= ?) AND (? IS NULL OR at < ?) ORDER BY id DESC LIMIT ?"
+    );
+    let mut query = sqlx::query(&sql);
+    if let Some(tenant) = tenant {
+        query = query.bind(tenant.as_str());
+    }
+    let action = filter.action.map(AuditAction::as_str);
+    let rows = query
+        .bind(before)
+        .bind(floor.unwrap_or(0))
+        .bind(filter.actor.as_deref())
+        .bind(filter.actor.as_deref())
+        .bind(action)
+        .bind(action)
+        .bind(filter.since_ms)
+        .bind(filter.since_ms)
+        .bind(filter.until_ms)
+        .bind(filter.until_ms)
+        .bind(i64::from(limit) + 1)
+        .fetch_all(db.reader())
+        .await?;
     let mut entries = rows
         .iter()
         .map(|row| {
@@ -154,8 +233,12 @@ pub async fn page(
             })
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
-    let more = entries.len() > limit as usize;
-    entries.truncate(limit as usize);
-    let next_before = if more { entries.last().map(|e| e.id) } else { None };
+    let next_before = if entries.len() > limit as usize {
+        entries.truncate(limit as usize);
+        entries.last().map(|e| e.id)
+    } else {
+        // Short: everything down to the floor was looked at; older entries are the next page's.
+        floor
+    };
     Ok(AuditPage { entries, next_before })
 }

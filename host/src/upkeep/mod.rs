@@ -5,3 +5,4 @@
 pub mod health;
 pub mod lag;
 pub mod retention;
+pub mod tenant_figures;

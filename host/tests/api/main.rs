@@ -2,6 +2,7 @@
 
 mod accounts;
 mod auth;
+mod console;
 mod database_outage;
 mod import;
 mod operations;

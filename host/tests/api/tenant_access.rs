@@ -36,6 +36,9 @@ fn tenant_routes(tenant: &str) -> Vec<(Method, String, Option<Value>)> {
         (Method::PUT, format!("{t}/jwt-keys/k1"), Some(json!({"algorithm": "HS256", "key": "x".repeat(40)}))),
         (Method::DELETE, format!("{t}/jwt-keys/k1"), None),
         (Method::GET, format!("{t}/parked"), None),
+        (Method::GET, format!("{t}/figures"), None),
+        (Method::GET, format!("{t}/accounts/1/relations?with=2"), None),
+        (Method::GET, format!("{t}/accounts/1/relations/followers"), None),
     ]
 }
 

@@ -10,6 +10,7 @@ mod keys;
 mod operator;
 mod pipeline;
 mod plugins;
+mod relations;
 mod tenants;
 mod transfer;
 
@@ -19,6 +20,7 @@ pub use keys::*;
 pub use operator::*;
 pub use pipeline::*;
 pub use plugins::*;
+pub use relations::*;
 pub use tenants::*;
 pub use transfer::*;
 
@@ -45,6 +47,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(keys::routes())
         .merge(jwt_keys::routes())
         .merge(accounts::routes())
+        .merge(relations::routes())
         .merge(transfer::routes())
 }
 

@@ -292,8 +292,21 @@ pub async fn plugin_logs(
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PluginList {
     pub plugins: Vec<PluginVersion>,
+    /// The platform's bundled plugins, each serving its slot wherever the tenant has no active version.
+    #[serde(default)]
+    pub bundled: Vec<BundledSlot>,
     /// The tenant's running canaries and shadows, with their failure rates as this node saw them.
     pub rollouts: Vec<RunningRollout>,
+}
+
+/// A bundled plugin as one tenant runs it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BundledSlot {
+    pub kind: PluginKind,
+    pub name: String,
+    pub sha256: String,
+    /// It serves the tenant's slot (the tenant has no active version of its own there).
+    pub serving: bool,
 }
 
 /// A canary or shadow beside its slot's active version.
@@ -312,7 +325,8 @@ pub struct RunningRollout {
     pub rates: Option<RolloutRates>,
 }
 
-/// Every stored version of the tenant's plugins (tenants without any use the bundled ones).
+/// Every stored version of the tenant's plugins, its running canaries and shadows, and the bundled plugins
+/// (each serving its slot where the tenant has no active version).
 #[utoipa::path(get, path = "/admin/v1/tenants/{tenant}/plugins", tag = "admin", params(("tenant" = String, Path)),
     responses((status = 200, body = PluginList), (status = 401, body = Problem)),
     security(("admin" = [])))]
@@ -336,7 +350,18 @@ pub async fn list(
             name: slot.name,
         })
         .collect();
-    Ok(axum::Json(PluginList { plugins: state.plugins.versions(&tenant).await?, rollouts }))
+    let bundled = state
+        .plugins
+        .bundled_plugins()
+        .iter()
+        .map(|plugin| BundledSlot {
+            kind: plugin.kind,
+            name: plugin.name.clone(),
+            sha256: plugin.sha256.clone(),
+            serving: state.plugins.active(&tenant, plugin.kind, &plugin.name).is_none_or(|active| active.version == 0),
+        })
+        .collect();
+    Ok(axum::Json(PluginList { plugins: state.plugins.versions(&tenant).await?, bundled, rollouts }))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

@@ -11,6 +11,7 @@ use crate::api::AppState;
 use crate::graph::TenantId;
 use crate::tenancy::audit::{self, AuditAction, AuditPage, AuditQuery};
 use crate::tenancy::settings::TenantConfig;
+use crate::upkeep::tenant_figures::{one_tenant_figures, tenant_figures, TenantFigures};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -19,6 +20,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(settings, set_settings))
         .routes(routes!(tenants))
+        .routes(routes!(figures))
         .routes(routes!(audit_log))
         .routes(routes!(whoami))
 }
@@ -26,16 +28,34 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TenantList {
     pub tenants: Vec<String>,
+    /// Each tenant's figures, in the same order.
+    pub figures: Vec<TenantFigures>,
 }
 
-/// Every tenant with follows, deployed plugins or settings.
+/// Every tenant with follows, deployed plugins or settings, with its figures: writes and denials per second
+/// and dead letters (the answering node's), parked rows and events, and how full its spaces are.
 #[utoipa::path(get, path = "/admin/v1/tenants", tag = "admin",
     responses((status = 200, body = TenantList), (status = 401, body = Problem)),
     security(("admin" = [])))]
 pub async fn tenants(State(state): State<AppState>, operator: Operator) -> Result<axum::Json<TenantList>, ApiError> {
     operator.admin_only()?;
-    Ok(axum::Json(TenantList { tenants: state.tenants.known().await? }))
+    let tenants = state.tenants.known().await?;
+    let figures = tenant_figures(&state.db, &state.cache, &state.plugins, &tenants).await?;
+    Ok(axum::Json(TenantList { tenants, figures }))
 }
+/// One tenant's figures (as the list shows them): a tenant key reads its own.
+#[utoipa::path(get, path = "/admin/v1/tenants/{tenant}/figures", tag = "admin", params(("tenant" = String, Path)),
+    responses((status = 200, body = TenantFigures), (status = 401, body = Problem), (status = 403, body = Problem)),
+    security(("admin" = [])))]
+pub async fn figures(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<TenantPath>,
+) -> Result<axum::Json<TenantFigures>, ApiError> {
+    let tenant = operator.reach(&path.tenant)?;
+    Ok(axum::Json(one_tenant_figures(&state.db, &state.cache, &state.plugins, &tenant).await?))
+}
+
 /// The tenant's settings.
 #[utoipa::path(get, path = "/admin/v1/tenants/{tenant}/settings", tag = "admin", params(("tenant" = String, Path)),
     responses((status = 200, body = TenantConfig), (status = 401, body = Problem)),
@@ -72,7 +92,9 @@ pub async fn set_settings(
     audited(&state, &operator, &tenant, change, set).await?;
     Ok(axum::Json(config))
 }
-/// The audit log, newest first: every tenant's for the admin, its own tenant's for a tenant key.
+/// The audit log, newest first: every tenant's for the admin, its own tenant's for a tenant key; filtered by
+/// actor, action and time if asked. A page reads at most 5 000 entries: a filter that matches few may
+/// answer a short page with `next_before` set — go on from there.
 #[utoipa::path(get, path = "/admin/v1/audit", tag = "admin", params(AuditQuery),
     responses((status = 200, body = AuditPage), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem)),
@@ -86,7 +108,8 @@ pub async fn audit_log(
         (Some(raw), _) => Some(operator.reach(raw)?),
         (None, own) => own.cloned(),
     };
-    let page = audit::page(&state.db, tenant.as_ref(), query.before, query.limit.unwrap_or(50)).await?;
+    let filter = query.filter()?;
+    let page = audit::page(&state.db, tenant.as_ref(), &filter, query.before, query.limit.unwrap_or(50)).await?;
     Ok(axum::Json(page))
 }
 /// Who a credential is, so that a client (the admin page) shows what it reaches.

@@ -372,6 +372,11 @@ impl PluginRegistry {
         self.bundled.iter().find(|b| b.kind == kind && b.name == name).cloned()
     }
 
+    /// Every bundled plugin (version 0), each serving its slot wherever a tenant has no deployed version.
+    pub fn bundled_plugins(&self) -> &[Arc<ActivePlugin>] {
+        &self.bundled
+    }
+
     /// Deletes every slot's inactive versions but its newest `keep` (kept for rollbacks); how many went.
     pub async fn prune_inactive_versions(db: &Database, keep: u32) -> Result<u64, sqlx::Error> {
         store::prune_inactive(db, keep).await
