@@ -34,7 +34,7 @@ use crate::api::{self, AuthSetupError};
 use crate::bus::KafkaOptionsError;
 use crate::cache::CacheError;
 use crate::config::Config;
-use crate::db::{Database, DatabaseError};
+use crate::db::{Database, DatabaseError, SchemaState};
 use crate::ops::observability;
 use crate::ops::tasks::Tasks;
 use crate::plugins::logs::LogTopic;
@@ -80,9 +80,20 @@ pub enum StartupError {
     Bind { addr: SocketAddr, source: io::Error },
 }
 
-/// Opens (and migrates) the configured database, for the commands that need nothing else.
+/// Opens the configured database for the maintenance commands: an existing one, whose schema they never
+/// change (`strand migrate` does).
 async fn open_database(config: &Config) -> Result<Database, StartupError> {
-    Ok(Database::open(&config.database_url, config.database_max_connections).await?)
+    Ok(Database::open_existing(&config.database_url, config.database_max_connections).await?)
+}
+
+/// `strand migrate`: brings the configured database's schema up to this release (creating an SQLite file
+/// when missing), and records which releases may run on it. A newer schema compatible with this release is
+/// left as it is.
+pub async fn migrate(config: &Config) -> Result<SchemaState, StartupError> {
+    let db = Database::open(&config.database_url, 1).await?;
+    let state = db.check_schema().await?;
+    db.close().await;
+    Ok(state)
 }
 
 /// The tasks every node runs beside its own work, supervised: its plugins and tenant settings kept in line

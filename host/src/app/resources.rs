@@ -33,10 +33,15 @@ pub(super) struct Resources {
 }
 
 impl Resources {
-    /// Opens (and migrates) the database, loads the plugins and tenant settings, and connects the bus and
-    /// Redis: every configuration error shows here.
+    /// Opens the database (migrating it with `migrate_on_start`, else checking this release can run on it),
+    /// loads the plugins and tenant settings, and connects the bus and Redis: every configuration error
+    /// shows here.
     pub(super) async fn open(config: &Config) -> Result<Self, StartupError> {
-        let db = Database::open(&config.database_url, config.database_max_connections).await?;
+        let (url, connections) = (&config.database_url, config.database_max_connections);
+        let db = match config.migrate_on_start {
+            true => Database::open(url, connections).await?,
+            false => Database::open_existing(url, connections).await?,
+        };
         let plugins = load_plugins(config, &db).await?;
         let tenants = Arc::new(TenantSettings::load(db.clone()).await.map_err(StartupError::Tenants)?);
         let kafka = config.kafka()?;

@@ -37,6 +37,10 @@ pub struct Config {
     pub database_url: String,
     /// Upper bound of pooled database connections.
     pub database_max_connections: u32,
+    /// Whether `serve`, `relay` and `worker` apply pending migrations at start (the embedded default's first
+    /// command serves). Off: they only check that this release can run on the schema they find, and a
+    /// deployment migrates by one explicit step, `strand migrate`, before rolling a release out.
+    pub migrate_on_start: bool,
     /// HS256 secret for verifying (and, in development, minting) JWTs.
     pub jwt_hs256_secret: Option<String>,
     /// PEM file with an RSA (RS256) or EC P-256 (ES256) public key for verifying JWTs.
@@ -188,6 +192,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             database_url: EMBEDDED_DATABASE_URL.to_owned(),
             database_max_connections: 16,
+            migrate_on_start: true,
             jwt_hs256_secret: None,
             jwt_public_key_file: None,
             jwt_issuer: None,

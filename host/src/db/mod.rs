@@ -6,15 +6,14 @@
 
 mod dialect;
 pub mod held;
+mod schema;
+
+pub use schema::{SchemaError, SchemaState};
 
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::migrate::Migrator;
 use sqlx::{AnyPool, Connection, Executor};
-
-static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
-static MYSQL_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/mysql");
 
 /// A pooled MySQL connection used within this long is handed out without a ping (HikariCP's "alive bypass
 /// window"): sqlx pings every connection when it comes back to the pool, and a ping on every acquire too
@@ -39,6 +38,8 @@ pub enum DatabaseError {
     Connect(#[source] sqlx::Error),
     #[error("cannot apply migrations: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
 }
 
 /// The SQL for a MySQL user lock's name (bound as `?`) scoped to the connection's database: the server's
@@ -56,8 +57,29 @@ pub struct Database {
 }
 
 impl Database {
-    /// Opens the database at `url` and brings its schema up to date.
+    /// Opens the database at `url` (an SQLite file is created when missing, as a newcomer expects of an
+    /// embedded database) and brings its schema up to date: `strand migrate`, a node started with
+    /// `migrate_on_start`, tests.
     pub async fn open(url: &str, max_connections: u32) -> Result<Self, DatabaseError> {
+        let database = Self::connect(url, max_connections, true).await?;
+        let state = database.migrate().await?;
+        if let SchemaState::NewerCompatible { found } = state {
+            tracing::info!(found, "the schema is newer than this release and recorded as compatible with it");
+        }
+        Ok(database)
+    }
+
+    /// Opens the existing database at `url` without changing its schema, once this release can run on it:
+    /// every node of a deployment that migrates by `strand migrate`, and the maintenance commands.
+    pub async fn open_existing(url: &str, max_connections: u32) -> Result<Self, DatabaseError> {
+        let database = Self::connect(url, max_connections, false).await?;
+        if let SchemaState::NewerCompatible { found } = database.check_schema().await? {
+            tracing::info!(found, "the schema is newer than this release and recorded as compatible with it");
+        }
+        Ok(database)
+    }
+
+    async fn connect(url: &str, max_connections: u32, create: bool) -> Result<Self, DatabaseError> {
         sqlx::any::install_default_drivers();
         let kind = if url.starts_with("sqlite:") {
             DatabaseKind::Sqlite
@@ -67,12 +89,11 @@ impl Database {
             let scheme = url.split_once(':').map_or("(none)", |(scheme, _)| scheme);
             return Err(DatabaseError::UnsupportedUrl(scheme.chars().take(32).collect()));
         };
-        let database = match kind {
+        Ok(match kind {
             DatabaseKind::Sqlite => {
-                let url = if url.contains("mode=") {
+                let url = if url.contains("mode=") || !create {
                     url.to_owned()
                 } else {
-                    // Create the file when missing, as a newcomer expects of an embedded database.
                     format!("{url}{}mode=rwc", if url.contains('?') { '&' } else { '?' })
                 };
                 let options: AnyConnectOptions = url.parse().map_err(DatabaseError::Connect)?;
@@ -99,32 +120,7 @@ impl Database {
                     .map_err(DatabaseError::Connect)?;
                 Self { kind, read: pool.clone(), write: pool }
             }
-        };
-        match kind {
-            DatabaseKind::Sqlite => SQLITE_MIGRATIONS.run(&database.write).await?,
-            DatabaseKind::MySql => database.migrate_mysql().await?,
-        }
-        Ok(database)
-    }
-
-    /// Migrates under a lock of this database on one connection: every process of a deployment migrates at
-    /// start, and on a fresh database those starting together would otherwise race (seen: a duplicate key
-    /// in `_sqlx_migrations`, and the process exits).
-    async fn migrate_mysql(&self) -> Result<(), DatabaseError> {
-        let mut conn = self.write.acquire().await.map_err(DatabaseError::Connect)?;
-        sqlx::query(&format!("SELECT GET_LOCK({LOCK_OF_THIS_DATABASE}, 300)"))
-            .bind("strand-migrations")
-            .execute(&mut *conn)
-            .await
-            .map_err(DatabaseError::Connect)?;
-        let migrated = MYSQL_MIGRATIONS.run(&mut *conn).await;
-        let released = sqlx::query(&format!("SELECT RELEASE_LOCK({LOCK_OF_THIS_DATABASE})"))
-            .bind("strand-migrations")
-            .execute(&mut *conn)
-            .await;
-        migrated?;
-        released.map_err(DatabaseError::Connect)?;
-        Ok(())
+        })
     }
 
     pub fn kind(&self) -> DatabaseKind {

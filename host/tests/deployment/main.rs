@@ -2,7 +2,8 @@
 //! suite (`faults.rs`: processes SIGKILLed at random under a storm) and the scale-out recipe of the README
 //! (`scale_out.rs`: two API nodes, two relays of which one is active, two workers sharing the partitions)
 //! and one follow traced across them all (`traces.rs`); the OCI image run alone (`image.rs`) and the
-//! Kubernetes manifests run by `podman kube play` (`kube.rs`).
+//! Kubernetes manifests run by `podman kube play` (`kube.rs`); upgrades across schema versions
+//! (`upgrades.rs`).
 
 mod accounts;
 mod containers;
@@ -12,6 +13,7 @@ mod import;
 mod kube;
 mod scale_out;
 mod traces;
+mod upgrades;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -46,6 +48,11 @@ impl Deployment {
             .set("admin_token", ADMIN_TOKEN)
             .set("refresh_ms", 200);
         Self { command, dir: tempfile::tempdir().unwrap(), database, redis_url }
+    }
+
+    /// Runs the processes started after this with another `strand` binary (another release's).
+    pub fn use_binary(&mut self, binary: &std::path::Path) {
+        self.command = self.command.clone().with_binary(binary);
     }
 
     /// Sets `key` to `value` for every process started after this.

@@ -33,6 +33,12 @@ impl StrandCommand {
         self
     }
 
+    /// The same settings for another `strand` binary (another release's, in an upgrade test).
+    pub fn with_binary(mut self, binary: &Path) -> Self {
+        self.binary = binary.to_owned();
+        self
+    }
+
     /// The `STRAND_*` variables set so far, in order (a later one wins), e.g. to hand to a container.
     pub fn env(&self) -> &[(String, String)] {
         &self.env

@@ -156,7 +156,7 @@ pub async fn relations(
 /// A page of one of the user's lists (`following`, `followers`, `requests`, `outgoing_requests`, `blocks`,
 /// `mutes`), newest first, from the truth.
 #[utoipa::path(get, path = "/admin/v1/tenants/{tenant}/accounts/{user}/relations/{list}", tag = "admin",
-    params(("tenant" = String, Path), ("user" = String, Path), ("list" = UserList, Path), PageParams),
+    params(("tenant" = String, Path), ("user" = String, Path), ("list" = inline(UserList), Path), PageParams),
     responses((status = 200, body = RelatedUsersResponse), (status = 400, body = Problem),
         (status = 401, body = Problem), (status = 403, body = Problem)),
     security(("admin" = [])))]

@@ -1,4 +1,5 @@
-//! The `strand` command: serve the API, mint a development token, build, test and deploy plugins.
+//! The `strand` command: serve the API, migrate the database, mint a development token, build, test and
+//! deploy plugins.
 
 mod account;
 mod build;
@@ -15,8 +16,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use strand::api::{hs256_secret, mint_hs256, MintClaims};
-use strand::app::{run_rebuild, run_reconcile, run_relay, run_workers, Server};
+use strand::app::{migrate, run_rebuild, run_reconcile, run_relay, run_workers, Server};
 use strand::config::{Config, RelayMode};
+use strand::db::SchemaState;
 use strand::graph::{TenantId, UserId};
 
 #[derive(Parser)]
@@ -33,6 +35,9 @@ struct Cli {
 enum Command {
     /// Serve the HTTP API (the embedded SQLite default when nothing is configured).
     Serve,
+    /// Bring the database's schema up to this release, once per release before its nodes roll out (with
+    /// `migrate_on_start = false` on the nodes): the previous release keeps running on the result.
+    Migrate,
     /// Print a signed HS256 token for development and tests, using the secret `serve` uses.
     Token {
         /// The caller's user id.
@@ -109,6 +114,12 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             let server = Server::build(&config).await?;
             server.run_until(shutdown_signal()).await.context("serving HTTP")?;
         }
+        Command::Migrate => match migrate(&config).await? {
+            SchemaState::Current => println!("the schema is up to date with this release"),
+            SchemaState::NewerCompatible { found } => {
+                println!("the schema is newer (migration {found}) and runs with this release: nothing to do")
+            }
+        },
         Command::Token { sub, tenant, ttl } => {
             let secret = hs256_secret(&config)?;
             let expires = SystemTime::now() + Duration::from_secs(ttl);

@@ -61,7 +61,9 @@ pub async fn replay(
     candidate: &[u8],
 ) -> anyhow::Result<()> {
     let tenant: TenantId = tenant.parse()?;
-    let db = Database::open(&config.database_url, 2).await.context("opening the database")?;
+    // The server's database as it is: a replay never creates or migrates one (outside the server's folder
+    // the default SQLite file is missing, and that is said rather than an empty replay).
+    let db = Database::open_existing(&config.database_url, 2).await.context("opening the server's database")?;
     let runtime = Arc::new(PluginRuntime::bounded(config.plugin_limits(), config.plugin_maxima(), None)?);
     let registry = PluginRegistry::load(runtime.clone(), db.clone()).await?;
     let active = registry
