@@ -15,7 +15,7 @@ mod v1;
 mod write;
 
 pub use auth::{hs256_secret, mint_hs256, AuthSetupError, Authenticator, Caller, MintClaims};
-pub use problem::{ApiError, Problem};
+pub use problem::{status_of, ApiError, Problem};
 pub use relations::{KnownFollowersCount, RelatedUsersResponse, RelationWriteResponse, SettingsView};
 pub use seed::NEXT_CURSOR_HEADER;
 pub use v1::{CountsResponse, CountsView, FollowResponse, ListResponse, RelationshipsResponse};

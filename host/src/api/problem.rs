@@ -255,36 +255,7 @@ impl ApiError {
 
     /// The HTTP status of [`ApiError::code`].
     pub fn status(&self) -> StatusCode {
-        match &*self.code() {
-            code if code.starts_with("policy.") => StatusCode::FORBIDDEN,
-            "self_follow" | "self_relation" | "compile_too_slow" | "invalid_component" | "wrong_world"
-            | "conformance_failed" => StatusCode::UNPROCESSABLE_ENTITY,
-            "missing_token" | "invalid_token" | "invalid_admin_token" => StatusCode::UNAUTHORIZED,
-            "forbidden" | "admin_disabled" | "blocked" | "account_suspended" => StatusCode::FORBIDDEN,
-            "not_found" | "plugin_not_found" | "key_not_found" | "jwt_key_not_found" => StatusCode::NOT_FOUND,
-            "method_not_allowed" => StatusCode::METHOD_NOT_ALLOWED,
-            "account_deleted" => StatusCode::GONE,
-            "payload_too_large" => StatusCode::PAYLOAD_TOO_LARGE,
-            "write_contended"
-            | "job_running"
-            | "account_state"
-            | "import_running"
-            | "import_stalled"
-            | "needs_history"
-            | "too_many_projectors"
-            | "key_exists"
-            | "too_many_jwt_keys" => StatusCode::CONFLICT,
-            "rate_limited" | "too_many_jobs" => StatusCode::TOO_MANY_REQUESTS,
-            "rate_limiter_unavailable"
-            | "relation_policy_unavailable"
-            | "not_ready"
-            | "projection_building"
-            | "lag_unavailable"
-            | "cache_unavailable"
-            | "database_unavailable" => StatusCode::SERVICE_UNAVAILABLE,
-            "internal_error" | "plugin_host_error" | "database_error" => StatusCode::INTERNAL_SERVER_ERROR,
-            _ => StatusCode::BAD_REQUEST,
-        }
+        status_of(&self.code())
     }
 
     /// What went wrong, as the caller reads it (and the audit log records it): the message, but never a
@@ -397,5 +368,39 @@ impl IntoResponse for ApiError {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+/// The HTTP status of a problem's `code` (one table for the API and its generated reference).
+pub fn status_of(code: &str) -> StatusCode {
+    match code {
+        code if code.starts_with("policy.") => StatusCode::FORBIDDEN,
+        "self_follow" | "self_relation" | "compile_too_slow" | "invalid_component" | "wrong_world"
+        | "conformance_failed" => StatusCode::UNPROCESSABLE_ENTITY,
+        "missing_token" | "invalid_token" | "invalid_admin_token" => StatusCode::UNAUTHORIZED,
+        "forbidden" | "admin_disabled" | "blocked" | "account_suspended" => StatusCode::FORBIDDEN,
+        "not_found" | "plugin_not_found" | "key_not_found" | "jwt_key_not_found" => StatusCode::NOT_FOUND,
+        "method_not_allowed" => StatusCode::METHOD_NOT_ALLOWED,
+        "account_deleted" => StatusCode::GONE,
+        "payload_too_large" => StatusCode::PAYLOAD_TOO_LARGE,
+        "write_contended"
+        | "job_running"
+        | "account_state"
+        | "import_running"
+        | "import_stalled"
+        | "needs_history"
+        | "too_many_projectors"
+        | "key_exists"
+        | "too_many_jwt_keys" => StatusCode::CONFLICT,
+        "rate_limited" | "too_many_jobs" => StatusCode::TOO_MANY_REQUESTS,
+        "rate_limiter_unavailable"
+        | "relation_policy_unavailable"
+        | "not_ready"
+        | "projection_building"
+        | "lag_unavailable"
+        | "cache_unavailable"
+        | "database_unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+        "internal_error" | "plugin_host_error" | "database_error" => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::BAD_REQUEST,
     }
 }

@@ -3,9 +3,10 @@
 //! (`scale_out.rs`: two API nodes, two relays of which one is active, two workers sharing the partitions)
 //! and one follow traced across them all (`traces.rs`); the OCI image run alone (`image.rs`) and the
 //! Kubernetes manifests run by `podman kube play` (`kube.rs`); upgrades across schema versions
-//! (`upgrades.rs`).
+//! (`upgrades.rs`); a dump restored into a fresh server (`backup.rs`).
 
 mod accounts;
+mod backup;
 mod containers;
 mod faults;
 mod image;
@@ -36,8 +37,11 @@ pub struct Deployment {
 
 impl Deployment {
     pub async fn new() -> Self {
-        let database = Backend::MariaDb.fresh_database().await.unwrap();
-        let redis_url = Redis::shared().unwrap().url();
+        Self::on(Backend::MariaDb.fresh_database().await.unwrap(), Redis::shared().unwrap().url())
+    }
+
+    /// A deployment on `database` and the Redis at `redis_url`, with topics of its own on the shared broker.
+    pub fn on(database: TestDatabase, redis_url: String) -> Self {
         let kafka = Kafka::shared().unwrap();
         let command = StrandCommand::new(env!("CARGO_BIN_EXE_strand"), &database.url)
             .set("redis_url", &redis_url)
@@ -102,6 +106,12 @@ impl Deployment {
     pub fn relay(&self, name: &str, port: u16) -> StrandProcess {
         let relay = self.command.clone().set("operations_listen", format!("127.0.0.1:{port}"));
         self.start(name, &["relay", "--mode", "binlog"], relay)
+    }
+
+    /// A binlog relay started as after a restore: its checkpoint (another server's binlog) dropped first.
+    pub fn relay_after_restore(&self, name: &str, port: u16) -> StrandProcess {
+        let relay = self.command.clone().set("operations_listen", format!("127.0.0.1:{port}"));
+        self.start(name, &["relay", "--mode", "binlog", "--reset-checkpoint"], relay)
     }
 
     /// The projection workers, with `/metrics` on `port`; with a `worker_id`, a static member of its

@@ -38,6 +38,13 @@ pub struct TestDatabase {
     pub(crate) _dir: Option<TempDir>,
 }
 
+impl TestDatabase {
+    /// A database the test made itself (on a server of its own, say): nothing to remove afterwards.
+    pub fn at(url: String) -> Self {
+        Self { url, _dir: None }
+    }
+}
+
 impl Backend {
     pub async fn fresh_database(self) -> anyhow::Result<TestDatabase> {
         start_watchdog();
