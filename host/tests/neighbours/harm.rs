@@ -169,7 +169,7 @@ async fn a_projector_filling_its_space_past_its_quota_stops_there_alone() {
         r#"strand_plugin_invalid_output_total{tenant="evil-quota",kind="projector",plugin="fill",stage="quota"}"#;
     assert!(server.metrics().await.contains(refused), "{refused} missing");
     wait_until("evil's events are dead-lettered", Duration::from_secs(60), || async {
-        server.metrics().await.contains(r#"strand_dead_letters_total{projection="projector.fill"}"#)
+        server.metrics().await.contains(r#"strand_dead_letters_total{projection="projector.fill",tenant="#)
     })
     .await;
 }

@@ -96,7 +96,7 @@ async fn an_undecodable_event_goes_to_the_dead_letter_topic_and_the_rest_proceed
     assert_eq!(dead[0].message.header("source-topic"), Some("strand.following"));
     assert!(dead[0].message.header("error").is_some_and(|e| e.contains("undecodable")), "{dead:?}");
     let metrics = server.metrics().await;
-    assert!(metrics.contains(r#"strand_dead_letters_total{projection="follower"}"#), "{metrics}");
+    assert!(metrics.contains(r#"strand_dead_letters_total{projection="follower",tenant="#), "{metrics}");
 }
 
 /// Whether Redis holds, for users 1..=6 of `acme`, the truth's follower counts and following lists.
@@ -173,7 +173,7 @@ async fn a_projector_that_traps_on_one_event_dead_letters_it_and_the_rest_procee
     assert!(dead[0].message.header("error").is_some_and(|e| e.contains("trap")), "{dead:?}");
     let metrics = server.metrics().await;
     for counted in [
-        r#"strand_dead_letters_total{projection="projector.hostile"}"#,
+        r#"strand_dead_letters_total{projection="projector.hostile",tenant="trap"}"#,
         r#"strand_projector_retries_total{projector="hostile"}"#,
         r#"strand_plugin_calls_total{tenant="trap",kind="projector",plugin="hostile",outcome="trap"}"#,
     ] {

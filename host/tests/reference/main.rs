@@ -187,3 +187,54 @@ fn the_readme_contents_name_every_section() {
         assert!(contents.contains(&format!("(#{anchor})")), "the contents lack ## {heading} (#{anchor})");
     }
 }
+
+/// An example `--input` file per kind (`strand plugin test --kind K --input FILE`): the conformance samples
+/// the host itself runs a new version on, each accepted by the command with the bundled plugin of the kind.
+#[test]
+fn the_plugin_input_examples_are_the_conformance_samples_and_the_cli_takes_them() {
+    use strand::plugins::{
+        sample_attempts, sample_events, sample_outbox_events, sample_requests, sample_tenant, PluginKind, BUNDLED,
+    };
+    let examples = [
+        (PluginKind::RateLimiter, serde_json::to_string_pretty(&sample_requests()).unwrap()),
+        (PluginKind::Router, serde_json::to_string_pretty(&sample_outbox_events(&sample_tenant())).unwrap()),
+        // What a projector of follows receives (a relation projector takes every kind of the samples).
+        (PluginKind::Projector, {
+            let follows: Vec<_> = sample_events().into_iter().filter(|event| event.action().is_some()).collect();
+            serde_json::to_string_pretty(&follows).unwrap()
+        }),
+        (PluginKind::RelationPolicy, serde_json::to_string_pretty(&sample_attempts()).unwrap()),
+    ];
+    let files = tempfile::tempdir().unwrap();
+    for (kind, example) in examples {
+        let name = format!("plugin-input-{kind}.json");
+        check(&name, &format!("{example}\n"));
+        let bundled = BUNDLED.iter().find(|p| p.kind == kind).expect("a bundled plugin of each kind");
+        let wasm = files.path().join(format!("{kind}.wasm"));
+        std::fs::write(&wasm, bundled.wasm).unwrap();
+        let input = repository().join("docs/reference").join(&name);
+        let output = Command::new(env!("CARGO_BIN_EXE_strand"))
+            .args(["plugin", "test", "--kind", kind.as_str(), "--input"])
+            .arg(&input)
+            .arg(&wasm)
+            .env("STRAND_CONFIG", "/nonexistent/strand.toml")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+}
+
+#[test]
+fn every_shipped_alert_has_a_runbook() {
+    let rules = std::fs::read_to_string(repository().join("ops/prometheus/strand-alerts.yml")).unwrap();
+    let runbooks = std::fs::read_to_string(repository().join("docs/operations/runbooks.md")).unwrap();
+    let alerts: Vec<&str> =
+        rules.lines().filter_map(|line| line.trim().strip_prefix("- alert: ")).map(str::trim).collect();
+    assert!(alerts.len() >= 6, "{alerts:?}");
+    for alert in alerts {
+        assert!(
+            runbooks.contains(&format!("\n## {alert}\n")),
+            "docs/operations/runbooks.md has no section for {alert}"
+        );
+    }
+}

@@ -62,8 +62,8 @@ enum Command {
     },
     /// Run the projection workers alone (bus → follower table), e.g. with `workers = false` on API nodes.
     Worker,
-    /// Derive a projection again from the truth: `follower`, or a projector plugin's name (stop that
-    /// projector's workers first).
+    /// Derive a projection again from the truth: `follower`, or a projector plugin's name (needs
+    /// redis_url). Workers may keep running: a space's events wait while it is built.
     Rebuild { projection: String },
     /// Compare the truth with the follower table, the counters and a sample of list caches; exits 1 with a
     /// report when they differ.

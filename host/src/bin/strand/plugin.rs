@@ -28,7 +28,7 @@ pub enum PluginCommand {
     /// unit test, and the SDK and WIT this binary runs (pinned). Then `strand plugin build` in it.
     New {
         name: String,
-        /// rate-limiter, router or projector.
+        /// rate-limiter, router, projector or relation-policy.
         #[arg(long)]
         kind: PluginKind,
         /// The directory to create the project in.
@@ -50,10 +50,11 @@ pub enum PluginCommand {
     },
     /// Run a component locally, within the configured limits, and print its output and cost.
     Test {
-        /// rate-limiter, router or projector.
+        /// rate-limiter, router, projector or relation-policy.
         #[arg(long)]
         kind: PluginKind,
-        /// JSON array of inputs for the kind's world; the conformance samples when omitted.
+        /// JSON array of inputs for the kind's world (one example per kind: docs/reference/
+        /// plugin-input-KIND.json); the conformance samples when omitted.
         #[arg(long, conflicts_with = "replay")]
         input: Option<PathBuf>,
         /// Run the component beside the tenant's active version (or the bundled one) on the tenant's
@@ -63,7 +64,7 @@ pub enum PluginCommand {
         replay: bool,
         #[arg(long)]
         tenant: Option<String>,
-        /// The plugin's name (`default` for rate-limiter and router).
+        /// The plugin's name (`default` for rate-limiter, router and relation-policy).
         #[arg(long, default_value = "default")]
         name: String,
         /// How many of the tenant's most recent changes to replay.
@@ -86,8 +87,8 @@ pub enum PluginCommand {
         /// This version's fuel per call (default: `plugin_fuel`).
         #[arg(long)]
         fuel: Option<u64>,
-        /// Deploy a rate limiter or router as a canary for this percent (0-99) of the users or message
-        /// keys, beside the active version; then `promote` or `abort`.
+        /// Deploy a rate limiter, router or relation policy as a canary for this percent (0-99) of the
+        /// users or message keys, beside the active version; then `promote` or `abort`.
         #[arg(long, conflicts_with = "shadow")]
         canary: Option<u8>,
         /// Deploy a projector as a shadow: built from the truth and fed every event in a space of its own,
@@ -167,10 +168,10 @@ pub enum PluginCommand {
 pub struct SlotArgs {
     #[arg(long)]
     tenant: String,
-    /// rate-limiter, router or projector.
+    /// rate-limiter, router, projector or relation-policy.
     #[arg(long)]
     kind: PluginKind,
-    /// `default` for rate-limiter and router; the projection's name for a projector.
+    /// `default` for rate-limiter, router and relation-policy; the projection's name for a projector.
     #[arg(long, default_value = "default")]
     name: String,
 }
