@@ -72,18 +72,22 @@ async fn served_counts(port: u16) -> Vec<(i64, i64)> {
     counts
 }
 
-/// The edges a tenant's export holds, without their times.
-async fn exported(port: u16, tenant: &str) -> BTreeSet<(String, i64, i64)> {
-    let text = reqwest::Client::new()
+/// A tenant's export (NDJSON), from the API at `port`.
+async fn export(port: u16, tenant: &str) -> String {
+    let reply = reqwest::Client::new()
         .get(format!("http://127.0.0.1:{port}/admin/v1/tenants/{tenant}/export"))
         .bearer_auth(ADMIN_TOKEN)
         .send()
         .await
-        .unwrap()
-        .text()
-        .await
         .unwrap();
-    text.lines()
+    reply.text().await.unwrap()
+}
+
+/// The edges a tenant's export holds, without their times.
+async fn exported(port: u16, tenant: &str) -> BTreeSet<(String, i64, i64)> {
+    export(port, tenant)
+        .await
+        .lines()
         .map(|line| serde_json::from_str::<Value>(line).unwrap())
         .map(|e| (e["relation"].as_str().unwrap().to_owned(), e["from"].as_i64().unwrap(), e["to"].as_i64().unwrap()))
         .collect()
@@ -144,20 +148,12 @@ async fn a_dump_taken_under_writes_restores_into_a_fresh_server_with_reads_equal
     assert_eq!(served_counts(api).await, truth_counts(&url).await);
 
     // The logical backup of one tenant: its export, imported into an empty tenant, holds the same edges.
-    let export = reqwest::Client::new()
-        .get(format!("http://127.0.0.1:{api}/admin/v1/tenants/scaled/export"))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let logical = export(api, "scaled").await;
     let imported = reqwest::Client::new()
         .post(format!("http://127.0.0.1:{api}/admin/v1/tenants/scaled-copy/import"))
         .bearer_auth(ADMIN_TOKEN)
         .header("content-type", "application/x-ndjson")
-        .body(export)
+        .body(logical)
         .send()
         .await
         .unwrap();
