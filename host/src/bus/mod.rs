@@ -50,8 +50,11 @@ crate::str_enum! {
     /// value reads the host's — and a tenant cannot put its messages into a trace of its choosing.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Header("message header") {
+        /// The change's id (the value's `event_id`): one change forever, what a consumer deduplicates by.
         EventId = "event-id",
+        /// The tenant (app) whose graph changed.
         Tenant = "tenant",
+        /// The value's `type`, readable without parsing the value.
         EventType = "event-type",
         /// The edge's version after the change.
         Version = "version",

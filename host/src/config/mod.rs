@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use figment::providers::{Format, Toml};
 use figment::Figment;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 pub use self::checks::{ConfigError, MIN_SECRET_BYTES};
 pub use self::sources::SECTIONS;
@@ -27,8 +27,9 @@ mod sources;
 /// The database the embedded default uses: a file in the working directory, created when missing.
 pub const EMBEDDED_DATABASE_URL: &str = "sqlite://strand.db?mode=rwc";
 
-/// Strand's configuration. The doc comment of each field is the user's reference (README repeats it).
-#[derive(Debug, Clone, Deserialize)]
+/// Strand's configuration. The doc comment of each field is the user's reference: `docs/reference/
+/// configuration.md` is generated from them and from the defaults (serialised, hence `Serialize`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Address the HTTP API listens on.
@@ -103,9 +104,9 @@ pub struct Config {
     /// through another node's admin API take effect here too.
     pub refresh_ms: u64,
     /// The most edges an account job (deletion, suspension, restore, move) changes per transaction beside live
-    /// writes (the runner takes fewer when a batch would take more than half their quiet p99, four times as
-    /// many while its node has served no live write for a 4 s window): a live write that meets a batch waits
-    /// about as long as it runs.
+    /// writes (the runner takes fewer when a batch would add more to their p99 than it may: half their quiet
+    /// p99, at least 5 ms; four times as many while its node has served no live write for a 4 s window): a
+    /// live write that meets a batch waits about as long as it runs.
     pub account_job_batch: u32,
     /// The most share of its node's time an account job works, above 0 and at most 1: after a batch that
     /// took `t` it rests `t·(1/share − 1)`, the share chosen by the runner within this as the live writes'
@@ -178,7 +179,7 @@ pub struct Config {
 }
 
 /// How the outbox reaches the bus.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum RelayMode {
     Binlog,

@@ -91,7 +91,9 @@ impl Database {
         }
         self.migrator().run(&mut *conn).await?;
         let since = COMPATIBLE_SINCE.iter().find(|(kind, _)| *kind == self.kind).map(|(_, since)| *since);
-        record_compatible_since(&mut *conn, since.unwrap_or(i64::MAX)).await.map_err(DatabaseError::Connect)?;
+        record_compatible_since(&mut *conn, self.kind, since.unwrap_or(i64::MAX))
+            .await
+            .map_err(DatabaseError::Connect)?;
         Ok(SchemaState::Current)
     }
 
@@ -134,12 +136,19 @@ async fn compatible_since(conn: &mut sqlx::AnyConnection) -> Result<Option<i64>,
     }
 }
 
-async fn record_compatible_since(conn: &mut sqlx::AnyConnection, since: i64) -> Result<(), sqlx::Error> {
+/// One statement, not a delete and an insert: SQLite has no migration lock, so two processes migrating at
+/// once would interleave them (the second insert failing on the key), and a reader between the two would
+/// find no record.
+async fn record_compatible_since(
+    conn: &mut sqlx::AnyConnection,
+    kind: DatabaseKind,
+    since: i64,
+) -> Result<(), sqlx::Error> {
     sqlx::query("CREATE TABLE IF NOT EXISTS strand_schema (id INTEGER PRIMARY KEY, compatible_since BIGINT NOT NULL)")
         .execute(&mut *conn)
         .await?;
-    sqlx::query("DELETE FROM strand_schema WHERE id = 1").execute(&mut *conn).await?;
-    sqlx::query("INSERT INTO strand_schema (id, compatible_since) VALUES (1, ?)")
+    sqlx::query(&kind.upsert("strand_schema", &["id", "compatible_since"], &["id"]))
+        .bind(1_i64)
         .bind(since)
         .execute(&mut *conn)
         .await?;

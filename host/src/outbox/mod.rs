@@ -22,7 +22,9 @@ crate::str_enum! {
     /// a removed follower, a block): projectors that count follows stay exact without knowing why.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum EventType("event type") {
+        /// `from` follows `to` from now on (directly, or its request was authorized: `actor` is `to`).
         Follow = "follow",
+        /// `from` no longer follows `to` (it unfollowed, `to` removed it, or a block ended the follow).
         Unfollow = "unfollow",
         /// A follow of a private account, pending its approval (not a follow: not counted, not listed).
         FollowRequested = "follow_requested",
@@ -30,10 +32,13 @@ crate::str_enum! {
         FollowRequestWithdrawn = "follow_request_withdrawn",
         /// The target rejected a pending request (or blocked the requester).
         FollowRequestRejected = "follow_request_rejected",
+        /// `from` blocks `to` (the block's own event; the follows and requests it ended have theirs).
         Block = "block",
+        /// `from` no longer blocks `to`; nothing the block ended comes back.
         Unblock = "unblock",
         /// A mute began or changed (its end or notifications flag).
         Mute = "mute",
+        /// `from` no longer mutes `to` (asked, or the mute reached its end).
         Unmute = "unmute",
     }
 }
@@ -64,11 +69,17 @@ impl EventType {
 pub struct ChangeEvent {
     /// [`EventId`]: `tenant:from:to:version`, one change forever.
     pub event_id: String,
+    /// What the change did: one of the event types.
     #[serde(rename = "type")]
     pub event_type: EventType,
+    /// The tenant (app) whose graph changed.
     pub tenant: String,
+    /// The edge's subject: the follower, blocker, muter or requester.
     pub from: i64,
+    /// The edge's object: the one followed, blocked, muted or asked.
     pub to: i64,
+    /// The edge's version after this change: each change of one edge (`from`, `to` and its relation)
+    /// counts one up, so a consumer keeps the highest it has seen and drops older ones.
     pub version: i64,
     /// RFC 3339, milliseconds, UTC.
     pub occurred_at: String,

@@ -18,7 +18,8 @@ use std::future::Future;
 pub use binlog::BinlogRelay;
 pub use checkpoint::{BinlogPosition, Checkpoint, Saved};
 pub use leader::{Lead, Leadership, RELAY_LOCK};
-use messages::{publish_spans, to_messages};
+use messages::publish_spans;
+pub use messages::to_messages;
 pub use outlet::{Outlet, DEFAULT_ROUTER_BUDGET};
 pub use poll::PollRelay;
 

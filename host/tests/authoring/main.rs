@@ -6,9 +6,10 @@
 
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use reqwest::Method;
-use strand_test_support::{Backend, TestServer};
+use strand_test_support::{free_port, Backend, Examples, TestServer};
 
 /// Runs `program args` in `dir`, building into `target`; its output, which must be a success.
 fn run(program: &str, args: &[&str], dir: &Path, target: &Path) -> Output {
@@ -89,8 +90,40 @@ async fn a_javascript_rate_limiter_and_a_python_projector_made_anywhere_build_de
     for follower in 2..=4 {
         assert_eq!(server.client("poly", follower).put("/v1/me/following/50").await.status, 200);
     }
-    strand_test_support::wait_until("the Python projector's counter", std::time::Duration::from_secs(60), || async {
+    strand_test_support::wait_until("the Python projector's counter", Duration::from_secs(60), || async {
         alice.get("/v1/projections/py-counts/followers/50").await.body["value"] == 4
     })
     .await;
+}
+
+#[test]
+fn a_relation_projector_is_made_only_as_a_rust_projector() {
+    let (strand, place) = (env!("CARGO_BIN_EXE_strand"), tempfile::tempdir().unwrap());
+    let refused = Command::new(strand)
+        .args(["plugin", "new", "--kind", "router", "--relations", "my-router"])
+        .current_dir(place.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("only with --kind projector"), "{stderr}");
+    assert!(!place.path().join("my-router").exists(), "nothing is written");
+}
+
+/// The plugin author's quickstart, as a reader runs it: a relation policy and a relation projector (`plugin
+/// new --relations`) made, tested, built, deployed and met through the API.
+#[test]
+fn the_plugin_author_quickstart_runs() {
+    let page = "docs/quickstart/plugin-author.md";
+    let markdown = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(page)).unwrap();
+    let place = tempfile::tempdir().unwrap();
+    let target = place.path().join("target").display().to_string();
+    let strand = Path::new(env!("CARGO_BIN_EXE_strand"));
+    let examples = Examples {
+        page,
+        strand,
+        markdown: &markdown,
+        substitutions: Vec::new(),
+        env: vec![("CARGO_TARGET_DIR".to_owned(), target)],
+    };
+    examples.run(place.path(), free_port().unwrap());
 }

@@ -2,8 +2,10 @@
 //! throwaway MariaDB (binlog), Redis and the broker on the host. An overlay — the one a platform team writes,
 //! plus what one machine needs: host networking, so each Deployment gets its own ports, and one API node and
 //! one worker, since podman has no Service to spread them — leaves every probe, volume and security setting
-//! as shipped. A follow reaches the counts; the worker pod and the active relay's pod are deleted under
-//! writes and nothing is lost; `podman kube down` stops every process cleanly.
+//! as shipped. The migration Job runs first (the pods only check the schema); a follow reaches the counts;
+//! the worker pod and the active relay's pod are deleted under writes and nothing is lost; `podman kube
+//! down` stops every process cleanly. What podman does not enforce — every workload on the one image, under
+//! the restricted Pod Security Standard, with the config and the Secret — is read from the manifests.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use serde_json::Value;
+use serde_json::{json, Value};
 use strand_test_support::{token, try_wait_until, wait_until, TEST_SECRET};
 
 use crate::containers::{image, in_repository, podman, podman_output};
@@ -57,9 +59,13 @@ impl Drop for Played {
 /// The pods the manifests make, as the test plays them.
 const PODS: [&str; 4] = ["strand-api-pod-0", "strand-relay-pod-0", "strand-relay-pod-1", "strand-worker-pod-0"];
 
-/// Removes whichever of [`PODS`] exist (`kube down` stops at the first one missing).
+/// The pod of the migration Job: podman has no Job controller, so the test plays the Job's template as a
+/// Pod of this name.
+const MIGRATION: &str = "strand-migrate";
+
+/// Removes whichever of [`PODS`] and [`MIGRATION`] exist (`kube down` stops at the first one missing).
 fn remove_pods() {
-    let mut remove = vec!["pod", "rm", "--force", "--ignore"];
+    let mut remove = vec!["pod", "rm", "--force", "--ignore", MIGRATION];
     remove.extend(PODS);
     let _ = podman_output(&remove);
 }
@@ -86,9 +92,12 @@ fn overlay(dir: &Path, api: u16, api_operations: u16, worker_operations: u16) ->
         )
     };
     let (image_name, image_tag) = image().split_once(':').expect("name:tag");
+    let job =
+        "  - patch: |-\n      apiVersion: batch/v1\n      kind: Job\n      metadata: {name: strand-migrate}\n      \
+               spec:\n        template:\n          spec:\n            hostNetwork: true\n";
     format!(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {base}\n\
-         images:\n  - {{name: localhost/strand, newName: {image_name}, newTag: {image_tag}}}\npatches:\n{}{}{}",
+         images:\n  - {{name: localhost/strand, newName: {image_name}, newTag: {image_tag}}}\npatches:\n{job}{}{}{}",
         env(
             "strand-api",
             1,
@@ -103,19 +112,72 @@ fn overlay(dir: &Path, api: u16, api_operations: u16, worker_operations: u16) ->
     )
 }
 
-/// The rendered manifests split into documents, without the Secret: podman 4.3's `kube play` stores a
-/// Secret document in a form its own `envFrom` cannot read, so the test creates it as podman expects.
+/// The rendered manifests split into documents, without the Secret — podman 4.3's `kube play` stores a
+/// Secret document in a form its own `envFrom` cannot read, so the test creates it as podman expects — and
+/// without the Job, which podman does not play (the test plays its pod).
 fn documents(rendered: &str) -> Vec<String> {
     rendered
         .split("\n---\n")
-        .filter(|document| !document.lines().any(|line| line == "kind: Secret"))
+        .filter(|document| !document.lines().any(|line| line == "kind: Secret" || line == "kind: Job"))
         .map(|document| document.trim().to_owned())
         .collect()
+}
+
+/// The objects the kustomization in `dir` renders, as JSON: kubectl converts without a cluster only in a
+/// `--local` command, here one removing a label that no object has.
+fn objects(dir: &Path) -> Vec<Value> {
+    let output = std::process::Command::new("kubectl")
+        .args(["label", "--local", "--output", "json", "--kustomize"])
+        .arg(dir)
+        .arg("strand.test/none-")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "kubectl label --local: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::Deserializer::from_slice(&output.stdout).into_iter().map(Result::unwrap).collect()
 }
 
 /// The pod (of `relays`) whose relay took the lock and publishes.
 fn active_relay<'a>(played: &Played, relays: &[&'a str]) -> Option<&'a str> {
     relays.iter().copied().find(|pod| played.log(pod).contains("this relay is now the active one"))
+}
+
+#[test]
+fn every_workload_runs_the_image_restricted_with_the_config_and_the_secret() {
+    let objects = objects(&in_repository("deploy/kubernetes"));
+    let workloads: Vec<&Value> =
+        objects.iter().filter(|object| object["kind"] == "Deployment" || object["kind"] == "Job").collect();
+    let mut names: Vec<&str> = workloads.iter().map(|w| w["metadata"]["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["strand-api", "strand-migrate", "strand-relay", "strand-worker"]);
+    let image = &workloads[0]["spec"]["template"]["spec"]["containers"][0]["image"];
+    for workload in &workloads {
+        let (name, pod) = (&workload["metadata"]["name"], &workload["spec"]["template"]["spec"]);
+        assert_eq!(pod["automountServiceAccountToken"], false, "{name}");
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{name}");
+        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault", "{name}");
+        let config = json!({"name": "config", "configMap": {"name": "strand-config"}});
+        assert!(pod["volumes"].as_array().unwrap().contains(&config), "{name}: {}", pod["volumes"]);
+        let [container] = pod["containers"].as_array().unwrap().as_slice() else { panic!("{name}: one container") };
+        assert_eq!(&container["image"], image, "{name}");
+        let restricted = json!({"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}});
+        assert_eq!(container["securityContext"], restricted, "{name}");
+        let mount = json!({"name": "config", "mountPath": "/etc/strand", "readOnly": true});
+        assert!(
+            container["volumeMounts"].as_array().unwrap().contains(&mount),
+            "{name}: {}",
+            container["volumeMounts"]
+        );
+        let read = json!({"name": "STRAND_CONFIG", "value": "/etc/strand/config.toml"});
+        assert!(container["env"].as_array().unwrap().contains(&read), "{name}: {}", container["env"]);
+        assert_eq!(container["envFrom"], json!([{"secretRef": {"name": "strand-secrets"}}]), "{name}");
+    }
+    let job = workloads.iter().find(|w| w["kind"] == "Job").unwrap();
+    assert_eq!(job["spec"]["template"]["spec"]["containers"][0]["args"], json!(["migrate"]));
+
+    // The Job migrates; the pods only check the schema.
+    let config = objects.iter().find(|object| object["kind"] == "ConfigMap").expect("the ConfigMap");
+    let config: toml::Table = config["data"]["config.toml"].as_str().unwrap().parse().unwrap();
+    assert_eq!(config.get("migrate_on_start"), Some(&toml::Value::Boolean(false)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -139,6 +201,12 @@ async fn the_manifests_serve_under_podman_kube_play_and_lose_nothing_when_pods_a
     assert!(rendered.status.success(), "kubectl kustomize: {}", String::from_utf8_lossy(&rendered.stderr));
     let documents = documents(&String::from_utf8_lossy(&rendered.stdout));
     std::fs::write(dir.path().join("played.yaml"), documents.join("\n---\n")).unwrap();
+    // The Job's pod, as its controller would make it, beside the ConfigMap it mounts.
+    let objects = objects(dir.path());
+    let job = objects.iter().find(|object| object["kind"] == "Job").expect("the migration Job");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": MIGRATION}, "spec": job["spec"]["template"]["spec"]});
+    let config = objects.iter().find(|object| object["kind"] == "ConfigMap").expect("the ConfigMap");
+    std::fs::write(dir.path().join("migrate.yaml"), format!("{config}\n---\n{pod}")).unwrap();
     // Each Deployment alone (with the ConfigMap), to play again for the controller podman does not have.
     for name in ["strand-worker", "strand-relay"] {
         let alone: Vec<&str> = documents
@@ -152,6 +220,12 @@ async fn the_manifests_serve_under_podman_kube_play_and_lose_nothing_when_pods_a
     let _ = podman_output(&["secret", "rm", SECRET]);
     podman(&["secret", "create", SECRET, &played.manifest("secret.json")]);
     remove_pods(); // what a test cut short left behind
+                   // The release's one migration step; then the pods, which only check the schema.
+    podman(&["kube", "play", &played.manifest("migrate.yaml")]);
+    let exited = podman(&["wait", &format!("{MIGRATION}-strand")]);
+    let log = played.log(MIGRATION);
+    assert!(exited.trim() == "0" && log.contains("up to date"), "the migration exited {exited}: {log}");
+    podman(&["pod", "rm", "--force", MIGRATION]);
     podman(&["kube", "play", &played.manifest("played.yaml")]);
     answering_with(api, || played.logs()).await;
     // What the manifests' probes ask: readiness on the API's port, liveness on each operations port.

@@ -1,7 +1,8 @@
 //! The references in `docs/reference/` are generated from the code, and this test fails when a checked-in
 //! file differs from what the code gives now, so they cannot drift: the CLI (clap's help of every command),
-//! the metrics (`ops/metrics.rs`), the error codes and their statuses (`api/problem.rs`; the README's table
-//! of meanings is checked against them), and the HTTP API (the OpenAPI document the server serves).
+//! the metrics (`ops/metrics.rs`), the error codes and their statuses (`api/problem.rs`; the HTTP guide's
+//! table of meanings is checked against them), the HTTP API (the OpenAPI document the server serves), the
+//! configuration (`configuration.rs`), the messages on the bus (`messages.rs`) and the WIT packages (`wit.rs`).
 //! `UPDATE_REFERENCE=1 cargo test -p strand --test reference` writes them.
 
 use std::collections::BTreeSet;
@@ -10,6 +11,11 @@ use std::process::Command;
 
 use serde_json::Value;
 use strand_test_support::{Backend, TestServer};
+
+mod configuration;
+mod messages;
+mod source_docs;
+mod wit;
 
 fn repository() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -113,9 +119,11 @@ fn the_error_reference_is_every_code_with_its_status_and_the_readme_explains_eac
     let codes = problem_codes();
     let mut page = format!("# Error codes\n\n{GENERATED}");
     page.push_str(
-        "Every error is `application/problem+json` with one of these `code`s (what each means: the README's\n",
+        "Every error is `application/problem+json` with one of these `code`s (what each means: the HTTP guide's\n",
     );
-    page.push_str("*Errors* table, checked against this list).\n\n| status | code |\n|---|---|\n");
+    page.push_str(
+        "*Errors* table, checked against this list: `docs/guides/http-api.md`).\n\n| status | code |\n|---|---|\n",
+    );
     let mut by_status: Vec<(u16, &String)> =
         codes.iter().map(|code| (strand::api::status_of(code).as_u16(), code)).collect();
     by_status.sort();
@@ -124,20 +132,20 @@ fn the_error_reference_is_every_code_with_its_status_and_the_readme_explains_eac
     }
     check("errors.md", &page);
 
-    let readme = std::fs::read_to_string(repository().join("README.md")).unwrap();
+    let guide = std::fs::read_to_string(repository().join("docs/guides/http-api.md")).unwrap();
     let mut documented = BTreeSet::new();
-    for line in readme.lines().filter(|line| line.starts_with("| 4") || line.starts_with("| 5")) {
+    for line in guide.lines().filter(|line| line.starts_with("| 4") || line.starts_with("| 5")) {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
         let status: u16 = cells[1].parse().unwrap_or_else(|_| panic!("a status: {line}"));
         for code in cells[2].split('`').skip(1).step_by(2) {
-            assert_eq!(strand::api::status_of(code).as_u16(), status, "the README's status of {code}: {line}");
+            assert_eq!(strand::api::status_of(code).as_u16(), status, "the HTTP guide's status of {code}: {line}");
             documented.insert(code.to_owned());
         }
     }
     let undocumented: Vec<_> = codes.difference(&documented).collect();
     let unknown: Vec<_> = documented.difference(&codes).collect();
-    assert!(undocumented.is_empty(), "codes the README's error table does not explain: {undocumented:?}");
-    assert!(unknown.is_empty(), "codes the README explains that the code never answers: {unknown:?}");
+    assert!(undocumented.is_empty(), "codes the HTTP guide's error table does not explain: {undocumented:?}");
+    assert!(unknown.is_empty(), "codes the HTTP guide explains that the code never answers: {unknown:?}");
 }
 
 #[tokio::test]
@@ -170,22 +178,6 @@ async fn the_http_reference_is_the_openapi_document() {
     rows.sort();
     page.extend(rows.into_iter().map(|(_, _, row)| row));
     check("http-api.md", &page);
-}
-
-#[test]
-fn the_readme_contents_name_every_section() {
-    let readme = std::fs::read_to_string(repository().join("README.md")).unwrap();
-    let (_, contents) = readme.split_once("**Contents**").expect("the README's contents");
-    let contents = contents.split("\n\n").next().unwrap();
-    for heading in readme.lines().filter_map(|line| line.strip_prefix("## ")) {
-        let anchor: String = heading
-            .to_lowercase()
-            .chars()
-            .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-')
-            .map(|c| if c == ' ' { '-' } else { c })
-            .collect();
-        assert!(contents.contains(&format!("(#{anchor})")), "the contents lack ## {heading} (#{anchor})");
-    }
 }
 
 /// An example `--input` file per kind (`strand plugin test --kind K --input FILE`): the conformance samples

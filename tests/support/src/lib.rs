@@ -2,6 +2,7 @@
 //! HTTP client that mints its own tokens. Tests read as specifications; this crate keeps the plumbing out.
 
 pub mod bench;
+mod doc_examples;
 mod kafka;
 mod mariadb;
 mod process;
@@ -11,6 +12,7 @@ mod server;
 mod test_plugins;
 mod watched;
 
+pub use doc_examples::Examples;
 pub use kafka::{Kafka, Received};
 pub use mariadb::MariaDb;
 pub use process::{plugin_cache_dir, StrandCommand, StrandProcess};

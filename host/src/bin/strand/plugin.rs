@@ -37,6 +37,10 @@ pub enum PluginCommand {
         /// rust (any kind), js (rate-limiter) or python (projector).
         #[arg(long, value_enum, default_value = "rust")]
         lang: scaffold::Lang,
+        /// A relation projector (Rust): its projection sees blocks, mutes, follow requests and who is muted
+        /// or blocked, not only follows. Deployed as a projector all the same.
+        #[arg(long)]
+        relations: bool,
     },
     /// Write the WIT package (`strand.wit`) into DIR, for wit-bindgen, jco or componentize-py.
     Wit {
@@ -193,8 +197,8 @@ const BUILD_POLL: Duration = Duration::from_millis(250);
 
 pub async fn run(command: PluginCommand, config: &Config) -> anyhow::Result<()> {
     match command {
-        PluginCommand::New { name, kind, dir, lang } => {
-            let root = scaffold::new_project(&dir, &name, kind, lang)?;
+        PluginCommand::New { name, kind, dir, lang, relations } => {
+            let root = scaffold::new_project(&dir, &name, kind, lang, relations)?;
             println!("{}", root.display());
             eprintln!("created; `strand plugin build {}` builds the component", root.display());
             Ok(())

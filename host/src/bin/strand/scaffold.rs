@@ -19,6 +19,8 @@ const RATE_LIMITER: &str = include_str!("../../../../plugins/default-rate-limit/
 const ROUTER: &str = include_str!("../../../../plugins/default-router/src/lib.rs");
 const PROJECTOR: &str = include_str!("../../../../plugins/follow-counts/src/lib.rs");
 const RELATION_POLICY: &str = include_str!("../../../../plugins/following-cap/src/lib.rs");
+/// The projector `--relations` starts from: one of blocks, mutes and requests, which follows alone never show.
+const RELATION_PROJECTOR: &str = include_str!("../../../../plugins/relation-signals/src/lib.rs");
 /// The JavaScript and Python examples, each a whole project.
 const JS_RATE_LIMITER: [(&str, &str); 6] = [
     ("package.json", include_str!("../../../../plugins/js-rate-limit/package.json")),
@@ -55,10 +57,22 @@ pub fn write_wit(dir: &Path) -> anyhow::Result<PathBuf> {
 }
 
 /// Creates the project `name` of `kind` in `lang` in `parent/name`, from a working example with its unit
-/// test. Refuses to write into an existing directory.
-pub fn new_project(parent: &Path, name: &str, kind: PluginKind, lang: Lang) -> anyhow::Result<PathBuf> {
+/// test; with `relations`, a relation projector. Refuses to write into an existing directory.
+pub fn new_project(
+    parent: &Path,
+    name: &str,
+    kind: PluginKind,
+    lang: Lang,
+    relations: bool,
+) -> anyhow::Result<PathBuf> {
+    if relations && (kind, lang) != (PluginKind::Projector, Lang::Rust) {
+        bail!(
+            "--relations makes a relation projector: only with --kind projector and --lang rust, \
+             not a {lang:?} {kind}"
+        );
+    }
     match (lang, kind) {
-        (Lang::Rust, _) => new_rust_project(parent, name, kind),
+        (Lang::Rust, _) => new_rust_project(parent, name, kind, relations),
         (Lang::Js, PluginKind::RateLimiter) => new_example_project(parent, name, "js-rate-limit", &JS_RATE_LIMITER),
         (Lang::Python, PluginKind::Projector) => {
             new_example_project(parent, name, "py-follow-counts", &PYTHON_PROJECTOR)
@@ -96,11 +110,12 @@ fn project_root(parent: &Path, name: &str) -> anyhow::Result<PathBuf> {
 
 /// Creates the Rust project `name` of `kind` in `parent/name`: a cdylib crate with a working example and
 /// its unit test, and the SDK beside it in `strand-sdk/`.
-fn new_rust_project(parent: &Path, name: &str, kind: PluginKind) -> anyhow::Result<PathBuf> {
+fn new_rust_project(parent: &Path, name: &str, kind: PluginKind, relations: bool) -> anyhow::Result<PathBuf> {
     let root = project_root(parent, name)?;
     let example = match kind {
         PluginKind::RateLimiter => RATE_LIMITER,
         PluginKind::Router => ROUTER,
+        PluginKind::Projector if relations => RELATION_PROJECTOR,
         PluginKind::Projector => PROJECTOR,
         PluginKind::RelationPolicy => RELATION_POLICY,
     };
