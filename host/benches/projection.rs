@@ -10,7 +10,7 @@
 //!   the database (no cache), then from the projections once built (relationships always come from the
 //!   database).
 //!
-//! `cargo bench -p strand --bench projection` (needs `redis-server`; see the README).
+//! `cargo bench -p strand --bench projection` (needs `redis-server`; see docs/development.md).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@
 //! - commit-to-publication lag, p50/p99, at 50 writes/s: from a follow's commit until its outbox row is
 //!   gone, with the relay running.
 //!
-//! `cargo bench -p strand --bench relay` (needs `nisshi`; see the README); `STRAND_BENCH_RELAY="binlog kafka"`
+//! `cargo bench -p strand --bench relay` (needs `nisshi`; see docs/development.md); `STRAND_BENCH_RELAY="binlog kafka"`
 //! runs one combination.
 
 use std::sync::Arc;

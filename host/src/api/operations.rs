@@ -66,7 +66,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         content_type = "application/problem+json"),
     (status = 403, description = "A tenant key (`forbidden`), or no admin token configured (`admin_disabled`)",
         body = super::Problem, content_type = "application/problem+json"),
-))]
+), security(("admin" = [])))]
 pub async fn admin_metrics(operator: super::admin::Operator) -> Result<impl IntoResponse, ApiError> {
     operator.admin_only()?;
     Ok(metrics().await)

@@ -67,7 +67,8 @@ impl EventType {
 /// The event written to the outbox on every real change; consumers dedupe and order by it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ChangeEvent {
-    /// [`EventId`]: `tenant:from:to:version`, one change forever.
+    /// [`EventId`]: `tenant:from:to:version` for a follow's pair (requests included),
+    /// `tenant:block:from:to:version` and `tenant:mute:from:to:version` for the others; one change forever.
     pub event_id: String,
     /// What the change did: one of the event types.
     #[serde(rename = "type")]

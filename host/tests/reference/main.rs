@@ -118,11 +118,9 @@ fn problem_codes() -> BTreeSet<String> {
 fn the_error_reference_is_every_code_with_its_status_and_the_readme_explains_each() {
     let codes = problem_codes();
     let mut page = format!("# Error codes\n\n{GENERATED}");
+    page.push_str("Every error is `application/problem+json` with one of these `code`s (what each means: the\n");
     page.push_str(
-        "Every error is `application/problem+json` with one of these `code`s (what each means: the HTTP guide's\n",
-    );
-    page.push_str(
-        "*Errors* table, checked against this list: `docs/guides/http-api.md`).\n\n| status | code |\n|---|---|\n",
+        "[HTTP guide's table](../guides/http-api.md#errors), checked against this list).\n\n| status | code |\n|---|---|\n",
     );
     let mut by_status: Vec<(u16, &String)> =
         codes.iter().map(|code| (strand::api::status_of(code).as_u16(), code)).collect();
