@@ -227,7 +227,8 @@ mod tests {
                 if path.is_dir() {
                     visit(&path, found);
                 } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("ops/metrics.rs") {
-                    let text = std::fs::read_to_string(&path).unwrap();
+                    // The schema record's table (`db/schema.rs`) is the one other name of ours so spelt.
+                    let text = std::fs::read_to_string(&path).unwrap().replace("\"strand_schema\"", "");
                     if text.contains("\"strand_") {
                         found.push(path.display().to_string());
                     }

@@ -69,42 +69,34 @@ fn pages() -> Vec<PathBuf> {
     pages
 }
 
+/// A page's lines outside its code blocks.
+fn prose(markdown: &str) -> impl Iterator<Item = &str> {
+    let mut in_code = false;
+    markdown.lines().filter(move |line| {
+        in_code ^= line.starts_with("```");
+        !in_code && !line.starts_with("```")
+    })
+}
+
 /// GitHub's anchors of a page's headings.
 fn anchors(markdown: &str) -> BTreeSet<String> {
-    let mut in_code = false;
-    let mut anchors = BTreeSet::new();
-    for line in markdown.lines() {
-        in_code ^= line.starts_with("```");
-        if in_code || !line.starts_with('#') {
-            continue;
-        }
-        let heading = line.trim_start_matches('#').trim().to_lowercase();
-        let anchor: String = heading
-            .chars()
-            .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
-            .map(|c| if c == ' ' { '-' } else { c })
-            .collect();
-        anchors.insert(anchor);
-    }
-    anchors
+    let headings = prose(markdown).filter(|line| line.starts_with('#'));
+    let heading = |line: &str| line.trim_start_matches('#').trim().to_lowercase();
+    headings
+        .map(|line| {
+            heading(line)
+                .chars()
+                .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+                .map(|c| if c == ' ' { '-' } else { c })
+                .collect()
+        })
+        .collect()
 }
 
 /// The targets of a page's markdown links (`](target)`), outside code blocks.
 fn links(markdown: &str) -> Vec<String> {
-    let mut in_code = false;
-    let mut targets = Vec::new();
-    for line in markdown.lines() {
-        in_code ^= line.starts_with("```");
-        if in_code {
-            continue;
-        }
-        for piece in line.split("](").skip(1) {
-            if let Some(end) = piece.find(')') {
-                targets.push(piece[..end].to_owned());
-            }
-        }
-    }
-    targets
+    let pieces = prose(markdown).flat_map(|line| line.split("](").skip(1));
+    pieces.filter_map(|piece| piece.find(')').map(|end| piece[..end].to_owned())).collect()
 }
 
 #[test]
