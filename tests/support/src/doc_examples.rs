@@ -62,8 +62,7 @@ fn steps(markdown: &str) -> Vec<Step> {
                 }
             } else {
                 let mut command = line.to_owned();
-                let heredoc = line.split("<<'").nth(1).and_then(|rest| rest.split('\'').next()).map(str::to_owned);
-                while command.ends_with('\\') || heredoc.as_deref().is_some_and(|end| !command.ends_with(end)) {
+                while command.ends_with('\\') {
                     let Some(next) = block.get(index) else { break };
                     index += 1;
                     command.push('\n');
